@@ -1,0 +1,57 @@
+// Verdicts are data. Every check - memlock, mr_host, rdma_stack, ... - returns a check_result; the same
+// report object feeds the SPANK log, the prolog's drain reason, the job's AdminComment, the CLI and its JSON.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+enum class verdict {
+  pass,
+  warn,   // works today but is fragile or slow; never fails a job
+  fail,   // NCCL registration will (or did) fail here
+  skip,   // not applicable or not supported here (no HCA, no GPU, built without CUDA)
+  error,  // the checker itself broke (unreadable file, probe crashed); says nothing about the node
+};
+
+std::string_view to_string(verdict v);
+std::optional<verdict> parse_verdict(std::string_view s);
+// Severity order for "the worst of": pass < skip < warn < error < fail.
+int severity(verdict v);
+verdict worst(verdict a, verdict b);
+
+struct check_result {
+  std::string id;       // stable id: memlock, mr_host, rdma_stack, ... (config, logs, JSON, fixture names)
+  verdict result = verdict::skip;
+  std::string summary;  // one line: what was found ("task memlock 64 KiB < required 8 GiB")
+  std::string detail;   // the facts behind it, may be several lines
+  std::string hint;     // the fix, one line; empty on pass/skip
+};
+
+struct report {
+  std::vector<check_result> checks;
+
+  // The worst verdict over all checks, ignoring skip; pass when there are none.
+  verdict overall() const;
+  const check_result* find(std::string_view id) const;
+};
+
+// One line per check that is not pass/skip: "mrcheck: <id>: FAIL: <summary> (fix: <hint>)".
+std::vector<std::string> failure_lines(const report& r);
+// Human text: a table of all checks.
+std::string to_text(const report& r);
+
+void to_json(nlohmann::json& j, const check_result& c);
+void from_json(const nlohmann::json& j, check_result& c);
+// {"verdict": ..., "checks": [...]}; callers add "facts".
+nlohmann::json report_to_json(const report& r);
+// Parses what report_to_json wrote (a probe child's stdout, a spooled node report).
+// Unknown verdict strings make it an error, never a silent pass.
+bool report_from_json(const nlohmann::json& j, report& out, std::string& error);
+
+}  // namespace mrcheck

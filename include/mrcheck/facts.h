@@ -1,0 +1,138 @@
+// Facts about a node: plain values read through a sysroot (or, for libraries, with dlopen on the host).
+// A fact that could not be read is a result<> holding the reason, never a guessed value.
+#pragma once
+
+#include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace mrcheck {
+
+// RLIMIT_MEMLOCK as /proc/PID/limits shows it; k_unlimited for "unlimited".
+struct memlock_limit {
+  std::uint64_t soft = 0;
+  std::uint64_t hard = 0;
+  bool operator==(const memlock_limit&) const = default;
+};
+
+// One process of a chain (the pid itself first, then its ancestors up to pid 1).
+struct process_fact {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  std::string comm;                // from /proc/PID/stat, escaped when printed
+  std::optional<uid_t> uid;        // real uid from /proc/PID/status
+  result<memlock_limit> memlock = status::error("not read");
+  bool lowered = false;            // soft or hard limit lower than its parent's: the hop that dropped it
+};
+
+struct hugepages_fact {
+  std::uint64_t total = 0;          // HugePages_Total
+  std::uint64_t free = 0;           // HugePages_Free
+  std::uint64_t page_size = 0;      // Hugepagesize in bytes
+  std::uint64_t mem_total = 0;      // MemTotal in bytes
+  std::uint64_t mem_available = 0;  // MemAvailable in bytes
+};
+
+struct rdma_port_fact {
+  int number = 0;
+  std::string state;        // "4: ACTIVE"
+  std::string phys_state;   // "5: LinkUp"
+  std::string rate;         // "400 Gb/sec (4X NDR)"
+  std::string link_layer;   // "InfiniBand" | "Ethernet"
+};
+
+struct rdma_device_fact {
+  std::string name;         // mlx5_0
+  std::string fw_ver;       // 28.39.1002
+  std::string board_id;     // MT_0000000838 (PSID)
+  std::string hca_type;     // MT4129
+  std::string node_guid;
+  std::string node_type;
+  std::string pci_bdf;      // from the `device` link, "" if unknown
+  std::vector<rdma_port_fact> ports;
+};
+
+struct kmodule_fact {
+  std::string name;
+  bool loaded = false;                 // /sys/module/NAME exists (built-in modules too)
+  std::optional<std::string> version;  // /sys/module/NAME/version (absent for inbox mlx5_core)
+  std::string taint;                   // /sys/module/NAME/taint ("O" = out of tree, "P" = proprietary, "" = none)
+  std::optional<std::string> srcversion;
+};
+
+enum class nvidia_flavour { unknown, open, proprietary };
+
+struct nvidia_driver_fact {
+  std::string version;                 // 580.82.09
+  nvidia_flavour flavour = nvidia_flavour::unknown;
+  std::string raw;                     // first line of /proc/driver/nvidia/version
+};
+
+struct gpu_fact {
+  std::string pci_bdf;                 // 0000:3b:00.0
+  std::string device_id;               // 0x2335
+  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR (facts.md §4)
+  int bar1_resource_line = -1;         // which line of /sys/bus/pci/devices/BDF/resource held it
+  std::optional<std::uint64_t> memory_bytes;  // from NVML when loaded, else unknown
+};
+
+// A shared library as the dynamic loader would load it (host only; skip under --root).
+struct library_fact {
+  std::string requested;               // "libibverbs.so.1"
+  std::string path;                    // realpath of the file that loaded
+  std::string version;                 // from the file name: libibverbs.so.1.14.44.0 -> "1.14.44.0"
+  std::map<std::string, bool> symbols; // "ibv_reg_mr_iova2@IBVERBS_1.8" -> present
+};
+
+struct node_facts {
+  std::string hostname;
+  result<std::string> kernel_release = status::error("not read");  // /proc/sys/kernel/osrelease
+  std::vector<process_fact> chain;                                  // start pid first, then ancestors
+  result<std::uint64_t> max_map_count = status::error("not read");  // /proc/sys/vm/max_map_count
+  result<hugepages_fact> hugepages = status::error("not read");      // /proc/meminfo
+  result<std::vector<rdma_device_fact>> rdma_devices = status::error("not read");  // /sys/class/infiniband
+  result<int> uverbs_abi = status::error("not read");               // /sys/class/infiniband_verbs/abi_version
+  std::map<std::string, kmodule_fact> modules;                      // ib_core mlx5_core mlx5_ib nvidia nvidia_peermem nv_peer_mem
+  bool memory_peers = false;                                        // /sys/kernel/mm/memory_peers exists (PeerDirect ib_core)
+  std::vector<std::string> memory_peer_clients;                     // e.g. nv_mem, nv_mem_nc
+  result<nvidia_driver_fact> nvidia = status::error("not read");    // /proc/driver/nvidia/version
+  result<std::vector<gpu_fact>> gpus = status::error("not read");   // NVIDIA PCI functions (vendor 0x10de, class 0x03xx)
+  result<library_fact> libibverbs = status::error("not read");
+  result<int> cuda_driver_version = status::error("not read");      // cuDriverGetVersion: 13000 = 13.0
+  result<int> nccl_version = status::error("not read");             // ncclGetVersion: 22809 = 2.28.9
+  result<process_fact> slurmd = status::error("not read");          // via its pid file
+};
+
+struct collect_options {
+  pid_t start_pid = 0;                  // 0: the pid /proc/self points to (in a dump: the captured one)
+  std::string slurmd_pid_file = "/run/slurmd.pid";
+  std::string verbs_library = "libibverbs.so.1";
+  bool load_libraries = true;           // dlopen libibverbs/libcuda/libnccl (host only; never in slurmstepd)
+};
+
+// Reads every fact. Never fails as a whole: each fact carries its own status.
+node_facts collect_facts(const sysroot& root, const collect_options& opts);
+
+// Parsers, exposed for unit tests and for the checks that read one fact alone.
+result<memlock_limit> parse_memlock_from_limits(std::string_view limits_file);
+struct stat_fields {
+  pid_t pid = 0;
+  std::string comm;
+  char state = '?';
+  pid_t ppid = 0;
+};
+result<stat_fields> parse_proc_stat(std::string_view stat_line);
+result<std::vector<process_fact>> read_chain(const sysroot& root, pid_t pid);
+
+void to_json(nlohmann::json& j, const node_facts& f);
+
+}  // namespace mrcheck

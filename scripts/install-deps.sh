@@ -1,0 +1,39 @@
+#!/bin/bash
+# Installs every Debian 12 package mrcheck needs to build, test and run its local Slurm.
+# Idempotent; run as root. The single source of truth for dependencies: CI and the README call it.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  libfmt-dev libhwloc-dev nlohmann-json3-dev libslurm-dev libibverbs-dev ibverbs-providers
+  libgtest-dev googletest
+  # the real local Slurm the end-to-end tests run on
+  slurmd slurmctld slurmdbd slurm-client munge mariadb-server
+  # tools the tests and scripts use
+  procps iproute2 util-linux psmisc passwd
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# Debian's daemon packages try to start services; there is no init here to start them and the
+# tests start their own private instances, so keep postinst from starting anything.
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod +x "$policy"
+  created_policy=1
+fi
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+((created_policy)) && rm -f "$policy"
+echo "install-deps: done"

@@ -1,0 +1,259 @@
+#include <mrcheck/build_config.h>
+#include <mrcheck/config.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <fstream>
+
+#define MRCHECK_HELPER_DEFAULT MRCHECK_INSTALL_BINDIR "/mrcheck"
+
+namespace mrcheck {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+constexpr std::size_t k_max_list = 128;
+
+result<bool> parse_bool(std::string_view v) {
+  if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
+  if (v == "no" || v == "false" || v == "0" || v == "off") return false;
+  return status::error(fmt::format("'{}' is not yes or no", escape_line(v, 64)));
+}
+
+result<fail_policy> parse_policy(std::string_view v) {
+  if (v == "fail") return fail_policy::fail;
+  if (v == "warn") return fail_policy::warn;
+  return status::error(fmt::format("'{}' is not fail or warn", escape_line(v, 64)));
+}
+
+result<std::string> parse_abs_path(std::string_view v) {
+  if (v.empty() || v.front() != '/') return status::error(fmt::format("'{}' is not an absolute path", escape_line(v, 128)));
+  if (v.size() > 4096) return status::error("path longer than 4096 bytes");
+  for (unsigned char c : v) {
+    if (c < 0x20 || c == 0x7f) return status::error("path contains a control character");
+  }
+  return std::string(v);
+}
+
+constexpr std::array<config_key_doc, 14> k_keys{{
+    {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
+    {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
+    {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
+    {"on_fail", "fail", "fail: a failed check ends the task with one line on stderr; warn: print it and go on"},
+    {"on_error", "warn", "what to do when the checker itself breaks (probe crash, unreadable facts): fail or warn"},
+    {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off"},
+    {"probe_timeout", "30s", "hard timeout of the registration probe child"},
+    {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test"},
+    {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)"},
+    {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child"},
+    {"report_dir", "", "directory for per-node JSON reports (empty: none)"},
+    {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
+    {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
+    {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)"},
+}};
+
+}  // namespace
+
+std::string check_groups::to_string() const {
+  if (off) return "off";
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ',';
+    s += name;
+  };
+  add(memlock, "memlock");
+  add(mr, "mr");
+  add(nccl, "nccl");
+  add(verbose, "verbose");
+  return s;
+}
+
+result<check_groups> parse_check_groups(std::optional<std::string_view> list) {
+  check_groups g;
+  if (!list) {
+    g.memlock = g.mr = true;
+    return g;
+  }
+  std::string_view l = *list;
+  if (l.size() > k_max_list) return status::error(fmt::format("check list is longer than {} bytes", k_max_list));
+  for (unsigned char c : l) {
+    if (!(std::islower(c) || c == ',' || c == '_')) {
+      return status::error(fmt::format("check list '{}' has a character other than a-z, ',' and '_'",
+                                       escape_line(l, 64)));
+    }
+  }
+  bool any_word = false;
+  while (!l.empty()) {
+    auto comma = l.find(',');
+    std::string_view w = l.substr(0, comma);
+    l = comma == std::string_view::npos ? std::string_view{} : l.substr(comma + 1);
+    if (w.empty()) continue;
+    any_word = true;
+    if (w == "memlock") {
+      g.memlock = true;
+    } else if (w == "mr") {
+      g.mr = true;
+    } else if (w == "nccl") {
+      g.nccl = true;
+    } else if (w == "all") {
+      g.memlock = g.mr = g.nccl = true;
+    } else if (w == "off" || w == "none") {
+      g.off = true;
+    } else if (w == "verbose") {
+      g.verbose = true;
+    } else {
+      return status::error(fmt::format("unknown check '{}' (known: memlock, mr, nccl, all, off, verbose)",
+                                       escape_line(w, 32)));
+    }
+  }
+  if (g.off && g.any()) return status::error("'off' cannot be combined with a check");
+  if (!any_word) {
+    // "--mr-check=" with an empty value, or only commas: the bare option's meaning.
+    bool verbose = g.verbose;
+    g = check_groups{};
+    g.memlock = g.mr = true;
+    g.verbose = verbose;
+  } else if (!g.any() && !g.off) {
+    // "verbose" alone: the default checks, verbosely.
+    g.memlock = g.mr = true;
+  }
+  return g;
+}
+
+status apply_config_item(config& c, std::string_view item, std::string_view where) {
+  auto eq = item.find('=');
+  auto fail = [&](std::string_view what) { return status::error(fmt::format("{}: {}", where, what)); };
+  if (eq == std::string_view::npos) {
+    return fail(fmt::format("'{}' is not key=value", escape_line(item, 64)));
+  }
+  std::string_view key = trim(item.substr(0, eq));
+  std::string_view value = trim(item.substr(eq + 1));
+  auto bad = [&](const status& s) { return fail(fmt::format("{}: {}", key, s.message())); };
+
+  if (key == "default_checks") {
+    if (value.empty()) {
+      c.default_checks = {};
+      return status::ok();
+    }
+    auto g = parse_check_groups(value);
+    if (!g) return bad(g.error());
+    if (g->off) {
+      c.default_checks = {};
+    } else {
+      c.default_checks = *g;
+    }
+  } else if (key == "memlock_min") {
+    auto v = parse_bytes(value);
+    if (!v) return bad(v.error());
+    c.memlock_min = *v;
+  } else if (key == "enforce") {
+    auto v = parse_bool(value);
+    if (!v) return bad(v.error());
+    c.enforce = *v;
+  } else if (key == "on_fail") {
+    auto v = parse_policy(value);
+    if (!v) return bad(v.error());
+    c.on_fail = *v;
+  } else if (key == "on_error") {
+    auto v = parse_policy(value);
+    if (!v) return bad(v.error());
+    c.on_error = *v;
+  } else if (key == "allow_user_off") {
+    auto v = parse_bool(value);
+    if (!v) return bad(v.error());
+    c.allow_user_off = *v;
+  } else if (key == "probe_timeout" || key == "nccl_timeout") {
+    auto v = parse_duration(value);
+    if (!v) return bad(v.error());
+    (key == "probe_timeout" ? c.probe_timeout : c.nccl_timeout) = *v;
+  } else if (key == "verbs_library") {
+    if (value.empty() || value.size() > 4096) return bad(status::error("empty or too long"));
+    if (value.find('/') != std::string_view::npos) {
+      auto p = parse_abs_path(value);
+      if (!p) return bad(p.error());
+    }
+    c.verbs_library = std::string(value);
+  } else if (key == "helper" || key == "report_dir" || key == "state_dir" || key == "rules" ||
+             key == "prometheus_textfile") {
+    std::string v;
+    if (!value.empty() || key == "helper" || key == "state_dir") {
+      auto p = parse_abs_path(value);
+      if (!p) return bad(p.error());
+      v = std::move(*p);
+    }
+    if (key == "helper") c.helper = v;
+    if (key == "report_dir") c.report_dir = v;
+    if (key == "state_dir") c.state_dir = v;
+    if (key == "rules") c.rules = v;
+    if (key == "prometheus_textfile") c.prometheus_textfile = v;
+  } else if (key == "config") {
+    return fail("config= is only valid as a plugstack.conf argument");
+  } else {
+    return fail(fmt::format("unknown key '{}'", escape_line(key, 64)));
+  }
+  return status::ok();
+}
+
+status load_config_file(config& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return status::from_errno(fmt::format("open config {}", path), errno ? errno : ENOENT);
+  std::string line;
+  int lineno = 0;
+  std::size_t total = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    total += line.size();
+    if (total > (1 << 20)) return status::error(fmt::format("{}: larger than 1 MiB", path));
+    std::string_view l = line;
+    auto hash = l.find('#');
+    if (hash != std::string_view::npos) l = l.substr(0, hash);
+    l = trim(l);
+    if (l.empty()) continue;
+    auto s = apply_config_item(c, l, fmt::format("{}:{}", path, lineno));
+    if (!s) return s;
+  }
+  if (in.bad()) return status::from_errno(fmt::format("read config {}", path), errno ? errno : EIO);
+  c.config_file = path;
+  return status::ok();
+}
+
+result<config> parse_config_args(std::span<const std::string_view> args, std::string_view origin) {
+  config c;
+  int config_index = -1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = trim(args[i]);
+    if (a.rfind("config=", 0) == 0) {
+      if (config_index >= 0) {
+        return status::error(fmt::format("{} argument {}: config= given twice", origin, i + 1));
+      }
+      config_index = static_cast<int>(i);
+      auto p = parse_abs_path(trim(a.substr(7)));
+      if (!p) return status::error(fmt::format("{} argument {}: config: {}", origin, i + 1, p.error().message()));
+      auto s = load_config_file(c, *p);
+      if (!s) return s;
+    }
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == config_index) continue;
+    std::string_view a = trim(args[i]);
+    if (a.empty()) continue;
+    auto s = apply_config_item(c, a, fmt::format("{} argument {}", origin, i + 1));
+    if (!s) return s;
+  }
+  return c;
+}
+
+std::span<const config_key_doc> config_keys() { return k_keys; }
+
+std::string config::helper_path() const { return helper.empty() ? std::string(MRCHECK_HELPER_DEFAULT) : helper; }
+
+}  // namespace mrcheck

@@ -1,0 +1,117 @@
+#include <mrcheck/check.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace mrcheck {
+
+std::string_view to_string(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::warn: return "warn";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skip";
+    case verdict::error: return "error";
+  }
+  return "error";
+}
+
+std::optional<verdict> parse_verdict(std::string_view s) {
+  for (verdict v : {verdict::pass, verdict::warn, verdict::fail, verdict::skip, verdict::error}) {
+    if (s == to_string(v)) return v;
+  }
+  return std::nullopt;
+}
+
+int severity(verdict v) {
+  switch (v) {
+    case verdict::pass: return 0;
+    case verdict::skip: return 1;
+    case verdict::warn: return 2;
+    case verdict::error: return 3;
+    case verdict::fail: return 4;
+  }
+  return 3;
+}
+
+verdict worst(verdict a, verdict b) { return severity(a) >= severity(b) ? a : b; }
+
+verdict report::overall() const {
+  verdict v = verdict::pass;
+  for (const auto& c : checks) {
+    if (c.result == verdict::skip) continue;
+    v = worst(v, c.result);
+  }
+  return v;
+}
+
+const check_result* report::find(std::string_view id) const {
+  auto it = std::find_if(checks.begin(), checks.end(), [&](const check_result& c) { return c.id == id; });
+  return it == checks.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> failure_lines(const report& r) {
+  std::vector<std::string> lines;
+  for (const auto& c : r.checks) {
+    if (c.result == verdict::pass || c.result == verdict::skip) continue;
+    std::string upper(to_string(c.result));
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char ch) { return static_cast<char>(ch - 32); });
+    std::string line = fmt::format("mrcheck: {}: {}: {}", c.id, upper, c.summary);
+    if (!c.hint.empty()) line += fmt::format(" (fix: {})", c.hint);
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::string to_text(const report& r) {
+  std::size_t w = 5;
+  for (const auto& c : r.checks) w = std::max(w, c.id.size());
+  std::string out;
+  for (const auto& c : r.checks) {
+    out += fmt::format("{:<{}}  {:<5}  {}\n", c.id, w, to_string(c.result), c.summary);
+    if (!c.hint.empty() && c.result != verdict::pass && c.result != verdict::skip) {
+      out += fmt::format("{:<{}}  {:<5}  fix: {}\n", "", w, "", c.hint);
+    }
+  }
+  out += fmt::format("{:<{}}  {}\n", "overall", w, to_string(r.overall()));
+  return out;
+}
+
+void to_json(nlohmann::json& j, const check_result& c) {
+  j = nlohmann::json{{"id", c.id},
+                     {"verdict", std::string(to_string(c.result))},
+                     {"summary", c.summary},
+                     {"detail", c.detail},
+                     {"hint", c.hint}};
+}
+
+void from_json(const nlohmann::json& j, check_result& c) {
+  c.id = j.at("id").get<std::string>();
+  auto v = parse_verdict(j.at("verdict").get<std::string>());
+  if (!v) throw nlohmann::json::other_error::create(501, "unknown verdict", &j);
+  c.result = *v;
+  c.summary = j.value("summary", "");
+  c.detail = j.value("detail", "");
+  c.hint = j.value("hint", "");
+}
+
+nlohmann::json report_to_json(const report& r) {
+  nlohmann::json j;
+  j["verdict"] = std::string(to_string(r.overall()));
+  j["checks"] = r.checks;
+  return j;
+}
+
+bool report_from_json(const nlohmann::json& j, report& out, std::string& error) {
+  try {
+    out.checks = j.at("checks").get<std::vector<check_result>>();
+    return true;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
+}
+
+}  // namespace mrcheck
