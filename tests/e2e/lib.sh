@@ -1,0 +1,70 @@
+# Shared helpers for tests/e2e/*_test.sh. Source it; it sets -euo pipefail.
+#   MRCHECK_BUILD_DIR   build tree (cli/mrcheck, prolog/mrcheck-prolog, spank/spank_mrcheck.so, fakes)
+#   MRCHECK_SOURCE_DIR  source tree
+#   MRCHECK_SLURM_DIR   the local Slurm's private directory (default /tmp/mrcheck-slurm)
+set -euo pipefail
+
+: "${MRCHECK_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${MRCHECK_BUILD_DIR:=$MRCHECK_SOURCE_DIR/build}"
+: "${MRCHECK_SLURM_DIR:=/tmp/mrcheck-slurm}"
+export MRCHECK_SOURCE_DIR MRCHECK_BUILD_DIR MRCHECK_SLURM_DIR
+E2E_USER=${E2E_USER:-mrtest}
+E2E_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+E2E_FAILS=0
+E2E_PASSES=0
+
+e2e_log() { printf '%s: %s\n' "$E2E_NAME" "$*" >&2; }
+e2e_skip() { e2e_log "SKIP: $*"; exit 77; }
+e2e_fail() { e2e_log "FAIL: $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
+e2e_pass() { e2e_log "ok: $*"; E2E_PASSES=$((E2E_PASSES + 1)); }
+# Call at the end of every test script.
+e2e_done() {
+  printf '%s: %d passed, %d failed\n' "$E2E_NAME" "$E2E_PASSES" "$E2E_FAILS" >&2
+  ((E2E_FAILS == 0))
+}
+
+# expect_contains "what" "$haystack" "needle"
+expect_contains() {
+  if [[ "$2" == *"$3"* ]]; then e2e_pass "$1"; else e2e_fail "$1: expected to find [$3] in: ${2:0:2000}"; fi
+}
+expect_not_contains() {
+  if [[ "$2" != *"$3"* ]]; then e2e_pass "$1"; else e2e_fail "$1: did not expect [$3] in: ${2:0:2000}"; fi
+}
+expect_eq() {
+  if [[ "$2" == "$3" ]]; then e2e_pass "$1"; else e2e_fail "$1: expected [$3], got [$2]"; fi
+}
+
+# Starts the local Slurm (idempotent) and loads its environment (SLURM_CONF, ...).
+e2e_slurm_up() {
+  bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-up.sh" "$MRCHECK_SLURM_DIR" >&2
+  # shellcheck disable=SC1091
+  source "$MRCHECK_SLURM_DIR/env.sh"
+}
+
+# Copies the built binaries where the job user can execute them (the build tree may sit under a
+# root-only directory): $MRCHECK_SLURM_DIR/install/{bin,sbin,lib/slurm,lib/fake}.
+e2e_stage() {
+  local d=$MRCHECK_SLURM_DIR/install
+  mkdir -p "$d/bin" "$d/sbin" "$d/lib/slurm" "$d/lib/fake"
+  install -m 0755 "$MRCHECK_BUILD_DIR/cli/mrcheck" "$d/bin/mrcheck"
+  [[ -x $MRCHECK_BUILD_DIR/prolog/mrcheck-prolog ]] && install -m 0755 "$MRCHECK_BUILD_DIR/prolog/mrcheck-prolog" "$d/sbin/"
+  [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]] && install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$d/lib/slurm/"
+  local fake
+  fake=$(find "$MRCHECK_BUILD_DIR" -name 'libibverbs.so.1' -path '*fake*' 2>/dev/null | head -1 || true)
+  [[ -n $fake ]] && install -m 0755 "$fake" "$d/lib/fake/libibverbs.so.1"
+  chmod -R a+rX "$MRCHECK_SLURM_DIR/install"
+  E2E_INSTALL=$d
+}
+
+# Writes the plugstack drop-in for the plugin with the given arguments (key=value ...), or removes it.
+e2e_plugin() {
+  local dropin=$MRCHECK_SLURM_DIR/plugstack.conf.d/mrcheck.conf
+  mkdir -p "$(dirname "$dropin")"
+  if (($# == 1)) && [[ $1 == none ]]; then rm -f "$dropin"; return; fi
+  echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$MRCHECK_SLURM_DIR/install/bin/mrcheck $*" >"$dropin"
+}
+
+# Runs a command as the unprivileged job user with the cluster's environment; extra env via `env K=V`.
+as_user() {
+  runuser -u "$E2E_USER" -- env SLURM_CONF="$SLURM_CONF" PATH=/usr/bin:/bin HOME="/home/$E2E_USER" "$@"
+}
