@@ -1,0 +1,47 @@
+#!/bin/bash
+# The whole test suite on a fresh Debian 12 machine, as root: installs what it needs, builds with -Werror
+# (g++), runs every test (unit, fakes, end-to-end on a real local Slurm it starts and stops), then rebuilds
+# the unit tests with clang under ASan+UBSan and runs them again.
+#   MRCHECK_BUILD_DIR   main build tree (default: build)
+#   MRCHECK_SKIP_ASAN=1 skip the sanitizer pass (for quick local runs)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+src=$(pwd)
+build=${MRCHECK_BUILD_DIR:-$src/build}
+asan=${MRCHECK_ASAN_BUILD_DIR:-$src/build-asan}
+jobs=$(nproc)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "test.sh: run as root (it installs packages and starts a private Slurm with munge and MariaDB)" >&2
+  exit 2
+fi
+
+bash scripts/install-deps.sh
+
+echo "== build (g++, -Werror)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON >/dev/null
+ninja -C "$build" -j "$jobs"
+
+cleanup() {
+  if [[ -x tests/slurm/slurm-down.sh ]]; then
+    bash tests/slurm/slurm-down.sh >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+status=0
+echo "== tests (unit, fakes, end-to-end on the local Slurm)"
+export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" || status=1
+
+if [[ ${MRCHECK_SKIP_ASAN:-0} != 1 ]]; then
+  echo "== unit tests under ASan+UBSan (clang, -Werror)"
+  CC=clang CXX=clang++ cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMRCHECK_WERROR=ON \
+    -DMRCHECK_SANITIZE=ON -DMRCHECK_BUILD_SPANK=OFF >/dev/null
+  ninja -C "$asan" -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$asan" --output-on-failure -L 'unit|fakes' -j "$jobs" || status=1
+fi
+
+if ((status == 0)); then echo "test.sh: all tests passed"; else echo "test.sh: FAILED" >&2; fi
+exit $status
