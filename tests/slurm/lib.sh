@@ -1,0 +1,123 @@
+# shellcheck shell=bash disable=SC2034,SC2154
+# Shared helpers for tests/slurm/*.sh. Sourced, never run.
+# Everything here works on one private directory ($dir); nothing touches /etc/slurm, /etc/munge or a system daemon.
+
+say() { printf 'mrcheck: %s: %s\n' "${prog}" "$*"; }
+die() { printf 'mrcheck: %s: error: %s\n' "${prog}" "$*" >&2; exit 1; }
+
+# resolve_dir [DIR]: sets $dir (absolute) from the argument, $MRCHECK_SLURM_DIR or the default.
+resolve_dir() {
+    dir="${1:-${MRCHECK_SLURM_DIR:-/tmp/mrcheck-slurm}}"
+    case "${dir}" in
+        /*) ;;
+        *) dir="$(pwd)/${dir}" ;;
+    esac
+    dir="${dir%/}"
+}
+
+# Ports: one base so a second private cluster (or a system Slurm on 6817-6819/3306) never collides.
+port_base="${MRCHECK_SLURM_PORT_BASE:-16800}"
+ctld_port=$((port_base + 17))
+slurmd_port=$((port_base + 18))
+dbd_port=$((port_base + 19))
+mysql_port=$((port_base + 6))
+
+test_user="${MRCHECK_SLURM_USER:-mrtest}"
+cluster_name="mrcheck"
+
+
+# The commands tests and these scripts run (sinfo, sacctmgr, scontrol) see only the private cluster.
+slurm_cmd() {
+    env -u SLURM_JOB_ID -u SLURM_JOBID SLURM_CONF="${dir}/slurm.conf" "$@"
+}
+
+# pid_alive NAME PIDFILE: true when PIDFILE names a live process whose comm is NAME. Checking comm guards
+# against a stale pid file whose pid was reused by something else (we would otherwise signal a stranger).
+pid_alive() {
+    local name="$1" pidfile="$2" pid comm
+    [[ -s "${pidfile}" ]] || return 1
+    pid="$(head -n1 "${pidfile}" | tr -dc '0-9')"
+    [[ -n "${pid}" ]] || return 1
+    [[ -r "/proc/${pid}/comm" ]] || return 1
+    comm="$(cat "/proc/${pid}/comm" 2>/dev/null)" || return 1
+    # State Z = exited but not yet reaped: not alive for our purposes.
+    [[ "$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" != "Z" ]] || return 1
+    [[ "${comm}" == "${name}" ]]
+}
+
+pid_of() { head -n1 "$1" | tr -dc '0-9'; }
+
+# proc_alive PID NAME: PID still runs (not a zombie) as NAME.
+proc_alive() {
+    [[ -r "/proc/$1/stat" ]] || return 1
+    [[ "$(cat "/proc/$1/comm" 2>/dev/null)" == "$2" ]] || return 1
+    [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != "Z" ]]
+}
+
+# show_logs: the tail of every daemon log, for an error message a CI reader can act on.
+show_logs() {
+    local f
+    for f in "${dir}"/log/*.log "${dir}"/log/*.stderr; do
+        [[ -s "${f}" ]] || continue
+        printf '==== %s (last 25 lines) ====\n' "${f}" >&2
+        tail -n 25 "${f}" >&2
+    done
+}
+
+fail_with_logs() {
+    printf 'mrcheck: %s: error: %s\n' "${prog}" "$*" >&2
+    show_logs
+    exit 1
+}
+
+# wait_until SECONDS DESCRIPTION CMD...: polls CMD every 0.2 s; false on timeout.
+wait_until() {
+    local limit="$1" what="$2"
+    shift 2
+    local deadline=$((SECONDS + limit))
+    while ((SECONDS < deadline)); do
+        if "$@" >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    "$@" >/dev/null 2>&1 && return 0
+    printf 'mrcheck: %s: timed out after %ss waiting for %s\n' "${prog}" "${limit}" "${what}" >&2
+    return 1
+}
+
+# spawn LOG CMD...: starts CMD detached (own session, stdin /dev/null, output to LOG) with every inherited
+# descriptor above 2 closed, so a daemon never holds the caller's pipe open (a CI step would hang on it).
+# The daemon gets a clean environment: a caller running inside a Slurm job (SLURM_* set) or with another
+# SLURM_CONF must not leak into it.
+spawn() {
+    local log="$1"
+    shift
+    printf -- '---- %s: %s\n' "$(date -u +%FT%TZ)" "$*" >>"${log}"
+    (
+        for fd in "/proc/${BASHPID}/fd/"*; do
+            fd="${fd##*/}"
+            if ((fd > 2)); then
+                eval "exec ${fd}>&-" 2>/dev/null || true
+            fi
+        done
+        exec setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+            SLURM_CONF="${dir}/slurm.conf" "$@" </dev/null >>"${log}" 2>&1
+    ) &
+}
+
+# node_state NODE: the node's state as sinfo prints it (idle, mixed, down*, drained, ...).
+node_state() {
+    slurm_cmd sinfo -h -N -n "$1" -o '%T' 2>/dev/null | head -n1
+}
+
+node_usable() {
+    local s
+    s="$(node_state "$1")"
+    [[ "${s}" == "idle" || "${s}" == "mixed" || "${s}" == "allocated" ]]
+}
+
+# Node names this cluster runs (one per slurmd); written by slurm-up.sh.
+node_names() {
+    awk '{print $1}' "${dir}/run/nodes" 2>/dev/null
+}

@@ -1,0 +1,370 @@
+#!/bin/bash
+# Starts a private one-node Slurm (munged, MariaDB, slurmdbd, slurmctld, slurmd) in DIR for mrcheck's
+# end-to-end tests. Usage: slurm-up.sh [DIR]   (DIR defaults to $MRCHECK_SLURM_DIR or /tmp/mrcheck-slurm)
+# Never reads or writes /etc/slurm, /etc/munge or a system database; every port is off Slurm's defaults.
+# Idempotent: when everything is already up it says so and exits 0; when only part is up it starts the rest.
+set -euo pipefail
+
+prog=slurm-up
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+. "${here}/lib.sh"
+
+usage() {
+    echo "usage: slurm-up.sh [DIR]" >&2
+    exit 2
+}
+arg_dir=""
+while (($#)); do
+    case "$1" in
+        -h | --help) usage ;;
+        -*) usage ;;
+        *)
+            [[ -z "${arg_dir}" ]] || usage
+            arg_dir="$1"
+            ;;
+    esac
+    shift
+done
+resolve_dir "${arg_dir}"
+
+[[ "$(id -u)" == 0 ]] || die "must run as root (the daemons run as root, as SlurmUser=root)"
+for b in munged munge unmunge mariadbd mariadb-install-db mariadb mariadb-admin slurmdbd slurmctld slurmd \
+    sinfo scontrol sacctmgr setpriv ss; do
+    command -v "${b}" >/dev/null || die "${b} not found (run scripts/install-deps.sh)"
+done
+
+start_ns=$(date +%s%N)
+
+all_up() {
+    local n
+    pid_alive munged "${dir}/run/munged.pid" || return 1
+    pid_alive mariadbd "${dir}/run/mariadb.pid" || return 1
+    pid_alive slurmdbd "${dir}/run/slurmdbd.pid" || return 1
+    pid_alive slurmctld "${dir}/run/slurmctld.pid" || return 1
+    for n in $(node_names); do
+        pid_alive slurmd "${dir}/run/slurmd-${n}.pid" || return 1
+        node_usable "${n}" || return 1
+    done
+    [[ -n "$(node_names)" ]]
+}
+
+any_up() {
+    local f
+    for f in "${dir}"/run/*.pid; do
+        [[ -e "${f}" ]] || continue
+        case "${f##*/}" in
+            munged.pid) pid_alive munged "${f}" && return 0 ;;
+            mariadb.pid) pid_alive mariadbd "${f}" && return 0 ;;
+            slurmdbd.pid) pid_alive slurmdbd "${f}" && return 0 ;;
+            slurmctld.pid) pid_alive slurmctld "${f}" && return 0 ;;
+            slurmd-*.pid) pid_alive slurmd "${f}" && return 0 ;;
+        esac
+    done
+    return 1
+}
+
+print_env() {
+    say "env file ${dir}/env.sh:"
+    cat "${dir}/env.sh"
+}
+
+if [[ -f "${dir}/env.sh" ]] && all_up; then
+    say "already up in ${dir}"
+    print_env
+    exit 0
+fi
+
+mkdir -p "${dir}"
+chmod 755 "${dir}"
+mkdir -p "${dir}/run" "${dir}/log" "${dir}/state" "${dir}/spool" "${dir}/munge" "${dir}/mysql" \
+    "${dir}/plugstack.conf.d"
+chmod 755 "${dir}/run" "${dir}/log" "${dir}/plugstack.conf.d"
+chmod 700 "${dir}/state" "${dir}/mysql"
+chmod 755 "${dir}/spool"
+# munged insists that its key directory is not writable by others; clients need to reach the socket.
+chmod 755 "${dir}/munge"
+
+host_short="$(hostname -s)"
+[[ -n "${host_short}" ]] || die "hostname -s printed nothing"
+
+# --- the test user -------------------------------------------------------------------------------
+# Jobs run as an unprivileged user: the kernel skips RLIMIT_MEMLOCK for root (CAP_IPC_LOCK).
+if ! id -u "${test_user}" >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/bash --user-group "${test_user}" || die "useradd ${test_user} failed"
+    say "created user ${test_user}"
+fi
+test_home="$(getent passwd "${test_user}" | cut -d: -f6)"
+if [[ -n "${test_home}" && ! -d "${test_home}" ]]; then
+    mkdir -p "${test_home}"
+    chown "${test_user}:" "${test_home}"
+fi
+test_uid="$(id -u "${test_user}")"
+# A scratch directory the test user can write, for sbatch output files and job working directories.
+mkdir -p "${dir}/work"
+chown "${test_user}:" "${dir}/work"
+chmod 1777 "${dir}/work"
+
+# --- configuration -------------------------------------------------------------------------------
+# Written only when nothing is running, so a test's slurm-conf-set.sh edit survives a partial restart
+# but slurm-down.sh + slurm-up.sh always gives the pristine configuration back.
+write_configs() {
+    local hw cpus boards sockets cores threads mem
+    hw="$(slurmd -C 2>/dev/null | head -n1)" || true
+    [[ "${hw}" == NodeName=* ]] || die "slurmd -C printed no node line: ${hw}"
+    field() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<<"${hw}"; }
+    cpus="$(field CPUs)"
+    boards="$(field Boards)"
+    sockets="$(field SocketsPerBoard)"
+    cores="$(field CoresPerSocket)"
+    threads="$(field ThreadsPerCore)"
+    mem="$(field RealMemory)"
+    [[ -n "${cpus}" && -n "${mem}" && -n "${sockets}" && -n "${cores}" && -n "${threads}" ]] ||
+        die "cannot parse slurmd -C: ${hw}"
+
+    echo "${host_short} ${slurmd_port}" >"${dir}/run/nodes"
+
+    local db_pass
+    if [[ -s "${dir}/mysql/slurm.pass" ]]; then
+        db_pass="$(cat "${dir}/mysql/slurm.pass")"
+    else
+        db_pass="$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+        (umask 077 && echo "${db_pass}" >"${dir}/mysql/slurm.pass")
+    fi
+
+    cat >"${dir}/slurm.conf" <<EOF
+# Private test cluster written by tests/slurm/slurm-up.sh; edit with tests/slurm/slurm-conf-set.sh.
+ClusterName=${cluster_name}
+SlurmctldHost=${host_short}(127.0.0.1)
+SlurmctldPort=${ctld_port}
+SlurmdPort=${slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=${dir}/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=${dir}/state/slurmctld
+SlurmdSpoolDir=${dir}/spool/slurmd-%n
+SlurmctldPidFile=${dir}/run/slurmctld.pid
+SlurmdPidFile=${dir}/run/slurmd-%n.pid
+SlurmctldLogFile=${dir}/log/slurmctld.log
+SlurmdLogFile=${dir}/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=${dbd_port}
+# Clients sign slurmdbd messages with the munge socket named here, not AuthInfo's (slurm_protocol_api.c,
+# SLURM_GLOBAL_AUTH_KEY); without it sacctmgr/slurmctld look for /run/munge/munge.socket.2.
+AccountingStoragePass=socket=${dir}/munge/munge.socket
+JobCompType=jobcomp/none
+PlugStackConfig=${dir}/plugstack.conf
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+MailProg=/bin/true
+InactiveLimit=0
+KillWait=5
+MinJobAge=600
+SlurmdTimeout=60
+SlurmctldTimeout=60
+NodeName=${host_short} NodeAddr=127.0.0.1 Port=${slurmd_port} CPUs=${cpus} Boards=${boards:-1} SocketsPerBoard=${sockets} CoresPerSocket=${cores} ThreadsPerCore=${threads} RealMemory=${mem} State=UNKNOWN
+# OverSubscribe=FORCE lets several jobs run on the one node at once (tests may run in parallel).
+PartitionName=debug Nodes=${host_short} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+EOF
+    chmod 644 "${dir}/slurm.conf"
+
+    cat >"${dir}/slurmdbd.conf" <<EOF
+# Private slurmdbd written by tests/slurm/slurm-up.sh.
+AuthType=auth/munge
+AuthInfo=socket=${dir}/munge/munge.socket
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=${dbd_port}
+SlurmUser=root
+LogFile=${dir}/log/slurmdbd.log
+PidFile=${dir}/run/slurmdbd.pid
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=${mysql_port}
+StorageUser=slurm
+StoragePass=${db_pass}
+StorageLoc=slurm_acct_db
+EOF
+    # slurmdbd refuses a config readable by others (it holds the database password).
+    chmod 600 "${dir}/slurmdbd.conf"
+
+    # Read by slurmd/slurmstepd only if a cgroup plugin is loaded; present so a system cgroup.conf is never
+    # consulted by accident.
+    cat >"${dir}/cgroup.conf" <<EOF
+CgroupPlugin=autodetect
+EOF
+    chmod 644 "${dir}/cgroup.conf"
+
+    cat >"${dir}/plugstack.conf" <<EOF
+# Tests drop SPANK plugin lines into ${dir}/plugstack.conf.d/*.conf
+include ${dir}/plugstack.conf.d/*.conf
+EOF
+    chmod 644 "${dir}/plugstack.conf"
+}
+
+if any_up; then
+    [[ -s "${dir}/slurm.conf" && -s "${dir}/slurmdbd.conf" && -s "${dir}/run/nodes" ]] ||
+        die "some daemons run from ${dir} but its configuration is missing; run slurm-down.sh ${dir} first"
+    say "partly up in ${dir}: keeping its configuration, starting what is missing"
+else
+    write_configs
+fi
+
+check_port_free() {
+    local port="$1" what="$2"
+    if ss -Hltn "sport = :${port}" 2>/dev/null | grep -q .; then
+        fail_with_logs "port ${port} for ${what} is already in use (set MRCHECK_SLURM_PORT_BASE to move all ports)"
+    fi
+}
+
+step() { say "$(printf '[%5.1fs] %s' "$(awk -v a="${start_ns}" -v b="$(date +%s%N)" 'BEGIN{print (b-a)/1e9}')" "$*")"; }
+
+# --- munged --------------------------------------------------------------------------------------
+munge_sock="${dir}/munge/munge.socket"
+munge_ok() { munge -S "${munge_sock}" -n </dev/null | unmunge -S "${munge_sock}" >/dev/null; }
+if ! pid_alive munged "${dir}/run/munged.pid"; then
+    if [[ ! -s "${dir}/munge/munge.key" ]]; then
+        (umask 077 && head -c 1024 /dev/urandom >"${dir}/munge/munge.key")
+    fi
+    chmod 400 "${dir}/munge/munge.key"
+    rm -f "${dir}/run/munged.pid" "${munge_sock}" "${munge_sock}.lock"
+    # --force: munged refuses to run as root without it; running it as root keeps the key root-owned.
+    spawn "${dir}/log/munged.stderr" munged --force \
+        --socket="${munge_sock}" --key-file="${dir}/munge/munge.key" \
+        --pid-file="${dir}/run/munged.pid" --log-file="${dir}/log/munged.log" \
+        --seed-file="${dir}/munge/munged.seed"
+    wait_until 20 "munged" munge_ok || fail_with_logs "munged did not start"
+    step "munged up (socket ${munge_sock})"
+fi
+
+# --- MariaDB -------------------------------------------------------------------------------------
+mysql_sock="${dir}/mysql/mysqld.sock"
+mysql_data="${dir}/mysql/data"
+mysql_root() { mariadb --no-defaults --socket="${mysql_sock}" -uroot; }
+if ! pid_alive mariadbd "${dir}/run/mariadb.pid"; then
+    check_port_free "${mysql_port}" "MariaDB"
+    if [[ ! -d "${mysql_data}/mysql" ]]; then
+        rm -rf "${mysql_data}"
+        mkdir -p "${mysql_data}"
+        mariadb-install-db --no-defaults --datadir="${mysql_data}" --user=root \
+            --auth-root-authentication-method=socket --skip-test-db \
+            >"${dir}/log/mariadb-install-db.log" 2>&1 ||
+            fail_with_logs "mariadb-install-db failed (see ${dir}/log/mariadb-install-db.log)"
+        step "MariaDB datadir initialised"
+    fi
+    rm -f "${dir}/run/mariadb.pid"
+    # --no-defaults: never read /etc/mysql; loopback TCP for slurmdbd, a private socket for setup.
+    # The innodb sizes are slurmdbd's recommended minimums (it logs an error below them,
+    # accounting_storage_mysql.c); buffer pool pages are only touched as they are used.
+    spawn "${dir}/log/mariadb.stderr" mariadbd --no-defaults --user=root \
+        --datadir="${mysql_data}" --socket="${mysql_sock}" --pid-file="${dir}/run/mariadb.pid" \
+        --port="${mysql_port}" --bind-address=127.0.0.1 --log-error="${dir}/log/mariadb.log" \
+        --innodb-buffer-pool-size=512M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 \
+        --max-allowed-packet=16M --skip-name-resolve
+    wait_until 60 "MariaDB" mariadb-admin --no-defaults --socket="${mysql_sock}" -uroot ping ||
+        fail_with_logs "MariaDB did not start"
+    wait_until 10 "MariaDB pid file" pid_alive mariadbd "${dir}/run/mariadb.pid" ||
+        fail_with_logs "MariaDB wrote no pid file"
+    step "MariaDB up (port ${mysql_port}, socket ${mysql_sock})"
+fi
+db_pass="$(sed -n 's/^StoragePass=//p' "${dir}/slurmdbd.conf")"
+mysql_root <<EOF || fail_with_logs "cannot create the slurm database user"
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '${db_pass}';
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '${db_pass}';
+ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '${db_pass}';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '${db_pass}';
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+FLUSH PRIVILEGES;
+EOF
+
+# --- slurmdbd ------------------------------------------------------------------------------------
+sacctmgr_ok() { slurm_cmd sacctmgr -n -P list cluster format=cluster; }
+if ! pid_alive slurmdbd "${dir}/run/slurmdbd.pid"; then
+    check_port_free "${dbd_port}" "slurmdbd"
+    rm -f "${dir}/run/slurmdbd.pid"
+    spawn "${dir}/log/slurmdbd.stderr" slurmdbd
+    wait_until 20 "slurmdbd pid file" pid_alive slurmdbd "${dir}/run/slurmdbd.pid" ||
+        fail_with_logs "slurmdbd did not start"
+    # The first start creates the schema; sacctmgr answers once that is done.
+    wait_until 90 "slurmdbd to answer sacctmgr" sacctmgr_ok || fail_with_logs "slurmdbd does not answer"
+    step "slurmdbd up (port ${dbd_port})"
+fi
+
+# --- accounting: cluster, account, users (before slurmctld, so it registers with a known cluster) ------
+if ! slurm_cmd sacctmgr -n -P list cluster format=cluster | grep -qx "${cluster_name}"; then
+    slurm_cmd sacctmgr -i add cluster "${cluster_name}" >/dev/null || fail_with_logs "sacctmgr add cluster failed"
+fi
+if ! slurm_cmd sacctmgr -n -P list account format=account | grep -qx mrcheck; then
+    slurm_cmd sacctmgr -i add account mrcheck cluster="${cluster_name}" description=mrcheck-tests \
+        organization=mrcheck >/dev/null || fail_with_logs "sacctmgr add account failed"
+fi
+for u in root "${test_user}"; do
+    if ! slurm_cmd sacctmgr -n -P list user format=user | grep -qx "${u}"; then
+        slurm_cmd sacctmgr -i add user "${u}" account=mrcheck defaultaccount=mrcheck cluster="${cluster_name}" \
+            >/dev/null || fail_with_logs "sacctmgr add user ${u} failed"
+    fi
+done
+
+# --- slurmctld -----------------------------------------------------------------------------------
+ctld_ok() { slurm_cmd scontrol ping | grep -q 'is UP'; }
+if ! pid_alive slurmctld "${dir}/run/slurmctld.pid"; then
+    check_port_free "${ctld_port}" "slurmctld"
+    mkdir -p "${dir}/state/slurmctld"
+    rm -f "${dir}/run/slurmctld.pid"
+    spawn "${dir}/log/slurmctld.stderr" slurmctld
+    wait_until 20 "slurmctld pid file" pid_alive slurmctld "${dir}/run/slurmctld.pid" ||
+        fail_with_logs "slurmctld did not start"
+    wait_until 30 "slurmctld to answer" ctld_ok || fail_with_logs "slurmctld does not answer scontrol ping"
+    step "slurmctld up (port ${ctld_port})"
+fi
+
+# --- slurmd (one per node line) ------------------------------------------------------------------
+while read -r node port; do
+    [[ -n "${node}" ]] || continue
+    if ! pid_alive slurmd "${dir}/run/slurmd-${node}.pid"; then
+        # slurmd-restart.sh waits until this slurmd registered, not just until a saved state says idle.
+        "${here}/slurmd-restart.sh" --node "${node}" "${dir}" </dev/null || fail_with_logs "slurmd ${node} did not start"
+    fi
+done <"${dir}/run/nodes"
+for node in $(node_names); do
+    wait_until 60 "node ${node} to be idle" node_usable "${node}" ||
+        fail_with_logs "node ${node} is not idle: state '$(node_state "${node}")'" \
+            "reason '$(slurm_cmd sinfo -h -N -n "${node}" -o '%E' 2>/dev/null)'"
+done
+step "slurmd up, node(s) $(node_names | tr '\n' ' ')idle"
+
+cat >"${dir}/env.sh" <<EOF
+# Source this to use the private test cluster started by tests/slurm/slurm-up.sh.
+export SLURM_CONF=${dir}/slurm.conf
+export MRCHECK_SLURM_DIR=${dir}
+export MRCHECK_SLURM_USER=${test_user}
+export MRCHECK_SLURM_UID=${test_uid}
+export MRCHECK_SLURM_NODES="$(node_names | awk '{print $1}' | paste -sd, -)"
+export MRCHECK_SLURM_PARTITION=debug
+export MRCHECK_SLURM_PLUGSTACK_D=${dir}/plugstack.conf.d
+export MRCHECK_SLURM_WORK=${dir}/work
+export MRCHECK_SLURM_MUNGE_SOCKET=${munge_sock}
+# Run a command as the unprivileged test user, keeping this shell's environment and limits (no PAM):
+#   \$MRCHECK_AS_USER srun -n1 true
+export MRCHECK_AS_USER="setpriv --reuid=${test_uid} --regid=$(id -g "${test_user}") --init-groups --"
+EOF
+chmod 644 "${dir}/env.sh"
+
+elapsed=$(awk -v a="${start_ns}" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}')
+say "up in ${dir} after ${elapsed}s"
+print_env
