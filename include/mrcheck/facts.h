@@ -123,6 +123,8 @@ struct collect_options {
 node_facts collect_facts(const sysroot& root, const collect_options& opts);
 
 // Parsers, exposed for unit tests and for the checks that read one fact alone.
+// The "Max locked memory  <soft> <hard> bytes" line of /proc/PID/limits; "unlimited" -> k_unlimited. Any
+// spacing; a missing line, a line without its "bytes" column (truncated) or a bad number is an error.
 result<memlock_limit> parse_memlock_from_limits(std::string_view limits_file);
 struct stat_fields {
   pid_t pid = 0;
@@ -130,7 +132,18 @@ struct stat_fields {
   char state = '?';
   pid_t ppid = 0;
 };
+// "PID (comm) S PPID ...": comm may contain spaces and ')', so it is taken up to the LAST ')'.
 result<stat_fields> parse_proc_stat(std::string_view stat_line);
+// The real uid (first column of the "Uid:" line of /proc/PID/status).
+result<uid_t> parse_status_uid(std::string_view status_file);
+// One process: stat is required (error if missing or malformed), limits and uid are read when possible
+// (an unreadable limits file leaves memlock as an error with the reason).
+result<process_fact> read_process(const sysroot& root, pid_t pid);
+// Sets `lowered` on every entry whose soft or hard limit is below its parent's (the next entry); an entry
+// whose limits or parent's limits are unknown is never marked.
+void mark_lowered(std::vector<process_fact>& chain);
+// PID first, then its ancestors up to pid 1. Error only when PID itself cannot be read; an ancestor that
+// vanished ends the chain with what was read. Guarded against loops and absurd depth.
 result<std::vector<process_fact>> read_chain(const sysroot& root, pid_t pid);
 
 void to_json(nlohmann::json& j, const node_facts& f);
