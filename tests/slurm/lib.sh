@@ -45,6 +45,19 @@ pid_alive() {
     [[ "${comm}" == "${name}" ]]
 }
 
+# take_lock: serialises slurm-up/-down/slurmd-restart/slurm-conf-set on one DIR (ctest -j runs several
+# end-to-end tests at once, each calling slurm-up.sh). Re-entrant for the scripts these scripts call.
+# spawn() closes fd 9 in daemons, so no daemon ever holds the lock.
+take_lock() {
+    [[ "${MRCHECK_SLURM_LOCK_HELD:-}" != "${dir}" ]] || return 0
+    mkdir -p "${dir}"
+    exec 9>>"${dir}/.lock"
+    if ! flock -w 600 9; then
+        die "another slurm script held ${dir}/.lock for 600s"
+    fi
+    export MRCHECK_SLURM_LOCK_HELD="${dir}"
+}
+
 pid_of() { head -n1 "$1" | tr -dc '0-9'; }
 
 # proc_alive PID NAME: PID still runs (not a zombie) as NAME.

@@ -20,6 +20,7 @@ while (($#)); do
 done
 resolve_dir "${arg_dir}"
 [[ -d "${dir}" ]] || { say "nothing in ${dir}"; exit 0; }
+take_lock
 
 rc=0
 

@@ -29,6 +29,7 @@ done
 resolve_dir "${arg_dir}"
 
 [[ "$(id -u)" == 0 ]] || die "must run as root (the daemons run as root, as SlurmUser=root)"
+take_lock
 for b in munged munge unmunge mariadbd mariadb-install-db mariadb mariadb-admin slurmdbd slurmctld slurmd \
     sinfo scontrol sacctmgr setpriv ss; do
     command -v "${b}" >/dev/null || die "${b} not found (run scripts/install-deps.sh)"
@@ -179,6 +180,8 @@ NodeName=${host_short} NodeAddr=127.0.0.1 Port=${slurmd_port} CPUs=${cpus} Board
 PartitionName=debug Nodes=${host_short} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
     chmod 644 "${dir}/slurm.conf"
+    # slurm-conf-set.sh --reset puts this back.
+    cp -p "${dir}/slurm.conf" "${dir}/slurm.conf.orig"
 
     cat >"${dir}/slurmdbd.conf" <<EOF
 # Private slurmdbd written by tests/slurm/slurm-up.sh.
@@ -361,7 +364,7 @@ export MRCHECK_SLURM_WORK=${dir}/work
 export MRCHECK_SLURM_MUNGE_SOCKET=${munge_sock}
 # Run a command as the unprivileged test user, keeping this shell's environment and limits (no PAM):
 #   \$MRCHECK_AS_USER srun -n1 true
-export MRCHECK_AS_USER="setpriv --reuid=${test_uid} --regid=$(id -g "${test_user}") --init-groups --"
+export MRCHECK_AS_USER="setpriv --reuid=${test_uid} --regid=$(id -g "${test_user}") --init-groups -- env HOME=${test_home} USER=${test_user} LOGNAME=${test_user}"
 EOF
 chmod 644 "${dir}/env.sh"
 

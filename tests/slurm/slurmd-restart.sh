@@ -54,6 +54,7 @@ while (($#)); do
     shift
 done
 resolve_dir "${arg_dir}"
+take_lock
 [[ -s "${dir}/slurm.conf" && -s "${dir}/run/nodes" ]] || die "no cluster configured in ${dir} (run slurm-up.sh)"
 ((keep == 0)) || [[ -z "${soft}${hard}" ]] || die "--keep-limits and --memlock-* exclude each other"
 
