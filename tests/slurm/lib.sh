@@ -13,14 +13,27 @@ resolve_dir() {
         *) dir="$(pwd)/${dir}" ;;
     esac
     dir="${dir%/}"
+    set_ports
 }
 
-# Ports: one base so a second private cluster (or a system Slurm on 6817-6819/3306) never collides.
-port_base="${MRCHECK_SLURM_PORT_BASE:-16800}"
-ctld_port=$((port_base + 17))
-slurmd_port=$((port_base + 18))
-dbd_port=$((port_base + 19))
-mysql_port=$((port_base + 6))
+# Ports: one base so a second private cluster (or a system Slurm on 6817-6819/3306) never collides:
+# MariaDB base+6, slurmctld base+17, slurmd base+18 (one node) or base+20+i (node i), slurmdbd base+19.
+# A configured DIR remembers its base, so later scripts on it need no environment.
+set_ports() {
+    if [[ -s "${dir}/run/port-base" ]]; then
+        port_base="$(cat "${dir}/run/port-base")"
+    else
+        port_base="${MRCHECK_SLURM_PORT_BASE:-16800}"
+    fi
+    if ! [[ "${port_base}" =~ ^[0-9]+$ ]] || ((port_base < 1024 || port_base > 65000)); then
+        die "bad port base '${port_base}' (MRCHECK_SLURM_PORT_BASE, 1024..65000)"
+    fi
+    ctld_port=$((port_base + 17))
+    slurmd_port=$((port_base + 18))
+    dbd_port=$((port_base + 19))
+    mysql_port=$((port_base + 6))
+}
+
 
 test_user="${MRCHECK_SLURM_USER:-mrtest}"
 cluster_name="mrcheck"

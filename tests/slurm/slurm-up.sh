@@ -11,12 +11,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "${here}/lib.sh"
 
 usage() {
-    echo "usage: slurm-up.sh [DIR]" >&2
+    echo "usage: slurm-up.sh [--nodes N] [DIR]" >&2
     exit 2
 }
 arg_dir=""
+want_nodes=""
 while (($#)); do
     case "$1" in
+        --nodes)
+            want_nodes="${2:-}"
+            [[ "${want_nodes}" =~ ^[1-9][0-9]?$ ]] || die "--nodes needs a count from 1 to 99"
+            shift
+            ;;
         -h | --help) usage ;;
         -*) usage ;;
         *)
@@ -69,6 +75,15 @@ print_env() {
     say "env file ${dir}/env.sh:"
     cat "${dir}/env.sh"
 }
+
+# --nodes N against a cluster laid out for another count: say so rather than reshape a cluster other tests
+# may be using (a second cluster in its own DIR and port base is the way, see README.md).
+if [[ -n "${want_nodes}" && -s "${dir}/run/nodes" ]] && any_up; then
+    have_nodes="$(node_names | wc -l)"
+    ((have_nodes == want_nodes)) ||
+        die "${dir} runs ${have_nodes} node(s), not ${want_nodes}: run slurm-down.sh ${dir} first," \
+            "or use another DIR with another MRCHECK_SLURM_PORT_BASE"
+fi
 
 if [[ -f "${dir}/env.sh" ]] && all_up; then
     say "already up in ${dir}"
@@ -123,7 +138,22 @@ write_configs() {
     [[ -n "${cpus}" && -n "${mem}" && -n "${sockets}" && -n "${cores}" && -n "${threads}" ]] ||
         die "cannot parse slurmd -C: ${hw}"
 
-    echo "${host_short} ${slurmd_port}" >"${dir}/run/nodes"
+    # One node: named after this host, as on a real cluster. N nodes: node1..nodeN, N slurmd on this host
+    # (Debian's Slurm is built with MULTIPLE_SLURMD: `scontrol show config`), each on its own port.
+    local count="${want_nodes:-1}" i node_lines="" names
+    : >"${dir}/run/nodes"
+    if ((count == 1)); then
+        echo "${host_short} ${slurmd_port}" >>"${dir}/run/nodes"
+    else
+        for ((i = 1; i <= count; i++)); do
+            echo "node${i} $((port_base + 20 + i))" >>"${dir}/run/nodes"
+        done
+    fi
+    echo "${port_base}" >"${dir}/run/port-base"
+    while read -r n p; do
+        node_lines+="NodeName=${n} NodeHostname=${host_short} NodeAddr=127.0.0.1 Port=${p} CPUs=${cpus} Boards=${boards:-1} SocketsPerBoard=${sockets} CoresPerSocket=${cores} ThreadsPerCore=${threads} RealMemory=${mem} State=UNKNOWN"$'\n'
+    done <"${dir}/run/nodes"
+    names="$(node_names | paste -sd, -)"
 
     local db_pass
     if [[ -s "${dir}/mysql/slurm.pass" ]]; then
@@ -175,9 +205,8 @@ KillWait=5
 MinJobAge=600
 SlurmdTimeout=60
 SlurmctldTimeout=60
-NodeName=${host_short} NodeAddr=127.0.0.1 Port=${slurmd_port} CPUs=${cpus} Boards=${boards:-1} SocketsPerBoard=${sockets} CoresPerSocket=${cores} ThreadsPerCore=${threads} RealMemory=${mem} State=UNKNOWN
-# OverSubscribe=FORCE lets several jobs run on the one node at once (tests may run in parallel).
-PartitionName=debug Nodes=${host_short} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+${node_lines}# OverSubscribe=FORCE lets several jobs run on a node at once (tests may run in parallel).
+PartitionName=debug Nodes=${names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
     chmod 644 "${dir}/slurm.conf"
     # slurm-conf-set.sh --reset puts this back.

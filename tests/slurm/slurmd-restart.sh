@@ -91,21 +91,29 @@ registered_since() {
 }
 
 restart_one() {
-    local node="$1" port="$2" s="${soft}" h="${hard}"
+    local node="$1" s="${soft}" h="${hard}"
     if ((keep)) && pid_alive slurmd "${dir}/run/slurmd-${node}.pid"; then
         read -r s h < <(memlock_of "$(pid_of "${dir}/run/slurmd-${node}.pid")")
     fi
-    stop_slurmd "${node}"
-    mkdir -p "${dir}/spool/slurmd-${node}"
+    # Only a hard limit asked for: lower the soft one with it when needed (as `ulimit -l N` does), since a
+    # soft limit above the hard one is invalid.
+    if [[ -z "${s}" && -n "${h}" && "${h}" != unlimited ]]; then
+        local cur
+        cur="$(ulimit -S -l)"
+        if [[ "${cur}" == unlimited ]] || ((cur * 1024 > h)); then s="${h}"; fi
+    fi
     local -a limit=()
     if [[ -n "${s}" || -n "${h}" ]]; then
-        # Check here, where the error is clear; prlimit would fail the same way after the old slurmd is gone.
+        # Checked before the running slurmd is stopped, so a refused limit leaves the node as it was.
         if ! prlimit --memlock="${s}:${h}" true 2>/dev/null; then
-            die "cannot start slurmd with memlock soft=${s:-unchanged} hard=${h:-unchanged}:" \
-                "this shell's is $(ulimit -S -l)/$(ulimit -H -l) KiB and raising a hard limit needs CAP_SYS_RESOURCE"
+            die "cannot start slurmd ${node} with memlock soft=${s:-unchanged} hard=${h:-unchanged}:" \
+                "this shell's is $(ulimit -S -l)/$(ulimit -H -l) KiB; soft must not exceed hard, and raising" \
+                "a hard limit needs CAP_SYS_RESOURCE"
         fi
         limit=(prlimit --memlock="${s}:${h}" --)
     fi
+    stop_slurmd "${node}"
+    mkdir -p "${dir}/spool/slurmd-${node}"
     local since
     since="$(date +%s)"
     spawn "${dir}/log/slurmd-${node}.stderr" "${limit[@]}" slurmd -N "${node}"
@@ -118,16 +126,16 @@ restart_one() {
 }
 
 found=0
-while read -r node port; do
+while read -r node _; do
     [[ -n "${node}" ]] || continue
     [[ -z "${only_node}" || "${only_node}" == "${node}" ]] || continue
     found=1
-    restart_one "${node}" "${port}"
+    restart_one "${node}"
 done <"${dir}/run/nodes"
 ((found)) || die "no node '${only_node}' in ${dir}/run/nodes"
 
 if ((do_wait)); then
-    while read -r node port; do
+    while read -r node _; do
         [[ -n "${node}" ]] || continue
         [[ -z "${only_node}" || "${only_node}" == "${node}" ]] || continue
         since="$(cat "${dir}/run/slurmd-${node}.started")"
