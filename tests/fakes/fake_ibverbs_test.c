@@ -787,6 +787,71 @@ static void case_crash_child(void)
 	_exit(0);
 }
 
+
+/* NCCL's loader exactly (src/misc/ibvsymbols.cc): dlopen("libibverbs.so") then "libibverbs.so.1" by
+ * name, so the fake is found through LD_LIBRARY_PATH; then its symbols by version. Runs in a process
+ * exec'd with LD_LIBRARY_PATH set to the fake's directory (the loader reads it at startup only). */
+static const char *const k_nccl_required[] = {
+    "ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name", "ibv_open_device",
+    "ibv_close_device",    "ibv_get_async_event",  "ibv_ack_async_event", "ibv_query_device",
+    "ibv_query_port",      "ibv_query_gid",        "ibv_query_qp",        "ibv_alloc_pd",
+    "ibv_dealloc_pd",      "ibv_reg_mr",           "ibv_dereg_mr",        "ibv_create_cq",
+    "ibv_destroy_cq",      "ibv_create_qp",        "ibv_modify_qp",       "ibv_destroy_qp",
+    "ibv_fork_init",       "ibv_event_type_str",
+};
+
+static int nccl_load_mode(const char *want_lib)
+{
+	g_case_failed = 0;
+	void *h = dlopen("libibverbs.so", RTLD_NOW);
+	if (h == NULL)
+		h = dlopen("libibverbs.so.1", RTLD_NOW);
+	if (h == NULL) {
+		printf("mrcheck: fake_ibverbs_test: NCCL-style dlopen failed: %s\n", dlerror());
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(k_nccl_required) / sizeof(k_nccl_required[0]); i++)
+		if (dlvsym(h, k_nccl_required[i], "IBVERBS_1.1") == NULL)
+			failf(__FILE__, __LINE__, "dlvsym(%s, IBVERBS_1.1): %s", k_nccl_required[i], dlerror());
+	CHECK(dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8") != NULL);
+	CHECK(dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12") != NULL);
+	CHECK(dlvsym(h, "ibv_query_ece", "IBVERBS_1.10") != NULL);
+	CHECK(dlvsym(h, "ibv_set_ece", "IBVERBS_1.10") != NULL);
+	/* ... and it is the fake that was loaded, not the system library. */
+	Dl_info info;
+	void *sym = dlvsym(h, "ibv_get_device_list", "IBVERBS_1.1");
+	char got[4096], want[4096];
+	if (sym == NULL || dladdr(sym, &info) == 0 || realpath(info.dli_fname, got) == NULL ||
+	    realpath(want_lib, want) == NULL || strcmp(got, want) != 0)
+		failf(__FILE__, __LINE__, "libibverbs.so resolved to %s, not %s", sym ? info.dli_fname : "?", want_lib);
+	/* A real provider next to the fake must fail to load (no IBVERBS_PRIVATE_* here) rather than run;
+	 * NCCL then logs "Failed to open libmlx5.so[.1]" and goes on. */
+	void *mlx5 = dlopen("libmlx5.so.1", RTLD_NOW);
+	if (mlx5 != NULL)
+		failf(__FILE__, __LINE__, "libmlx5.so.1 loaded on top of the fake");
+	else
+		printf("mrcheck: fake_ibverbs_test: libmlx5.so.1 refused as expected: %s\n", dlerror());
+	return g_case_failed;
+}
+
+static char g_self[4096];
+
+static void case_ld_library_path(void)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", g_lib_path);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		*slash = '\0';
+	setenv("LD_LIBRARY_PATH", dir, 1);
+	char *args[] = {g_self, "--nccl-load", (char *)g_lib_path, NULL};
+	execv(g_self, args);
+	printf("mrcheck: fake_ibverbs_test: exec %s: %s\n", g_self, strerror(errno));
+	_exit(1);
+}
+
 /* ---- runner ---- */
 
 static int run_case(const char *name, void (*fn)(void), int want_signal)
@@ -848,12 +913,18 @@ static int run_case(const char *name, void (*fn)(void), int want_signal)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--nccl-load") == 0)
+		return nccl_load_mode(argv[2]);
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s PATH/TO/libibverbs.so.1\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	g_lib_path = argv[1];
+	if (realpath("/proc/self/exe", g_self) == NULL) {
+		printf("mrcheck: fake_ibverbs_test: /proc/self/exe: %s\n", strerror(errno));
+		return 1;
+	}
 	g_lib = dlopen(g_lib_path, RTLD_NOW | RTLD_LOCAL);
 	if (g_lib == NULL) {
 		printf("mrcheck: fake_ibverbs_test: dlopen %s: %s\n", g_lib_path, dlerror());
@@ -899,6 +970,7 @@ int main(int argc, char **argv)
 	int failed = 0;
 	failed += run_case("symbols", case_symbols, 0);
 	failed += run_case("symbols_match_real_library", case_symbols_match_real_library, 0);
+	failed += run_case("nccl_loader_ld_library_path", case_ld_library_path, 0);
 	failed += run_case("devices", case_devices, 0);
 	failed += run_case("nccl_path", case_nccl_path, 0);
 	failed += run_case("memlock_64k_4m_enomem", case_memlock_64k, 0);
