@@ -37,7 +37,7 @@ resolve_dir "${arg_dir}"
 [[ "$(id -u)" == 0 ]] || die "must run as root (the daemons run as root, as SlurmUser=root)"
 take_lock
 for b in munged munge unmunge mariadbd mariadb-install-db mariadb mariadb-admin slurmdbd slurmctld slurmd \
-    sinfo scontrol sacctmgr setpriv ss; do
+    sinfo scontrol sacctmgr setpriv prlimit flock useradd timeout; do
     command -v "${b}" >/dev/null || die "${b} not found (run scripts/install-deps.sh)"
 done
 
@@ -250,14 +250,15 @@ EOF
 if any_up; then
     [[ -s "${dir}/slurm.conf" && -s "${dir}/slurmdbd.conf" && -s "${dir}/run/nodes" ]] ||
         die "some daemons run from ${dir} but its configuration is missing; run slurm-down.sh ${dir} first"
-    say "partly up in ${dir}: keeping its configuration, starting what is missing"
+    say "${dir} is not fully up: keeping its configuration, starting or resuming what is not"
 else
     write_configs
 fi
 
 check_port_free() {
     local port="$1" what="$2"
-    if ss -Hltn "sport = :${port}" 2>/dev/null | grep -q .; then
+    # A connect that succeeds means a listener (bash's /dev/tcp: no iproute2 needed on a bare CI image).
+    if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/${port}" 2>/dev/null; then
         fail_with_logs "port ${port} for ${what} is already in use (set MRCHECK_SLURM_PORT_BASE to move all ports)"
     fi
 }
@@ -374,6 +375,14 @@ while read -r node port; do
     fi
 done <"${dir}/run/nodes"
 for node in $(node_names); do
+    # A node a previous test drained (a failing Prolog does that) or that went down while its slurmd was
+    # stopped would stay unusable: slurm-up.sh is the "make it usable" entry point, so it resumes it.
+    state="$(node_state "${node}")"
+    if [[ "${state}" == drain* || "${state}" == down* || "${state}" == fail* ]] &&
+        pid_alive slurmd "${dir}/run/slurmd-${node}.pid"; then
+        say "node ${node} is ${state} ($(slurm_cmd sinfo -h -N -n "${node}" -o '%E' 2>/dev/null)): resuming it"
+        slurm_cmd scontrol update nodename="${node}" state=resume || true
+    fi
     wait_until 60 "node ${node} to be idle" node_usable "${node}" ||
         fail_with_logs "node ${node} is not idle: state '$(node_state "${node}")'" \
             "reason '$(slurm_cmd sinfo -h -N -n "${node}" -o '%E' 2>/dev/null)'"
