@@ -75,7 +75,9 @@ struct nvidia_driver_fact {
   std::string version;                 // 580.82.09
   nvidia_flavour flavour = nvidia_flavour::unknown;
   std::string raw;                     // first line of /proc/driver/nvidia/version
+  std::string note;                    // set when /sys/module/nvidia/taint disagrees with the version line
 };
+std::string_view to_string(nvidia_flavour f);
 
 struct gpu_fact {
   std::string pci_bdf;                 // 0000:3b:00.0
@@ -83,6 +85,7 @@ struct gpu_fact {
   std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR (facts.md §4)
   int bar1_resource_line = -1;         // which line of /sys/bus/pci/devices/BDF/resource held it
   std::optional<std::uint64_t> memory_bytes;  // from NVML when loaded, else unknown
+  std::string bar1_error;              // why bar1_bytes is 0 (resource file unreadable or no prefetchable BAR)
 };
 
 // A shared library as the dynamic loader would load it (host only; skip under --root).
@@ -110,11 +113,19 @@ struct node_facts {
   result<int> cuda_driver_version = status::error("not read");      // cuDriverGetVersion: 13000 = 13.0
   result<int> nccl_version = status::error("not read");             // ncclGetVersion: 22809 = 2.28.9
   result<process_fact> slurmd = status::error("not read");          // via its pid file
+  result<library_fact> libcuda = status::error("not read");         // libcuda.so.1 as it loads
+  result<library_fact> libnccl = status::error("not read");         // libnccl.so.2 as it loads
+  std::string slurmd_pid_file;                                      // the pid file that was used
+  status chain_status;                                              // why `chain` is empty, when it is
+  result<std::string> hostname_status = status::error("not read");  // hostname with the reason when unknown
 };
 
 struct collect_options {
   pid_t start_pid = 0;                  // 0: the pid /proc/self points to (in a dump: the captured one)
+  // Tried first; when it does not exist, SlurmdPidFile from `slurm_conf` (read through the sysroot), then
+  // /var/run/slurmd.pid. A pid whose comm is not slurmd* is a stale file and reported as such.
   std::string slurmd_pid_file = "/run/slurmd.pid";
+  std::string slurm_conf = "/etc/slurm/slurm.conf";  // the CLI passes $SLURM_CONF when set (host only)
   std::string verbs_library = "libibverbs.so.1";
   bool load_libraries = true;           // dlopen libibverbs/libcuda/libnccl (host only; never in slurmstepd)
 };
@@ -146,6 +157,49 @@ void mark_lowered(std::vector<process_fact>& chain);
 // vanished ends the chain with what was read. Guarded against loops and absurd depth.
 result<std::vector<process_fact>> read_chain(const sysroot& root, pid_t pid);
 
+// PCI: one line of /sys/bus/pci/devices/BDF/resource, "start end flags" in hex.
+struct pci_resource {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint64_t flags = 0;
+  std::uint64_t size() const { return (start == 0 && end == 0) || end < start ? 0 : end - start + 1; }
+};
+// include/linux/ioport.h
+inline constexpr std::uint64_t k_ioresource_mem = 0x200;
+inline constexpr std::uint64_t k_ioresource_prefetch = 0x2000;
+inline constexpr std::uint64_t k_ioresource_mem_64 = 0x100000;
+// Every line; a malformed line is an error (never a guessed BAR).
+result<std::vector<pci_resource>> parse_pci_resources(std::string_view resource_file);
+// Index of BAR1 (the frame-buffer aperture): the largest prefetchable 64-bit memory resource among the six
+// standard BAR lines (0-5; 6 is the ROM, later lines are SR-IOV BARs and bridge windows); when there is no
+// 64-bit one, the largest prefetchable memory resource (old 32-bit layouts). -1 when there is none.
+int find_bar1(const std::vector<pci_resource>& resources);
+
+// /proc/meminfo: MemTotal is required; HugePages_* default to 0 when the kernel has no hugetlbfs.
+result<hugepages_fact> parse_meminfo(std::string_view meminfo);
+// First line of /proc/driver/nvidia/version: version and flavour ("Open Kernel Module" = open).
+result<nvidia_driver_fact> parse_nvidia_version(std::string_view version_file);
+// A pid file: one positive decimal number, optional trailing whitespace.
+result<pid_t> parse_pid_file(std::string_view text);
+// SlurmdPidFile= from slurm.conf text (case-insensitive key, '#' comments); "" when not set.
+std::string slurmd_pid_file_from_conf(std::string_view slurm_conf);
+// "libibverbs.so.1.14.44.0" -> "1.14.44.0"; "" when the name has no version after ".so.".
+std::string library_version_from_path(std::string_view path);
+// dlopen(name, RTLD_LAZY|RTLD_LOCAL), realpath of the loaded file, and for each "sym@VERSION" in `symbols`
+// whether dlvsym finds it. The handle is closed again. Host only.
+result<library_fact> load_library(const std::string& name, const std::vector<std::string>& symbols);
+
+// The library facts (dlopen results) as a dump records them in DIR/.mrcheck/libraries.json, and back.
+inline constexpr std::string_view k_libraries_json = "/.mrcheck/libraries.json";
+nlohmann::json libraries_to_json(const node_facts& f);
+// Fills libibverbs, libcuda, libnccl, cuda_driver_version and nccl_version from that file; a missing key
+// stays unknown with the reason "not recorded in the dump".
+void libraries_from_json(const nlohmann::json& j, node_facts& f);
+
+// Limits in bytes or "unlimited"; unknown as {"unknown": "<reason>"}.
+nlohmann::json memlock_to_json(const result<memlock_limit>& m, bool hard);
+// {"pid","ppid","comm","uid","memlock_soft","memlock_hard","lowered"}.
+nlohmann::json process_to_json(const process_fact& p);
 void to_json(nlohmann::json& j, const node_facts& f);
 
 }  // namespace mrcheck

@@ -1,0 +1,93 @@
+// memlock: is the locked-memory limit of the process that ran mrcheck enough for NCCL's registrations?
+//
+// ibv_reg_mr / ibv_reg_mr_iova2 charge every pinned page to the process's pinned_vm and fail with ENOMEM once
+// it passes the SOFT RLIMIT_MEMLOCK, unless the caller has CAP_IPC_LOCK (facts.md §3.2, ib_umem_get). NCCL
+// registers its host buffers (and, through nvidia_peermem, its GPU buffers) this way, so a soft limit below
+// the site's memlock_min (default unlimited, as Slurm's own FAQ recommends: faq.shtml#memlock) is a fail.
+// srun propagates the submitting shell's soft limit to the tasks by default (PropagateResourceLimits=ALL,
+// facts.md §1.6), which is why a low limit on a login node matters even without an HCA there.
+#include <mrcheck/checks.h>
+
+#include <fmt/format.h>
+
+namespace mrcheck {
+
+namespace {
+
+std::string show(const result<memlock_limit>& m, bool hard) {
+  if (!m) return "unknown";
+  return format_bytes(hard ? m->hard : m->soft);
+}
+
+std::string chain_table(const std::vector<process_fact>& chain) {
+  std::string out;
+  for (const auto& p : chain) {
+    out += fmt::format("{:>8} {:<16} soft {:<12} hard {:<12}{}\n", p.pid, escape_line(p.comm, 16),
+                       show(p.memlock, false), show(p.memlock, true), p.lowered ? "  <- lowered here" : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+check_result check_memlock(const node_facts& f, const config& c) {
+  check_result r;
+  r.id = "memlock";
+  if (f.chain.empty()) {
+    r.result = verdict::error;
+    r.summary = fmt::format("could not read the process chain: {}",
+                            f.chain_status.is_ok() ? "empty" : f.chain_status.message());
+    return r;
+  }
+  const process_fact& start = f.chain.front();
+  r.detail = chain_table(f.chain);
+  if (!start.memlock) {
+    r.result = verdict::error;
+    r.summary = fmt::format("could not read the limit of pid {} ({}): {}", start.pid, escape_line(start.comm, 16),
+                            start.memlock.error().message());
+    return r;
+  }
+  const memlock_limit m = *start.memlock;
+  if (m.soft >= c.memlock_min) {
+    r.result = verdict::pass;
+    r.summary = fmt::format("{} ({}) memlock soft {} >= required {}", escape_line(start.comm, 16), start.pid,
+                            format_bytes(m.soft), format_bytes(c.memlock_min));
+    return r;
+  }
+  r.result = verdict::fail;
+  r.summary = fmt::format("{} ({}) memlock soft {} < required {}", escape_line(start.comm, 16), start.pid,
+                          format_bytes(m.soft), format_bytes(c.memlock_min));
+  // Name every hop that dropped the limit, nearest first: the nearest is what to fix first, the older ones
+  // explain why raising it there may hit a hard limit.
+  std::vector<std::string> drops;
+  for (std::size_t i = 0; i + 1 < f.chain.size(); ++i) {
+    const auto& p = f.chain[i];
+    if (!p.lowered) continue;
+    const auto& parent = f.chain[i + 1];
+    drops.push_back(fmt::format("{} ({}) soft {} hard {}, parent {} ({}) soft {} hard {}", escape_line(p.comm, 16),
+                                p.pid, show(p.memlock, false), show(p.memlock, true),
+                                escape_line(parent.comm, 16), parent.pid, show(parent.memlock, false),
+                                show(parent.memlock, true)));
+  }
+  if (!drops.empty()) {
+    r.summary += fmt::format("; lowered at {}", drops.front());
+    for (std::size_t i = 1; i < drops.size(); ++i) r.detail += fmt::format("also lowered at {}\n", drops[i]);
+  } else if (f.chain.size() > 1) {
+    r.summary += fmt::format("; inherited unchanged from pid {}", f.chain.back().pid);
+  }
+  if (m.hard < c.memlock_min) {
+    r.hint = fmt::format(
+        "the hard limit is {} too: raise it where the session starts (/etc/security/limits.conf "
+        "'* - memlock unlimited' for PAM logins, LimitMEMLOCK=infinity for a systemd unit), log in again; for a "
+        "Slurm job add PropagateResourceLimitsExcept=MEMLOCK to slurm.conf or use srun --mr-check",
+        format_bytes(m.hard));
+  } else {
+    r.hint = fmt::format(
+        "'ulimit -l {}' in this shell (the hard limit allows it); srun passes this shell's soft limit to the "
+        "tasks unless slurm.conf has PropagateResourceLimitsExcept=MEMLOCK",
+        c.memlock_min == k_unlimited ? std::string("unlimited") : std::to_string(c.memlock_min / 1024));
+  }
+  return r;
+}
+
+}  // namespace mrcheck

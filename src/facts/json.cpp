@@ -1,0 +1,124 @@
+// node_facts as JSON: the "facts" object of `mrcheck report --json` (schema in the README). Limits are bytes
+// or "unlimited"; a fact that could not be read is {"unknown": "<reason>"} so a consumer never mistakes a
+// missing value for 0.
+#include <mrcheck/facts.h>
+
+#include <nlohmann/json.hpp>
+
+namespace mrcheck {
+
+namespace {
+
+using json = nlohmann::json;
+
+json unknown(const status& s) { return {{"unknown", s.message().empty() ? std::string("unknown") : s.message()}}; }
+
+json limit(std::uint64_t v) { return v == k_unlimited ? json("unlimited") : json(v); }
+
+template <class T, class F>
+json maybe(const result<T>& r, F&& f) {
+  return r ? f(*r) : unknown(r.error());
+}
+
+json library(const library_fact& l) {
+  return {{"requested", l.requested}, {"path", l.path}, {"version", l.version}, {"symbols", l.symbols}};
+}
+
+}  // namespace
+
+json memlock_to_json(const result<memlock_limit>& m, bool hard) {
+  if (!m) return unknown(m.error());
+  return limit(hard ? m->hard : m->soft);
+}
+
+json process_to_json(const process_fact& p) {
+  return {{"pid", p.pid},
+          {"ppid", p.ppid},
+          {"comm", escape_line(p.comm, 64)},
+          {"uid", p.uid ? json(*p.uid) : json(nullptr)},
+          {"memlock_soft", memlock_to_json(p.memlock, false)},
+          {"memlock_hard", memlock_to_json(p.memlock, true)},
+          {"lowered", p.lowered}};
+}
+
+void to_json(json& j, const node_facts& f) {
+  j = json::object();
+  j["hostname"] = f.hostname_status ? json(f.hostname) : unknown(f.hostname_status.error());
+  j["kernel_release"] = maybe(f.kernel_release, [](const std::string& s) { return json(s); });
+  if (f.chain.empty()) {
+    j["chain"] = unknown(f.chain_status.is_ok() ? status::error("not read") : f.chain_status);
+  } else {
+    json c = json::array();
+    for (const auto& p : f.chain) c.push_back(process_to_json(p));
+    j["chain"] = std::move(c);
+  }
+  j["max_map_count"] = maybe(f.max_map_count, [](std::uint64_t v) { return json(v); });
+  j["hugepages"] = maybe(f.hugepages, [](const hugepages_fact& h) {
+    return json{{"total", h.total},
+                {"free", h.free},
+                {"page_size", h.page_size},
+                {"mem_total", h.mem_total},
+                {"mem_available", h.mem_available}};
+  });
+  j["rdma_devices"] = maybe(f.rdma_devices, [](const std::vector<rdma_device_fact>& devs) {
+    json a = json::array();
+    for (const auto& d : devs) {
+      json ports = json::array();
+      for (const auto& p : d.ports) {
+        ports.push_back({{"port", p.number},
+                         {"state", p.state},
+                         {"phys_state", p.phys_state},
+                         {"rate", p.rate},
+                         {"link_layer", p.link_layer}});
+      }
+      a.push_back({{"name", d.name},
+                   {"fw_ver", d.fw_ver},
+                   {"board_id", d.board_id},
+                   {"hca_type", d.hca_type},
+                   {"node_guid", d.node_guid},
+                   {"node_type", d.node_type},
+                   {"pci_bdf", d.pci_bdf},
+                   {"ports", std::move(ports)}});
+    }
+    return a;
+  });
+  j["uverbs_abi"] = maybe(f.uverbs_abi, [](int v) { return json(v); });
+  json mods = json::object();
+  for (const auto& [name, m] : f.modules) {
+    mods[name] = {{"loaded", m.loaded},
+                  {"version", m.version ? json(*m.version) : json(nullptr)},
+                  {"taint", m.taint},
+                  {"srcversion", m.srcversion ? json(*m.srcversion) : json(nullptr)}};
+  }
+  j["modules"] = std::move(mods);
+  j["memory_peers"] = {{"present", f.memory_peers}, {"clients", f.memory_peer_clients}};
+  j["nvidia_driver"] = maybe(f.nvidia, [](const nvidia_driver_fact& n) {
+    json o = {{"version", n.version}, {"flavour", std::string(to_string(n.flavour))}, {"raw", n.raw}};
+    if (!n.note.empty()) o["note"] = n.note;
+    return o;
+  });
+  j["gpus"] = maybe(f.gpus, [](const std::vector<gpu_fact>& gs) {
+    json a = json::array();
+    for (const auto& g : gs) {
+      json o = {{"pci_bdf", g.pci_bdf},
+                {"device_id", g.device_id},
+                {"bar1_bytes", g.bar1_error.empty() ? json(g.bar1_bytes) : json{{"unknown", g.bar1_error}}},
+                {"bar1_resource_line", g.bar1_resource_line},
+                {"memory_bytes", g.memory_bytes ? json(*g.memory_bytes) : json(nullptr)}};
+      a.push_back(std::move(o));
+    }
+    return a;
+  });
+  j["libibverbs"] = maybe(f.libibverbs, library);
+  j["libcuda"] = maybe(f.libcuda, library);
+  j["libnccl"] = maybe(f.libnccl, library);
+  j["cuda_driver_version"] = maybe(f.cuda_driver_version, [](int v) { return json(v); });
+  j["nccl_version"] = maybe(f.nccl_version, [](int v) { return json(v); });
+  j["slurmd"] = maybe(f.slurmd, [&](const process_fact& p) {
+    json o = process_to_json(p);
+    o["pid_file"] = f.slurmd_pid_file;
+    return o;
+  });
+}
+
+}  // namespace mrcheck
