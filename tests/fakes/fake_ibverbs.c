@@ -56,7 +56,7 @@
 #define FAKE_MAX_SGE 30
 #define FAKE_SPEED_NDR 128 /* IB_SPEED_NDR; rdma-core 44's header has no enum for it */
 
-#define container_of_fake(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of_fake(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 /* ------------------------------------------------------------------------------------------------ */
 /* small helpers                                                                                    */
@@ -178,7 +178,7 @@ static void log_call(const struct call_rec *r)
 	write_log_line(line, (size_t)n);
 }
 
-static void warn_line(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void warn_line(const char *fmt, ...)
 {
 	char line[512];
 	int n = snprintf(line, sizeof(line), "mrcheck: fake_ibverbs: ");

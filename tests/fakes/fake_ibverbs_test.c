@@ -75,7 +75,7 @@ static struct api g;
 /* ---- reporting ---- */
 static int g_case_failed;
 
-static void failf(const char *file, int line, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void failf(const char *file, int line, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
