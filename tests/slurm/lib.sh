@@ -47,15 +47,28 @@ slurm_cmd() {
 # pid_alive NAME PIDFILE: true when PIDFILE names a live process whose comm is NAME. Checking comm guards
 # against a stale pid file whose pid was reused by something else (we would otherwise signal a stranger).
 pid_alive() {
-    local name="$1" pidfile="$2" pid comm
+    local name="$1" pidfile="$2" pid=""
     [[ -s "${pidfile}" ]] || return 1
-    pid="$(head -n1 "${pidfile}" | tr -dc '0-9')"
-    [[ -n "${pid}" ]] || return 1
-    [[ -r "/proc/${pid}/comm" ]] || return 1
-    comm="$(cat "/proc/${pid}/comm" 2>/dev/null)" || return 1
-    # State Z = exited but not yet reaped: not alive for our purposes.
-    [[ "$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" != "Z" ]] || return 1
-    [[ "${comm}" == "${name}" ]]
+    read -r pid <"${pidfile}" 2>/dev/null || [[ -n "${pid}" ]] || return 1
+    [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
+    proc_alive "${pid}" "${name}"
+}
+
+pid_of() {
+    local pid=""
+    read -r pid <"$1" 2>/dev/null || true
+    printf '%s\n' "${pid//[!0-9]/}"
+}
+
+# proc_alive PID NAME: PID still runs as NAME and is not a zombie (this machine's pid 1 does not reap, so
+# a stopped daemon can linger as one). Builtins only: these run in polling loops.
+proc_alive() {
+    local comm="" stat=""
+    read -r comm <"/proc/$1/comm" 2>/dev/null || return 1
+    [[ "${comm}" == "$2" ]] || return 1
+    read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+    stat="${stat##*) }"
+    [[ "${stat:0:1}" != "Z" ]]
 }
 
 # take_lock: serialises slurm-up/-down/slurmd-restart/slurm-conf-set on one DIR (ctest -j runs several
@@ -69,15 +82,6 @@ take_lock() {
         die "another slurm script held ${dir}/.lock for 600s"
     fi
     export MRCHECK_SLURM_LOCK_HELD="${dir}"
-}
-
-pid_of() { head -n1 "$1" | tr -dc '0-9'; }
-
-# proc_alive PID NAME: PID still runs (not a zombie) as NAME.
-proc_alive() {
-    [[ -r "/proc/$1/stat" ]] || return 1
-    [[ "$(cat "/proc/$1/comm" 2>/dev/null)" == "$2" ]] || return 1
-    [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != "Z" ]]
 }
 
 # show_logs: the tail of every daemon log, for an error message a CI reader can act on.

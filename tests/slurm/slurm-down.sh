@@ -54,6 +54,9 @@ stop() {
     say "${name} (pid ${pid}) stopped"
 }
 
+# shellcheck disable=SC2317 # called through wait_until
+no_jobs() { [[ -z "$(slurm_cmd squeue -h -o %i 2>/dev/null)" ]]; }
+
 # Jobs first, while slurmctld still runs: a step left behind would keep its slurmstepd (and the job user's
 # processes) alive after slurmd is gone.
 if pid_alive slurmctld "${dir}/run/slurmctld.pid"; then
@@ -62,7 +65,7 @@ if pid_alive slurmctld "${dir}/run/slurmctld.pid"; then
         say "cancelling jobs: ${jobs}"
         # shellcheck disable=SC2086
         slurm_cmd scancel ${jobs} 2>/dev/null || true
-        wait_until 30 "jobs to end" bash -c '[[ -z "$(SLURM_CONF='"${dir}"'/slurm.conf squeue -h -o %i 2>/dev/null)" ]]' ||
+        wait_until 30 "jobs to end" no_jobs ||
             say "some jobs did not end in 30s; stopping anyway"
     fi
 fi

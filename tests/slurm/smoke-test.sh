@@ -128,6 +128,7 @@ expect_eq "PropagateResourceLimitsExcept removed again" \
 
 # 7. slurmd-restart.sh: slurmd under a 4 MiB hard limit caps every task, then slurmd's old limits come back.
 if "${here}/slurmd-restart.sh" --memlock-soft 4M --memlock-hard 4M "${dir}" >/dev/null; then
+    # shellcheck disable=SC2016 # expanded by the task's shell
     expect_eq "slurmd under a 4 MiB hard limit: task soft/hard" \
         "$(as_user srun -n1 bash -c 'echo $(ulimit -S -l)/$(ulimit -H -l)')" "4096/4096"
 else
