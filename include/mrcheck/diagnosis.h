@@ -1,0 +1,157 @@
+// Diagnosis: one failed verbs call (or NCCL failure line) plus what we know about the node -> the cause, a
+// one-line summary with numbers, the evidence behind it and one actionable fix.
+//
+// This is the single place that knows the errno -> cause table of facts.md §3.2. The registration probe, the
+// SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them keeps
+// its own copy of these rules.
+//
+// Inputs are plain values: a `failure` (what failed, with which errno) and a `node_evidence` (what is known
+// about the node and the task, every field optional). Missing evidence never makes diagnose() fail: it picks
+// the most likely cause for the errno and says, through `confirmed`, whether the evidence backed it.
+#pragma once
+
+#include <mrcheck/facts.h>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+// Stable strings (JSON, logs, tests); the documented list of issue 8. Never renumber or rename.
+enum class cause {
+  memlock,              // RLIMIT_MEMLOCK (soft) too low for the pinned memory
+  capability,           // memlock 0 / no CAP_IPC_LOCK (EPERM), or a container without IPC_LOCK
+  pinning_resources,    // limit is fine but pinning still failed: max_map_count, hugepages, RAM, BAR1
+  rdma_stack_mismatch,  // kernel RDMA modules vs user-space rdma-core vs driver out of step
+  gpu_peer_memory,      // GPU buffer that no peer-memory client (nvidia_peermem) claims
+  dmabuf_unsupported,   // DMA-BUF registration not supported by kernel/rdma-core/GPU driver
+  duplicate_gpu,        // two ranks on one GPU
+  no_rdma_device,       // NCCL found no usable RDMA device
+  unknown,
+};
+
+inline constexpr std::array<cause, 9> k_all_causes = {
+    cause::memlock,         cause::capability,         cause::pinning_resources,
+    cause::rdma_stack_mismatch, cause::gpu_peer_memory, cause::dmabuf_unsupported,
+    cause::duplicate_gpu,   cause::no_rdma_device,     cause::unknown};
+
+std::string_view to_string(cause c);
+// Exact match of to_string(); nullopt for anything else (no silent "unknown").
+std::optional<cause> parse_cause(std::string_view s);
+
+// What failed. For a verbs call: its name and errno. For NCCL failures that have no errno (duplicate GPU, no
+// device, a completion error) `kind` says which.
+struct failure {
+  enum class kind {
+    call,              // a verbs (or other library) call returned an error; `call` and `err` set when known
+    duplicate_gpu,     // NCCL "Duplicate GPU detected"
+    no_device,         // NCCL "NET/IB : No device found"
+    completion_error,  // NCCL "NET/IB : Got completion from peer ... with error/status=N"; `wc_status` set
+    system_error,      // NCCL "unhandled system error" with no preceding warning naming the call
+  };
+  kind what = kind::call;
+  std::string call;                     // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
+  int err = 0;                          // positive errno; 0 when unknown
+  std::optional<std::uint64_t> size;    // bytes registered, when the caller knows (the probe does)
+  std::optional<bool> gpu_buffer;       // true: cudaMalloc/cuMem memory; false: host memory; nullopt: unknown
+  std::optional<int> wc_status;         // ibv_wc_status of a completion error
+  std::string peer;                     // completion error: the peer NCCL named ("10.0.0.2<43521>")
+};
+
+// Which RDMA stack a part of the node comes from.
+enum class rdma_flavour { unknown, inbox, ofed };
+std::string_view to_string(rdma_flavour f);
+
+// What is known about the node and the task. Every field is optional: unset means "not known", never "no".
+// The memlock values should be the failing task's; when they come from another process (explain reads this
+// process or a --root tree) `memlock_source` says so and the evidence line repeats it.
+struct node_evidence {
+  // Limits of the task (or of `memlock_source`).
+  std::optional<std::uint64_t> memlock_soft;  // bytes, k_unlimited for unlimited
+  std::optional<std::uint64_t> memlock_hard;
+  std::string memlock_source;                 // "task 12345", "this shell (pid 77)"; "" = the failing task
+  std::string memlock_hop;                    // where it was lowered, filled by the plugin/chain walk:
+                                              // "srun's shell (ulimit -l 64, propagated as SLURM_RLIMIT_MEMLOCK)"
+  std::optional<bool> is_root;                // euid 0
+  std::optional<bool> cap_ipc_lock;           // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
+  std::optional<bool> in_container;
+
+  // Pinning resources.
+  std::optional<std::uint64_t> max_map_count;
+  std::optional<std::uint64_t> hugepages_total;      // pages
+  std::optional<std::uint64_t> hugepages_free;       // pages
+  std::optional<std::uint64_t> hugepage_size;        // bytes
+  std::optional<std::uint64_t> mem_total;            // bytes
+  std::optional<std::uint64_t> mem_available;        // bytes
+  std::optional<std::uint64_t> gpu_bar1;             // bytes, smallest BAR1 of the node's GPUs
+
+  // The RDMA stack.
+  rdma_flavour kernel_stack = rdma_flavour::unknown;  // mlx5_core: OFED (version file / taint O) or inbox
+  std::string kernel_stack_detail;                   // "mlx5_core 24.10-1.1.4 (out of tree)", "inbox (6.1.0-18)"
+  rdma_flavour user_stack = rdma_flavour::unknown;   // rdma-core: MLNX/DOCA build or upstream/distro
+  std::string rdma_core_version;                     // "44.0"; "" unknown
+  std::optional<bool> has_iova2;                     // ibv_reg_mr_iova2@IBVERBS_1.8 present
+  std::optional<bool> has_dmabuf_mr;                 // ibv_reg_dmabuf_mr@IBVERBS_1.12 present
+  std::optional<int> rdma_devices;                   // entries in /sys/class/infiniband
+
+  // GPU side.
+  std::optional<bool> peer_memory;                   // nvidia_peermem / nv_peer_mem loaded or memory_peers/nv_mem
+  nvidia_flavour driver_flavour = nvidia_flavour::unknown;
+  std::string driver_version;                        // "580.82.09"; "" unknown
+};
+
+// Builds the evidence from collected facts: memlock of chain[0] (the start pid), meminfo, max_map_count,
+// mlx5_core / nvidia_peermem module facts, libibverbs version and symbols, NVIDIA driver flavour.
+// `memlock_source` is set to "pid N (comm)" because the start pid is rarely the failed task; the caller
+// clears it when it is. Unreadable facts stay unset.
+node_evidence evidence_from_facts(const node_facts& facts);
+
+// The rdma-core flavour from dpkg's status file (/var/lib/dpkg/status): the `Version:` of package
+// libibverbs1 (or rdma-core); a version containing "mlnx" (MLNX_OFED / DOCA-OFED builds, e.g. "2410mlnx54-1")
+// is ofed, any other is inbox. The library's file name cannot tell them apart (OFED's is libibverbs.so.1.14.N.0
+// like upstream). `version` receives the Version string when found. unknown when no such package.
+rdma_flavour user_stack_from_dpkg_status(std::string_view dpkg_status, std::string* version = nullptr);
+
+// Parses "CapEff:\t0000003fffffffff" out of /proc/PID/status text; CAP_IPC_LOCK is bit 14.
+// nullopt when the line is missing or malformed.
+std::optional<bool> cap_ipc_lock_from_status(std::string_view proc_status);
+
+struct diagnosis {
+  cause what = cause::unknown;
+  bool confirmed = false;              // the node evidence supports the cause (not only the errno)
+  std::string summary;                 // one line with numbers
+  std::vector<std::string> evidence;   // ordered: errno, limits, versions, max_map_count/hugepages
+  std::string fix;                     // one actionable line
+  std::string fallback;                // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
+};
+
+// The rules (facts.md §3.2), in order:
+//  ENOMEM on a registration/CQ/QP: a finite soft memlock below the size (or below MemTotal, or unknown size)
+//    without CAP_IPC_LOCK -> memlock; unlimited/adequate limit or CAP_IPC_LOCK -> pinning_resources;
+//    in a container with no limit evidence -> memlock with the container fix (mscclpp #335).
+//  EPERM -> capability.  EFAULT -> gpu_peer_memory (unless the buffer is known host memory).
+//  EINVAL -> rdma_stack_mismatch when kernel and user-space flavours differ, else unknown pointing at the stack
+//    check (and NCCL_IB_PCI_RELAXED_ORDERING=0 as an experiment, NVIDIA/nccl #1842).
+//  EOPNOTSUPP / EPROTONOSUPPORT on ibv_reg_dmabuf_mr -> dmabuf_unsupported (NVIDIA/nccl #778).
+//  ENODEV / ENXIO, or failure::kind::no_device -> no_rdma_device.  failure::kind::duplicate_gpu -> duplicate_gpu.
+// Never throws on odd input (unknown errno, empty call): the result is cause::unknown with the errno named.
+diagnosis diagnose(const failure& f, const node_evidence& e);
+
+// errno <-> names: 12 -> "ENOMEM"; glibc's strerror text "Cannot allocate memory" -> 12 (exact, case-insensitive,
+// trailing punctuation ignored). Independent of the running libc so logs from any glibc node map the same.
+std::string_view errno_name(int err);           // "" when unknown
+std::string_view errno_message(int err);        // glibc's text, "" when unknown
+std::optional<int> errno_from_name(std::string_view name);     // "ENOMEM" -> 12
+std::optional<int> errno_from_message(std::string_view text);  // "Cannot allocate memory" -> 12
+// ibv_wc_status names: 12 -> "IBV_WC_RETRY_EXC_ERR"; "" when unknown.
+std::string_view wc_status_name(int status);
+
+void to_json(nlohmann::json& j, const diagnosis& d);
+
+}  // namespace mrcheck

@@ -1,0 +1,687 @@
+// errno + node evidence -> cause, summary, evidence, fix. The rules follow facts.md §3.2 (where each errno comes
+// from in the kernel) and the field reports in field.md §4; every branch has a unit test.
+#include <mrcheck/diagnosis.h>
+
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+
+namespace mrcheck {
+
+namespace {
+
+// The kernel's default vm.max_map_count (DEFAULT_MAX_MAP_COUNT = 65530): every registration can split VMAs
+// (madvise DONTFORK), so a node at the default runs out first.
+constexpr std::uint64_t k_default_max_map_count = 65530;
+
+constexpr std::string_view k_memlock_fix_slurm =
+    "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf and LimitMEMLOCK=infinity for slurmd (systemd "
+    "drop-in), restart slurmd; to test now run `ulimit -l unlimited` in the shell that starts srun";
+constexpr std::string_view k_container_fix =
+    "start the container with --ulimit memlock=-1:-1 (or --cap-add=IPC_LOCK), and keep LimitMEMLOCK=infinity "
+    "for slurmd on the host (mscclpp #335)";
+constexpr std::string_view k_tcp_fallback =
+    "last resort: NCCL_IB_DISABLE=1 runs NCCL over TCP sockets; the job starts, but inter-node bandwidth drops to "
+    "what the Ethernet/IPoIB interface gives (often 5-20x lower) and CPU load rises";
+constexpr std::string_view k_gdr_fallback =
+    "workaround: NCCL_NET_GDR_LEVEL=LOC keeps InfiniBand but stages GPU data through host memory (lower bandwidth, "
+    "more host memory pinned); last resort NCCL_IB_DISABLE=1 (TCP sockets, often 5-20x slower)";
+
+bool is_registration(std::string_view call) {
+  return call.starts_with("ibv_reg_mr") || call == "ibv_reg_dmabuf_mr" || call == "mlx5dv_reg_dmabuf_mr" ||
+         call.empty();
+}
+
+bool is_dmabuf_call(std::string_view call) { return call.find("dmabuf") != std::string_view::npos; }
+
+bool is_queue_call(std::string_view call) {
+  return call == "ibv_create_cq" || call == "ibv_create_qp" || call == "ibv_create_srq" ||
+         call == "ibv_create_cq_ex" || call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp";
+}
+
+std::string limit_text(std::uint64_t v) { return v == k_unlimited ? "unlimited" : format_bytes(v); }
+
+std::string call_or(std::string_view call) { return call.empty() ? std::string("the registration") : std::string(call); }
+
+std::string errno_text(int err) {
+  std::string_view name = errno_name(err);
+  std::string_view msg = errno_message(err);
+  if (name.empty()) return fmt::format("errno {}", err);
+  return fmt::format("{} {} ({})", name, err, msg);
+}
+
+struct builder {
+  const failure& f;
+  const node_evidence& e;
+  diagnosis d;
+
+  void errno_line() {
+    if (f.err != 0) {
+      d.evidence.push_back(fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)));
+    } else if (!f.call.empty()) {
+      d.evidence.push_back(fmt::format("{} failed; the errno is not known", f.call));
+    }
+    if (f.size) {
+      d.evidence.push_back(fmt::format("size: {} of {} memory", format_bytes(*f.size),
+                                       f.gpu_buffer ? (*f.gpu_buffer ? "GPU" : "host") : "unknown"));
+    }
+  }
+
+  void limit_lines() {
+    std::string who = e.memlock_source.empty() ? "the task" : e.memlock_source;
+    if (e.memlock_soft) {
+      std::string line = fmt::format("RLIMIT_MEMLOCK of {}: soft {}", who, limit_text(*e.memlock_soft));
+      if (e.memlock_hard) line += fmt::format(", hard {}", limit_text(*e.memlock_hard));
+      d.evidence.push_back(std::move(line));
+    } else {
+      d.evidence.push_back(fmt::format("RLIMIT_MEMLOCK of {}: not known (check `srun bash -c 'ulimit -l'`)", who));
+    }
+    if (!e.memlock_hop.empty()) d.evidence.push_back(fmt::format("lowered at: {}", e.memlock_hop));
+    if (e.cap_ipc_lock) {
+      d.evidence.push_back(*e.cap_ipc_lock ? "CAP_IPC_LOCK: yes (the kernel skips the memlock check)"
+                                           : "CAP_IPC_LOCK: no");
+    } else if (e.is_root && *e.is_root) {
+      d.evidence.push_back("running as root (normally CAP_IPC_LOCK, which skips the memlock check)");
+    }
+    if (e.in_container && *e.in_container) d.evidence.push_back("running in a container");
+  }
+
+  void version_lines() {
+    if (e.kernel_stack != rdma_flavour::unknown || !e.kernel_stack_detail.empty()) {
+      d.evidence.push_back(fmt::format("kernel RDMA stack: {}{}{}", to_string(e.kernel_stack),
+                                       e.kernel_stack_detail.empty() ? "" : ", ", e.kernel_stack_detail));
+    }
+    if (e.user_stack != rdma_flavour::unknown || !e.rdma_core_version.empty()) {
+      std::string line = fmt::format("user-space rdma-core: {}", e.rdma_core_version.empty() ? "?" : e.rdma_core_version);
+      if (e.user_stack != rdma_flavour::unknown) line += fmt::format(" ({})", to_string(e.user_stack));
+      if (e.has_iova2) line += fmt::format(", IBVERBS_1.8 {}", *e.has_iova2 ? "yes" : "no");
+      if (e.has_dmabuf_mr) line += fmt::format(", IBVERBS_1.12 {}", *e.has_dmabuf_mr ? "yes" : "no");
+      d.evidence.push_back(std::move(line));
+    }
+  }
+
+  void gpu_lines() {
+    if (e.peer_memory) {
+      d.evidence.push_back(*e.peer_memory ? "peer memory: nvidia_peermem / memory_peers present"
+                                          : "peer memory: no nvidia_peermem, no memory_peers client");
+    }
+    if (e.driver_flavour != nvidia_flavour::unknown || !e.driver_version.empty()) {
+      std::string_view fl = e.driver_flavour == nvidia_flavour::open          ? "open kernel modules"
+                            : e.driver_flavour == nvidia_flavour::proprietary ? "proprietary kernel module"
+                                                                              : "flavour unknown";
+      d.evidence.push_back(
+          fmt::format("NVIDIA driver {} ({})", e.driver_version.empty() ? "?" : e.driver_version, fl));
+    }
+  }
+
+  void resource_lines() {
+    if (e.max_map_count) {
+      d.evidence.push_back(fmt::format("vm.max_map_count: {}{}", *e.max_map_count,
+                                       *e.max_map_count <= k_default_max_map_count ? " (the kernel default)" : ""));
+    }
+    if (e.hugepages_total && *e.hugepages_total > 0) {
+      std::string line = fmt::format("hugepages: {} reserved", *e.hugepages_total);
+      if (e.hugepages_free) line += fmt::format(", {} free", *e.hugepages_free);
+      if (e.hugepage_size) {
+        line += fmt::format(" of {} ({} held back from normal allocations)", format_bytes(*e.hugepage_size),
+                            format_bytes(*e.hugepages_total * *e.hugepage_size));
+      }
+      d.evidence.push_back(std::move(line));
+    } else if (e.hugepages_total) {
+      d.evidence.push_back("hugepages: none reserved");
+    }
+    if (e.mem_available) {
+      std::string line = fmt::format("MemAvailable: {}", format_bytes(*e.mem_available));
+      if (e.mem_total) line += fmt::format(" of {}", format_bytes(*e.mem_total));
+      d.evidence.push_back(std::move(line));
+    }
+    if (e.gpu_bar1 && f.gpu_buffer.value_or(false)) {
+      d.evidence.push_back(fmt::format("GPU BAR1: {} (GPU registrations are mapped through it)", format_bytes(*e.gpu_bar1)));
+    }
+  }
+
+  bool bypasses_memlock() const {
+    if (e.cap_ipc_lock) return *e.cap_ipc_lock;
+    // Root outside a container keeps CAP_IPC_LOCK; inside one it may have been dropped.
+    return e.is_root.value_or(false) && e.in_container.has_value() && !*e.in_container;
+  }
+
+  void set(cause c, bool confirmed, std::string summary, std::string fix, std::string_view fallback) {
+    d.what = c;
+    d.confirmed = confirmed;
+    d.summary = std::move(summary);
+    d.fix = std::move(fix);
+    d.fallback = std::string(fallback);
+  }
+
+  std::string memlock_fix() const {
+    std::string fix;
+    if (!e.memlock_hop.empty()) fix = fmt::format("the limit was lowered at {}: ", e.memlock_hop);
+    if (e.in_container.value_or(false)) {
+      fix += k_container_fix;
+    } else {
+      fix += k_memlock_fix_slurm;
+    }
+    return fix;
+  }
+
+  std::string pinning_fix() const {
+    if (e.max_map_count && *e.max_map_count <= k_default_max_map_count) {
+      return "raise vm.max_map_count (sysctl -w vm.max_map_count=1048576, persist in /etc/sysctl.d/) and retry";
+    }
+    if (e.hugepages_total && e.hugepage_size && e.mem_total && *e.hugepages_total * *e.hugepage_size > *e.mem_total / 4) {
+      return "release reserved hugepages that the job does not use (vm.nr_hugepages) or reduce NCCL's buffers "
+             "(NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS)";
+    }
+    if (f.gpu_buffer.value_or(false)) {
+      return "GPU registrations are limited by BAR1 and GPU memory: reduce NCCL's buffers (NCCL_BUFFSIZE, "
+             "NCCL_MAX_NCHANNELS) or free GPU memory before NCCL init";
+    }
+    return "free memory on the node or reduce NCCL's pinned buffers (NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS); raise "
+           "vm.max_map_count if it is low";
+  }
+
+  void enomem() {
+    limit_lines();
+    resource_lines();
+    const std::string call = call_or(f.call);
+    const bool container = e.in_container.value_or(false);
+    if (bypasses_memlock()) {
+      set(cause::pinning_resources, true,
+          fmt::format("{} got ENOMEM with CAP_IPC_LOCK, which skips the memlock limit: the kernel could not pin "
+                      "the pages (memory, max_map_count, hugepages{})",
+                      call, f.gpu_buffer.value_or(false) ? ", BAR1" : ""),
+          pinning_fix(), k_tcp_fallback);
+      return;
+    }
+    if (!e.memlock_soft) {
+      if (container || is_queue_call(f.call)) {
+        set(cause::memlock, false,
+            fmt::format("{} got ENOMEM{}: the queue/registration memory must be locked and RLIMIT_MEMLOCK (or "
+                        "a missing CAP_IPC_LOCK) is the usual limit; the task's limit is not known here",
+                        call, container ? " in a container" : ""),
+            container ? std::string(k_container_fix) : memlock_fix(), k_tcp_fallback);
+        return;
+      }
+      set(cause::memlock, false,
+          fmt::format("{} got ENOMEM: pinned memory is charged to RLIMIT_MEMLOCK (soft), the usual cause; the "
+                      "failed task's limit is not known here",
+                      call),
+          memlock_fix(), k_tcp_fallback);
+      return;
+    }
+    const std::uint64_t soft = *e.memlock_soft;
+    if (soft == k_unlimited) {
+      set(cause::pinning_resources, true,
+          fmt::format("{} got ENOMEM although RLIMIT_MEMLOCK is unlimited: the kernel could not pin the pages "
+                      "(memory, max_map_count, hugepages{})",
+                      call, f.gpu_buffer.value_or(false) ? ", BAR1" : ""),
+          pinning_fix(), k_tcp_fallback);
+      return;
+    }
+    if (f.size && *f.size > soft) {
+      set(cause::memlock, true,
+          fmt::format("registration of {} needs locked memory but {}'s RLIMIT_MEMLOCK soft limit is {}",
+                      format_bytes(*f.size), e.memlock_source.empty() ? "the task" : e.memlock_source,
+                      limit_text(soft)),
+          memlock_fix(), k_tcp_fallback);
+      return;
+    }
+    // A limit at or above physical memory cannot be what stopped the pinning.
+    if (e.mem_total && soft >= *e.mem_total) {
+      set(cause::pinning_resources, true,
+          fmt::format("{} got ENOMEM with RLIMIT_MEMLOCK {} (not below MemTotal {}): the kernel could not pin "
+                      "the pages",
+                      call, limit_text(soft), format_bytes(*e.mem_total)),
+          pinning_fix(), k_tcp_fallback);
+      return;
+    }
+    // Finite and below RAM: every MR of the process counts against it (pinned_vm), so NCCL's many buffers add
+    // up past it even when each one fits. NCCL's documentation asks for unlimited.
+    set(cause::memlock, true,
+        fmt::format("{} got ENOMEM and {}'s RLIMIT_MEMLOCK soft limit is {}: all of a process's registrations "
+                    "count against it, and NCCL needs unlimited",
+                    call, e.memlock_source.empty() ? "the task" : e.memlock_source, limit_text(soft)),
+        container ? std::string(k_container_fix) : memlock_fix(), k_tcp_fallback);
+  }
+
+  void eperm() {
+    limit_lines();
+    const bool zero = e.memlock_soft && *e.memlock_soft == 0;
+    const bool no_cap = e.cap_ipc_lock && !*e.cap_ipc_lock;
+    const bool container = e.in_container.value_or(false);
+    std::string why;
+    if (zero) {
+      why = "RLIMIT_MEMLOCK soft limit is 0 and without CAP_IPC_LOCK the kernel refuses to pin any page";
+    } else if (no_cap && container) {
+      why = "the container has no CAP_IPC_LOCK and the kernel refuses to pin pages";
+    } else {
+      why = "the kernel refuses to pin pages when RLIMIT_MEMLOCK is 0 and the process has no CAP_IPC_LOCK";
+    }
+    set(cause::capability, zero || no_cap, fmt::format("{} got EPERM: {}", call_or(f.call), why),
+        container || (no_cap && !zero)
+            ? std::string(k_container_fix)
+            : std::string("give the task a memlock limit above 0: ") + std::string(k_memlock_fix_slurm),
+        k_tcp_fallback);
+  }
+
+  void efault() {
+    gpu_lines();
+    version_lines();
+    if (f.gpu_buffer && !*f.gpu_buffer) {
+      set(cause::unknown, false,
+          fmt::format("{} got EFAULT for host memory: the buffer is not mapped (a bug in the caller, or memory "
+                      "freed before registration)",
+                      call_or(f.call)),
+          "run `mrcheck probe mr` on the node; if it passes, report the failing application's buffer handling",
+          k_tcp_fallback);
+      return;
+    }
+    if (e.peer_memory && *e.peer_memory) {
+      set(cause::gpu_peer_memory, false,
+          fmt::format("{} got EFAULT although a peer-memory client is loaded: the GPU buffer was not claimed "
+                      "(cuMem memory without gpuDirectRDMACapable, mscclpp #657, or nvidia_peermem not matching "
+                      "the driver)",
+                      call_or(f.call)),
+          "check that nvidia_peermem's version equals the NVIDIA driver's (reload it after driver updates) and "
+          "run `mrcheck probe mr --gpu`; or use DMA-BUF (open GPU kernel modules, NCCL_DMABUF_ENABLE=1)",
+          k_gdr_fallback);
+      return;
+    }
+    const bool inbox = e.kernel_stack == rdma_flavour::inbox;
+    std::string fix;
+    if (inbox || e.driver_flavour == nvidia_flavour::open) {
+      fix = "use DMA-BUF: open GPU kernel modules, kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1 (the inbox "
+            "RDMA stack cannot load nvidia-peermem); or install MLNX/DOCA-OFED and `modprobe nvidia-peermem`";
+    } else {
+      fix = "`modprobe nvidia-peermem` (needs the MLNX/DOCA-OFED kernel stack), or use DMA-BUF with the open GPU "
+            "kernel modules (kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1)";
+    }
+    set(cause::gpu_peer_memory, e.peer_memory.has_value() && !*e.peer_memory,
+        fmt::format("{} got EFAULT: a GPU buffer can only be registered through a peer-memory client "
+                    "(nvidia_peermem) or DMA-BUF, and {}",
+                    call_or(f.call),
+                    e.peer_memory ? "no peer-memory client is loaded" : "none was confirmed on this node"),
+        std::move(fix), k_gdr_fallback);
+  }
+
+  std::string stack_mismatch_text() const {
+    return fmt::format("the kernel RDMA stack is {}{}{} but user-space rdma-core{}{} is {}", to_string(e.kernel_stack),
+                       e.kernel_stack_detail.empty() ? "" : " (", e.kernel_stack_detail.empty() ? "" : e.kernel_stack_detail + ")",
+                       e.rdma_core_version.empty() ? "" : " ", e.rdma_core_version, to_string(e.user_stack));
+  }
+
+  std::string stack_mismatch_fix() const {
+    if (e.kernel_stack == rdma_flavour::ofed) {
+      return "install the rdma-core/libibverbs that ships with the MLNX/DOCA-OFED kernel modules (same release), or "
+             "remove OFED and use the distribution's stack on both sides";
+    }
+    return "rebuild/reinstall the MLNX/DOCA-OFED kernel modules for this kernel (DKMS) so they match its user space, or "
+           "return to the distribution's rdma-core";
+  }
+
+  bool mismatch() const {
+    return e.kernel_stack != rdma_flavour::unknown && e.user_stack != rdma_flavour::unknown &&
+           e.kernel_stack != e.user_stack;
+  }
+
+  void einval() {
+    version_lines();
+    gpu_lines();
+    if (mismatch()) {
+      set(cause::rdma_stack_mismatch, true,
+          fmt::format("{} got EINVAL and {}", call_or(f.call), stack_mismatch_text()), stack_mismatch_fix(),
+          k_tcp_fallback);
+      return;
+    }
+    if (f.call == "ibv_modify_qp") {
+      set(cause::unknown, false,
+          "ibv_modify_qp got EINVAL: the QP attributes do not fit the port (on RoCE usually the GID index, on IB a "
+          "port that is not ACTIVE)",
+          "check the port state (`mrcheck report`, ibstat) and, on RoCE, set NCCL_IB_GID_INDEX to a RoCE v2 GID",
+          k_tcp_fallback);
+      return;
+    }
+    set(cause::unknown, false,
+        fmt::format("{} got EINVAL: the kernel rejected the arguments (address vs iova page offset, access flags "
+                    "the device does not support, zero or overflowing size); NCCL's calls are page-aligned, so "
+                    "this usually points at the driver stack",
+                    call_or(f.call)),
+        "run `mrcheck report` to check mlx5_core vs rdma-core vs NVIDIA driver; as an experiment set "
+        "NCCL_IB_PCI_RELAXED_ORDERING=0 (it did not help in NVIDIA/nccl #1842)",
+        k_tcp_fallback);
+  }
+
+  void eopnotsupp() {
+    version_lines();
+    gpu_lines();
+    if (is_dmabuf_call(f.call)) {
+      std::string why;
+      bool confirmed = false;
+      if (e.has_dmabuf_mr && !*e.has_dmabuf_mr) {
+        why = "; this rdma-core lacks ibv_reg_dmabuf_mr (IBVERBS_1.12, rdma-core >= 34)";
+        confirmed = true;
+      } else if (e.driver_flavour == nvidia_flavour::proprietary) {
+        why = "; the NVIDIA driver is the proprietary flavour, DMA-BUF needs the open kernel modules";
+        confirmed = true;
+      }
+      set(cause::dmabuf_unsupported, confirmed,
+          fmt::format("{} got {}: the kernel, rdma-core or GPU driver does not support DMA-BUF registration{}",
+                      f.call, errno_name(f.err), why),
+          "set NCCL_DMABUF_ENABLE=0 (NCCL then uses nvidia-peermem if loaded), or move to kernel >= 5.12, rdma-core "
+          ">= 34 and the open GPU kernel modules (NVIDIA/nccl #778)",
+          k_gdr_fallback);
+      return;
+    }
+    if (mismatch()) {
+      set(cause::rdma_stack_mismatch, true,
+          fmt::format("{} got {} and {}", call_or(f.call), errno_name(f.err), stack_mismatch_text()),
+          stack_mismatch_fix(), k_tcp_fallback);
+      return;
+    }
+    set(cause::unknown, false,
+        fmt::format("{} got {}: the provider or kernel does not implement this request (no matching libibverbs "
+                    "provider for the device, or an access flag such as ODP the device lacks)",
+                    call_or(f.call), errno_name(f.err)),
+        "run `mrcheck report` to check that the rdma-core provider (libmlx5) matches the kernel driver", k_tcp_fallback);
+  }
+
+  void no_device() {
+    version_lines();
+    std::string found;
+    if (e.rdma_devices) found = fmt::format(" (this node shows {} RDMA device(s))", *e.rdma_devices);
+    if (e.rdma_devices) d.evidence.push_back(fmt::format("RDMA devices in /sys/class/infiniband: {}", *e.rdma_devices));
+    set(cause::no_rdma_device, e.rdma_devices.has_value() && *e.rdma_devices == 0,
+        fmt::format("NCCL found no usable RDMA device and uses TCP sockets{}", found),
+        "check that the node has an HCA (/sys/class/infiniband), that mlx5_ib and ib_uverbs are loaded, that "
+        "/dev/infiniband is passed into containers, and that NCCL_IB_HCA does not filter every device out",
+        "");
+  }
+
+  void completion() {
+    const int st = f.wc_status.value_or(-1);
+    std::string_view name = wc_status_name(st);
+    std::string head = fmt::format("RDMA completion error {} ({}){}", name.empty() ? "status" : name, st,
+                                   f.peer.empty() ? "" : fmt::format(" with peer {}", f.peer));
+    d.evidence.push_back(head);
+    std::string summary;
+    std::string fix;
+    switch (st) {
+      case 12:  // RETRY_EXC_ERR
+      case 13:  // RNR_RETRY_EXC_ERR
+      case 20:  // RESP_TIMEOUT_ERR
+        summary = head + ": the peer stopped answering (its process died first, a link went down, or the fabric "
+                         "does not route between the ports)";
+        fix = "read the peer's log first (it often failed earlier), then check port state on both nodes (`mrcheck "
+              "report`, ibstat); on RoCE check NCCL_IB_GID_INDEX and NCCL_IB_TC";
+        break;
+      case 4:   // LOC_PROT_ERR
+      case 8:   // LOC_ACCESS_ERR
+      case 10:  // REM_ACCESS_ERR
+        summary = head + ": a memory region was not accessible as registered (with GPU buffers: GPUDirect RDMA "
+                         "through nvidia_peermem/DMA-BUF not working)";
+        fix = "run `mrcheck probe mr --gpu` on both nodes; as an experiment NCCL_NET_GDR_LEVEL=LOC to take GPU "
+              "buffers off the wire";
+        break;
+      case 5:  // WR_FLUSH_ERR
+        summary = head + ": the queue pair had already failed; this is a consequence of an earlier error";
+        fix = "look for the first completion error or WARN before this line, on this rank and on the peer";
+        break;
+      default:
+        summary = head + ": the RDMA transfer failed";
+        fix = "read the peer's log and check port state on both nodes (`mrcheck report`, ibstat)";
+        break;
+    }
+    set(cause::unknown, false, std::move(summary), std::move(fix), k_tcp_fallback);
+  }
+};
+
+}  // namespace
+
+std::string_view to_string(cause c) {
+  switch (c) {
+    case cause::memlock: return "memlock";
+    case cause::capability: return "capability";
+    case cause::pinning_resources: return "pinning_resources";
+    case cause::rdma_stack_mismatch: return "rdma_stack_mismatch";
+    case cause::gpu_peer_memory: return "gpu_peer_memory";
+    case cause::dmabuf_unsupported: return "dmabuf_unsupported";
+    case cause::duplicate_gpu: return "duplicate_gpu";
+    case cause::no_rdma_device: return "no_rdma_device";
+    case cause::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+std::optional<cause> parse_cause(std::string_view s) {
+  for (cause c : k_all_causes) {
+    if (to_string(c) == s) return c;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(rdma_flavour f) {
+  switch (f) {
+    case rdma_flavour::inbox: return "inbox";
+    case rdma_flavour::ofed: return "MLNX/DOCA-OFED";
+    case rdma_flavour::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+diagnosis diagnose(const failure& f, const node_evidence& e) {
+  builder b{f, e, {}};
+  switch (f.what) {
+    case failure::kind::duplicate_gpu:
+      b.set(cause::duplicate_gpu, true,
+            "two ranks of one communicator run on the same GPU; NCCL refuses that (NVIDIA/nccl #418)",
+            "give each rank its own GPU: srun --gpus-per-task=1 (or --gpu-bind=single:1, CUDA_VISIBLE_DEVICES per "
+            "local rank) and no more tasks per node than GPUs",
+            "");
+      return std::move(b.d);
+    case failure::kind::no_device:
+      b.no_device();
+      return std::move(b.d);
+    case failure::kind::completion_error:
+      b.completion();
+      return std::move(b.d);
+    case failure::kind::system_error:
+      b.set(cause::unknown, false,
+            "NCCL reported 'unhandled system error' but no preceding warning names the failed call",
+            "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the failing call and errno, or run "
+            "`mrcheck probe mr` on the node",
+            k_tcp_fallback);
+      return std::move(b.d);
+    case failure::kind::call:
+      break;
+  }
+  b.errno_line();
+  switch (f.err) {
+    case ENOMEM:
+      b.enomem();
+      break;
+    case EPERM:
+      b.eperm();
+      break;
+    case EFAULT:
+      b.efault();
+      break;
+    case EINVAL:
+      b.einval();
+      break;
+    case EOPNOTSUPP:
+    case EPROTONOSUPPORT:
+      b.eopnotsupp();
+      break;
+    case ENODEV:
+    case ENXIO:
+      b.no_device();
+      break;
+    case 0:
+      b.limit_lines();
+      b.set(cause::unknown, false,
+            fmt::format("{} failed and the log does not say with which errno", call_or(f.call)),
+            is_registration(f.call) || is_queue_call(f.call)
+                ? "run `mrcheck probe mr` as the job user on that node (registers memory the way NCCL does and "
+                  "names the errno), or rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+                : "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the errno",
+            k_tcp_fallback);
+      break;
+    default:
+      b.set(cause::unknown, false, fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)),
+            "run `mrcheck report` and `mrcheck probe mr` on that node", k_tcp_fallback);
+      break;
+  }
+  return std::move(b.d);
+}
+
+namespace {
+
+std::optional<std::uint64_t> opt_from(const result<std::uint64_t>& r) {
+  if (r.is_ok()) return r.value();
+  return std::nullopt;
+}
+
+}  // namespace
+
+node_evidence evidence_from_facts(const node_facts& facts) {
+  node_evidence e;
+  if (!facts.chain.empty()) {
+    const process_fact& p = facts.chain.front();
+    if (p.memlock.is_ok()) {
+      e.memlock_soft = p.memlock->soft;
+      e.memlock_hard = p.memlock->hard;
+    }
+    e.memlock_source = fmt::format("pid {} ({})", p.pid, escape_line(p.comm, 32));
+    if (p.uid) e.is_root = *p.uid == 0;
+    // The first process in the chain that dropped the limit is the hop to name.
+    for (auto it = facts.chain.rbegin(); it != facts.chain.rend(); ++it) {
+      if (it->lowered && it->memlock.is_ok()) {
+        e.memlock_hop = fmt::format("pid {} ({}), soft {}", it->pid, escape_line(it->comm, 32),
+                                    limit_text(it->memlock->soft));
+        break;
+      }
+    }
+  }
+  e.max_map_count = opt_from(facts.max_map_count);
+  if (facts.hugepages.is_ok()) {
+    const hugepages_fact& h = facts.hugepages.value();
+    e.hugepages_total = h.total;
+    e.hugepages_free = h.free;
+    if (h.page_size) e.hugepage_size = h.page_size;
+    if (h.mem_total) e.mem_total = h.mem_total;
+    if (h.mem_total) e.mem_available = h.mem_available;
+  }
+  if (facts.rdma_devices.is_ok()) e.rdma_devices = static_cast<int>(facts.rdma_devices->size());
+  if (facts.gpus.is_ok()) {
+    for (const gpu_fact& g : facts.gpus.value()) {
+      if (g.bar1_bytes && (!e.gpu_bar1 || g.bar1_bytes < *e.gpu_bar1)) e.gpu_bar1 = g.bar1_bytes;
+    }
+  }
+
+  if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
+    const kmodule_fact& m = it->second;
+    const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
+    // facts.md §4: inbox mlx5_core has no version file (or one equal to the kernel release); OFED keeps its own
+    // and is out of tree (taint O).
+    const bool out_of_tree = m.taint.find('O') != std::string::npos;
+    const bool own_version = m.version && !m.version->empty() && *m.version != release;
+    if (out_of_tree || own_version) {
+      e.kernel_stack = rdma_flavour::ofed;
+      e.kernel_stack_detail = fmt::format("mlx5_core {}{}", m.version ? escape_line(*m.version, 64) : "?",
+                                          out_of_tree ? " (out of tree)" : "");
+    } else {
+      e.kernel_stack = rdma_flavour::inbox;
+      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree" : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
+    }
+  }
+  bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
+                                                 [](const std::string& c) { return c.starts_with("nv_mem"); }) !=
+                                        facts.memory_peer_clients.end();
+  for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
+    if (auto it = facts.modules.find(name); it != facts.modules.end() && it->second.loaded) peer = true;
+  }
+  // Only claim "no peer memory" when the module facts were actually read.
+  if (peer || facts.modules.count("nvidia_peermem") != 0) e.peer_memory = peer;
+
+  if (facts.nvidia.is_ok()) {
+    e.driver_flavour = facts.nvidia->flavour;
+    e.driver_version = facts.nvidia->version;
+  }
+  if (facts.libibverbs.is_ok()) {
+    const library_fact& lib = facts.libibverbs.value();
+    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, facts.md §3.1).
+    std::string_view v = lib.version;
+    std::size_t first = v.find('.');
+    std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);
+    e.rdma_core_version = second == std::string_view::npos ? std::string(v) : std::string(v.substr(second + 1));
+    for (const auto& [sym, present] : lib.symbols) {
+      if (sym.find("IBVERBS_1.8") != std::string::npos && sym.starts_with("ibv_reg_mr_iova2")) e.has_iova2 = present;
+      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr")) e.has_dmabuf_mr = present;
+    }
+    if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
+  }
+  return e;
+}
+
+rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* version) {
+  // Stanzas are separated by blank lines; we want Package: libibverbs1 (or rdma-core) and its Version.
+  rdma_flavour found = rdma_flavour::unknown;
+  std::string_view package;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    if (line.empty()) {
+      package = {};
+      continue;
+    }
+    if (line.starts_with("Package:")) {
+      package = line.substr(8);
+      while (!package.empty() && package.front() == ' ') package.remove_prefix(1);
+      continue;
+    }
+    if (line.starts_with("Version:") && (package == "libibverbs1" || package == "rdma-core")) {
+      std::string_view v = line.substr(8);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      if (version) *version = escape_line(v, 64);
+      found = v.find("mlnx") != std::string_view::npos ? rdma_flavour::ofed : rdma_flavour::inbox;
+      if (package == "libibverbs1") return found;  // the library itself wins over the source package
+    }
+  }
+  return found;
+}
+
+std::optional<bool> cap_ipc_lock_from_status(std::string_view text) {
+  std::size_t at = text.find("\nCapEff:");
+  if (at == std::string_view::npos) {
+    if (!text.starts_with("CapEff:")) return std::nullopt;
+    at = 0;
+  } else {
+    at += 1;
+  }
+  std::string_view v = text.substr(at + 7);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  std::size_t end = 0;
+  while (end < v.size() && std::isxdigit(static_cast<unsigned char>(v[end]))) ++end;
+  if (end == 0 || end > 16) return std::nullopt;
+  std::uint64_t caps = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + end, caps, 16);
+  if (ec != std::errc()) return std::nullopt;
+  constexpr int k_cap_ipc_lock = 14;  // linux/capability.h
+  return ((caps >> k_cap_ipc_lock) & 1U) != 0;
+}
+
+void to_json(nlohmann::json& j, const diagnosis& d) {
+  j = nlohmann::json{{"cause", to_string(d.what)}, {"confirmed", d.confirmed}, {"summary", d.summary},
+                     {"evidence", d.evidence},     {"fix", d.fix},             {"fallback", d.fallback}};
+}
+
+}  // namespace mrcheck
