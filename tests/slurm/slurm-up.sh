@@ -279,7 +279,7 @@ if ! pid_alive munged "${dir}/run/munged.pid"; then
         --socket="${munge_sock}" --key-file="${dir}/munge/munge.key" \
         --pid-file="${dir}/run/munged.pid" --log-file="${dir}/log/munged.log" \
         --seed-file="${dir}/munge/munged.seed"
-    wait_until 20 "munged" munge_ok || fail_with_logs "munged did not start"
+    wait_until 30 "munged" munge_ok || fail_with_logs "munged did not start"
     step "munged up (socket ${munge_sock})"
 fi
 
@@ -331,7 +331,7 @@ if ! pid_alive slurmdbd "${dir}/run/slurmdbd.pid"; then
     check_port_free "${dbd_port}" "slurmdbd"
     rm -f "${dir}/run/slurmdbd.pid"
     spawn "${dir}/log/slurmdbd.stderr" slurmdbd
-    wait_until 20 "slurmdbd pid file" pid_alive slurmdbd "${dir}/run/slurmdbd.pid" ||
+    wait_until 30 "slurmdbd pid file" pid_alive slurmdbd "${dir}/run/slurmdbd.pid" ||
         fail_with_logs "slurmdbd did not start"
     # The first start creates the schema; sacctmgr answers once that is done.
     wait_until 90 "slurmdbd to answer sacctmgr" sacctmgr_ok || fail_with_logs "slurmdbd does not answer"
@@ -339,19 +339,25 @@ if ! pid_alive slurmdbd "${dir}/run/slurmdbd.pid"; then
 fi
 
 # --- accounting: cluster, account, users (before slurmctld, so it registers with a known cluster) ------
-if ! slurm_cmd sacctmgr -n -P list cluster format=cluster | grep -qx "${cluster_name}"; then
-    slurm_cmd sacctmgr -i add cluster "${cluster_name}" >/dev/null || fail_with_logs "sacctmgr add cluster failed"
-fi
-if ! slurm_cmd sacctmgr -n -P list account format=account | grep -qx mrcheck; then
-    slurm_cmd sacctmgr -i add account mrcheck cluster="${cluster_name}" description=mrcheck-tests \
-        organization=mrcheck >/dev/null || fail_with_logs "sacctmgr add account failed"
-fi
-for u in root "${test_user}"; do
-    if ! slurm_cmd sacctmgr -n -P list user format=user | grep -qx "${u}"; then
-        slurm_cmd sacctmgr -i add user "${u}" account=mrcheck defaultaccount=mrcheck cluster="${cluster_name}" \
-            >/dev/null || fail_with_logs "sacctmgr add user ${u} failed"
+# One query when all is there already (every sacctmgr call costs a connection to slurmdbd).
+assocs="$(slurm_cmd sacctmgr -n -P list associations format=cluster,account,user 2>/dev/null)" || assocs=""
+# (add cluster gives root an association of its own, account root.)
+if ! grep -q "^${cluster_name}|[^|]*|root\$" <<<"${assocs}" ||
+    ! grep -qx "${cluster_name}|mrcheck|${test_user}" <<<"${assocs}"; then
+    if ! slurm_cmd sacctmgr -n -P list cluster format=cluster | grep -qx "${cluster_name}"; then
+        slurm_cmd sacctmgr -i add cluster "${cluster_name}" >/dev/null || fail_with_logs "sacctmgr add cluster failed"
     fi
-done
+    if ! slurm_cmd sacctmgr -n -P list account format=account | grep -qx mrcheck; then
+        slurm_cmd sacctmgr -i add account mrcheck cluster="${cluster_name}" description=mrcheck-tests \
+            organization=mrcheck >/dev/null || fail_with_logs "sacctmgr add account failed"
+    fi
+    for u in root "${test_user}"; do
+        if ! slurm_cmd sacctmgr -n -P list user format=user | grep -qx "${u}"; then
+            slurm_cmd sacctmgr -i add user "${u}" account=mrcheck defaultaccount=mrcheck cluster="${cluster_name}" \
+                >/dev/null || fail_with_logs "sacctmgr add user ${u} failed"
+        fi
+    done
+fi
 
 # --- slurmctld -----------------------------------------------------------------------------------
 ctld_ok() { slurm_cmd scontrol ping | grep -q 'is UP'; }
@@ -360,9 +366,9 @@ if ! pid_alive slurmctld "${dir}/run/slurmctld.pid"; then
     mkdir -p "${dir}/state/slurmctld"
     rm -f "${dir}/run/slurmctld.pid"
     spawn "${dir}/log/slurmctld.stderr" slurmctld
-    wait_until 20 "slurmctld pid file" pid_alive slurmctld "${dir}/run/slurmctld.pid" ||
+    wait_until 30 "slurmctld pid file" pid_alive slurmctld "${dir}/run/slurmctld.pid" ||
         fail_with_logs "slurmctld did not start"
-    wait_until 30 "slurmctld to answer" ctld_ok || fail_with_logs "slurmctld does not answer scontrol ping"
+    wait_until 60 "slurmctld to answer" ctld_ok || fail_with_logs "slurmctld does not answer scontrol ping"
     step "slurmctld up (port ${ctld_port})"
 fi
 

@@ -117,7 +117,7 @@ restart_one() {
     local since
     since="$(date +%s)"
     spawn "${dir}/log/slurmd-${node}.stderr" "${limit[@]}" slurmd -N "${node}"
-    wait_until 20 "slurmd ${node} pid file" pid_alive slurmd "${dir}/run/slurmd-${node}.pid" ||
+    wait_until 30 "slurmd ${node} pid file" pid_alive slurmd "${dir}/run/slurmd-${node}.pid" ||
         fail_with_logs "slurmd ${node} did not start"
     local pid
     pid="$(pid_of "${dir}/run/slurmd-${node}.pid")"
