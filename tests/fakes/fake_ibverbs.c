@@ -395,6 +395,7 @@ struct fake_channel {
 };
 
 static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static void ensure_init(void);
 /* Device structs are never freed: contexts keep pointing at them after ibv_free_device_list(),
  * and the real library keeps them for the life of the process too. */
 static struct fake_device *g_devs[FAKE_MAX_DEVICES];
@@ -476,6 +477,7 @@ struct ibv_device **ibv_get_device_list(int *num_devices)
 		return NULL;
 	}
 	int n = 0;
+	ensure_init();
 	pthread_mutex_lock(&g_dev_lock);
 	const char *p = env;
 	while (*p != '\0' && n < FAKE_MAX_DEVICES) {
@@ -1086,17 +1088,38 @@ static struct fake_mr *g_mrs; /* live host MRs */
 static uint64_t g_pinned_pages;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
-/* The child of fork() gets a fresh pinned_vm of 0 and no mlocks; MRs do not carry over. */
+/* fork() while another thread holds one of the locks would leave it locked forever in the child;
+ * take both around fork (never held together elsewhere, so the order cannot deadlock). The child
+ * also gets a fresh pinned_vm of 0 and no mlocks, like a new mm: MRs do not carry over. */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&g_dev_lock);
+	pthread_mutex_lock(&g_mr_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&g_mr_lock);
+	pthread_mutex_unlock(&g_dev_lock);
+}
+
 static void atfork_child(void)
 {
-	pthread_mutex_init(&g_mr_lock, NULL);
 	g_mrs = NULL; /* the parent's MR structs are unreachable from here on; they are small */
 	g_pinned_pages = 0;
+	pthread_mutex_unlock(&g_mr_lock);
+	pthread_mutex_unlock(&g_dev_lock);
 }
 
 static void install_atfork(void)
 {
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Lazy, so that loading the library runs no code (no constructor that could fail). */
+static void ensure_init(void)
+{
+	pthread_once(&g_atfork_once, install_atfork);
 }
 
 /* mlock/munlock as raw system calls: a sanitizer runtime or an LD_PRELOAD in the caller may interpose
@@ -1319,7 +1342,7 @@ static struct ibv_mr *reg_host(const char *fn, const char *inject_name, struct i
 		err = EINVAL;
 		goto out;
 	}
-	pthread_once(&g_atfork_once, install_atfork);
+	ensure_init();
 	pthread_mutex_lock(&g_mr_lock);
 	uint64_t limit_pages = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur / ps;
 	bool over = !cap && g_pinned_pages + npages > limit_pages;

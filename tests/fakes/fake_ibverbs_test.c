@@ -765,6 +765,36 @@ static void case_threads(void)
 	close_hca(&h);
 }
 
+/* A forked child starts like a new mm: no pinned pages, nothing charged (kernel: mm->pinned_vm = 0). */
+static void case_fork(void)
+{
+	become_job_user(8 * MIB);
+	struct hca h = open_first();
+	char *buf = map_pages(6 * MIB);
+	struct ibv_mr *mr = g.reg_mr_iova2(h.pd, buf, 6 * MIB, (uintptr_t)buf, NCCL_FLAGS);
+	CHECK(mr != NULL);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		g_case_failed = 0;
+		CHECK(vm_locked_kib() == 0);
+		char *mine = map_pages(6 * MIB);
+		struct ibv_mr *m2 = g.reg_mr_iova2(h.pd, mine, 6 * MIB, (uintptr_t)mine, NCCL_FLAGS);
+		CHECK(m2 != NULL);
+		if (m2)
+			CHECK(g.dereg_mr(m2) == 0);
+		fflush(stdout);
+		_exit(g_case_failed);
+	}
+	int st = 0;
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* and the parent's MR is untouched */
+	CHECK(vm_locked_kib() == 6 * 1024);
+	if (mr)
+		CHECK(g.dereg_mr(mr) == 0);
+	close_hca(&h);
+}
+
 static void case_hang_child(void)
 {
 	struct hca h = open_first();
@@ -983,6 +1013,7 @@ int main(int argc, char **argv)
 	failed += run_case("injection_bad_spec", case_injection_bad_spec, 0);
 	failed += run_case("log", case_log, 0);
 	failed += run_case("threads", case_threads, 0);
+	failed += run_case("fork_child_starts_uncharged", case_fork, 0);
 	failed += run_case("hang", case_hang_child, SIGALRM);
 	failed += run_case("crash", case_crash_child, SIGSEGV);
 	unlink(g_log_path);
