@@ -44,6 +44,13 @@ nvidia-smi -L 2>/dev/null | head -2
 ls -l /usr/lib/x86_64-linux-gnu/libibverbs.so* /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null
 echo "== fake_ibverbs_test (built against this machine's verbs.h)"
 "$build/fake_ibverbs_test" "$fake_dir/libibverbs.so.1" 2>&1 | grep -vE ': PASS$' | tail -8
+gpu_check=$build/fake_ibverbs_gpu_check
+if [[ -x $gpu_check ]]; then
+  echo "== fake_ibverbs_gpu_check as root"
+  "$gpu_check" "$fake_dir/libibverbs.so.1" 2>&1 | tail -12
+  echo "== fake_ibverbs_gpu_check as uid 65534, memlock 0 (dma-buf must not be charged)"
+  bash -c "ulimit -S -l 0 && exec setpriv --reuid=65534 --regid=65534 --clear-groups -- '$gpu_check' '$fake_dir/libibverbs.so.1'" 2>&1 | tail -12
+fi
 scenario root_unlimited root unlimited
 scenario nobody_memlock_64k nobody 64
 scenario nobody_memlock_8m nobody 8192
