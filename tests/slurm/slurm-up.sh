@@ -339,24 +339,23 @@ if ! pid_alive slurmdbd "${dir}/run/slurmdbd.pid"; then
 fi
 
 # --- accounting: cluster, account, users (before slurmctld, so it registers with a known cluster) ------
-# One query when all is there already (every sacctmgr call costs a connection to slurmdbd).
+# Decided from one query (every sacctmgr call costs a slurmdbd connection, ~1 s on a loaded machine).
+# `add cluster` also gives root an association of its own (account root).
 assocs="$(slurm_cmd sacctmgr -n -P list associations format=cluster,account,user 2>/dev/null)" || assocs=""
-# (add cluster gives root an association of its own, account root.)
-if ! grep -q "^${cluster_name}|[^|]*|root\$" <<<"${assocs}" ||
-    ! grep -qx "${cluster_name}|mrcheck|${test_user}" <<<"${assocs}"; then
-    if ! slurm_cmd sacctmgr -n -P list cluster format=cluster | grep -qx "${cluster_name}"; then
-        slurm_cmd sacctmgr -i add cluster "${cluster_name}" >/dev/null || fail_with_logs "sacctmgr add cluster failed"
-    fi
-    if ! slurm_cmd sacctmgr -n -P list account format=account | grep -qx mrcheck; then
-        slurm_cmd sacctmgr -i add account mrcheck cluster="${cluster_name}" description=mrcheck-tests \
-            organization=mrcheck >/dev/null || fail_with_logs "sacctmgr add account failed"
-    fi
-    for u in root "${test_user}"; do
-        if ! slurm_cmd sacctmgr -n -P list user format=user | grep -qx "${u}"; then
-            slurm_cmd sacctmgr -i add user "${u}" account=mrcheck defaultaccount=mrcheck cluster="${cluster_name}" \
-                >/dev/null || fail_with_logs "sacctmgr add user ${u} failed"
-        fi
-    done
+if ! grep -q "^${cluster_name}|" <<<"${assocs}"; then
+    slurm_cmd sacctmgr -i add cluster "${cluster_name}" >/dev/null || fail_with_logs "sacctmgr add cluster failed"
+fi
+if ! grep -q "^${cluster_name}|mrcheck|" <<<"${assocs}"; then
+    slurm_cmd sacctmgr -i add account mrcheck cluster="${cluster_name}" description=mrcheck-tests \
+        organization=mrcheck >/dev/null || fail_with_logs "sacctmgr add account failed"
+fi
+if ! grep -qx "${cluster_name}|mrcheck|${test_user}" <<<"${assocs}"; then
+    slurm_cmd sacctmgr -i add user "${test_user}" account=mrcheck defaultaccount=mrcheck cluster="${cluster_name}" \
+        >/dev/null || fail_with_logs "sacctmgr add user ${test_user} failed"
+fi
+if ! slurm_cmd sacctmgr -n -P list associations format=cluster,account,user 2>/dev/null |
+    grep -qx "${cluster_name}|mrcheck|${test_user}"; then
+    fail_with_logs "accounting has no association ${cluster_name}/mrcheck/${test_user} after adding it"
 fi
 
 # --- slurmctld -----------------------------------------------------------------------------------
