@@ -141,6 +141,10 @@ write_configs() {
     # One node: named after this host, as on a real cluster. N nodes: node1..nodeN, N slurmd on this host
     # (Debian's Slurm is built with MULTIPLE_SLURMD: `scontrol show config`), each on its own port.
     local count="${want_nodes:-1}" i node_lines="" names
+    # A fresh configuration takes the port base from the environment (or the default), not from an
+    # earlier run's DIR/run/port-base.
+    rm -f "${dir}/run/port-base"
+    set_ports
     : >"${dir}/run/nodes"
     if ((count == 1)); then
         echo "${host_short} ${slurmd_port}" >>"${dir}/run/nodes"
@@ -247,12 +251,14 @@ EOF
     chmod 644 "${dir}/plugstack.conf"
 }
 
+fresh=0
 if any_up; then
     [[ -s "${dir}/slurm.conf" && -s "${dir}/slurmdbd.conf" && -s "${dir}/run/nodes" ]] ||
         die "some daemons run from ${dir} but its configuration is missing; run slurm-down.sh ${dir} first"
     say "${dir} is not fully up: keeping its configuration, starting or resuming what is not"
 else
     write_configs
+    fresh=1
 fi
 
 check_port_free() {
@@ -262,6 +268,17 @@ check_port_free() {
         fail_with_logs "port ${port} for ${what} is already in use (set MRCHECK_SLURM_PORT_BASE to move all ports)"
     fi
 }
+
+# Nothing of ours runs yet: every port must be free before anything starts, so a clash fails fast and
+# leaves no half-started cluster behind.
+if [[ "${fresh}" == 1 ]]; then
+    check_port_free "${mysql_port}" "MariaDB"
+    check_port_free "${dbd_port}" "slurmdbd"
+    check_port_free "${ctld_port}" "slurmctld"
+    while read -r n p; do
+        check_port_free "${p}" "slurmd ${n}"
+    done <"${dir}/run/nodes"
+fi
 
 step() { say "$(printf '[%5.1fs] %s' "$(awk -v a="${start_ns}" -v b="$(date +%s%N)" 'BEGIN{print (b-a)/1e9}')" "$*")"; }
 
