@@ -157,8 +157,13 @@ struct call_rec {
 
 #define CALL_REC(name) {.fn = (name), .dev = "-", .fd = -1}
 
+/* The errno the last inject() on this thread returned, so the log can tell injected from real. */
+static __thread int t_injected_err;
+
 static void log_call(const struct call_rec *r)
 {
+	int injected = t_injected_err;
+	t_injected_err = 0;
 	if (getenv("MRCHECK_FAKE_IBV_LOG") == NULL)
 		return;
 	char line[512];
@@ -168,7 +173,8 @@ static void log_call(const struct call_rec *r)
 			 (long)getpid(), r->fn, r->dev ? r->dev : "-", (unsigned long long)r->addr,
 			 (unsigned long long)r->length, (unsigned long long)r->iova, r->access, r->fd,
 			 (unsigned long long)r->offset, r->err ? errno_to_name(r->err) : "ok", r->err,
-			 r->note ? " note=" : "", r->note ? r->note : "");
+			 (r->note || (injected && r->err == injected)) ? " note=" : "",
+			 r->note ? r->note : (injected && r->err == injected) ? "injected" : "");
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line)) {
@@ -326,12 +332,14 @@ static int inject(const char *fn, const char *dev)
 	unsigned long nth = atomic_fetch_add(&g_call_count[idx], 1) + 1;
 	struct inject_hit hit = inject_lookup(idx, nth);
 	int saved = errno;
+	t_injected_err = 0;
 	switch (hit.action) {
 	case INJECT_NONE:
 		errno = saved;
 		return 0;
 	case INJECT_ERRNO:
 		errno = saved;
+		t_injected_err = hit.err;
 		return hit.err;
 	case INJECT_HANG: {
 		struct call_rec r = CALL_REC(fn);

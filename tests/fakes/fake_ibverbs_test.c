@@ -646,6 +646,14 @@ static void case_injection(void)
 	CHECK_ERRNO_NULL(g.reg_dmabuf_mr(h.pd, 0, 0, 0, -1, 0), EBADF);
 	unsetenv("MRCHECK_FAKE_IBV_INJECT");
 	close_hca(&h);
+	/* The log tells an injected errno from one the fake (or the kernel) produced. */
+	char *log = read_log();
+	CHECK(strstr(log, "call=ibv_reg_mr dev=mlx5_0") != NULL);
+	CHECK(strstr(log, "result=EINVAL errno=22 note=injected\n") != NULL);
+	CHECK(strstr(log, "call=ibv_reg_dmabuf_mr dev=mlx5_0 addr=0x0 length=0 iova=0x0 access=0x0 fd=-1 offset=0 "
+			  "result=EBADF errno=9\n") != NULL);
+	CHECK(strstr(log, "result=EOPNOTSUPP errno=95 note=injected\n") != NULL);
+	free(log);
 }
 
 /* Unknown specs: one line on stderr, otherwise ignored. */
