@@ -2,7 +2,9 @@
 # Stops everything tests/slurm/slurm-up.sh started in DIR, by pid file only (a system Slurm or MariaDB on the
 # same machine is never touched: no pkill by name). Waits for each daemon to exit (bounded: SIGTERM, then
 # SIGKILL after a timeout). Leaves configuration, logs, state and the database in DIR.
-# usage: slurm-down.sh [DIR]
+# usage: slurm-down.sh [--only DAEMON] [DIR]
+#   --only slurmctld|slurmdbd|mariadb|munged|slurmd|slurmd:NODE  stops just that one and leaves jobs alone
+#   (a test of "slurmctld unreachable"); `slurm-up.sh` starts it again with the configuration in force.
 set -euo pipefail
 
 prog=slurm-down
@@ -10,11 +12,24 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 . "${here}/lib.sh"
 
+usage() {
+    echo "usage: slurm-down.sh [--only slurmctld|slurmdbd|mariadb|munged|slurmd|slurmd:NODE] [DIR]" >&2
+    exit 2
+}
 arg_dir=""
+only=""
 while (($#)); do
     case "$1" in
-        -h | --help | -*) echo "usage: slurm-down.sh [DIR]" >&2; exit 2 ;;
-        *) [[ -z "${arg_dir}" ]] || { echo "usage: slurm-down.sh [DIR]" >&2; exit 2; }; arg_dir="$1" ;;
+        --only)
+            only="${2:-}"
+            case "${only}" in
+                slurmctld | slurmdbd | mariadb | munged | slurmd | slurmd:?*) ;;
+                *) usage ;;
+            esac
+            shift
+            ;;
+        -h | --help | -*) usage ;;
+        *) [[ -z "${arg_dir}" ]] || usage; arg_dir="$1" ;;
     esac
     shift
 done
@@ -56,6 +71,18 @@ stop() {
 
 # shellcheck disable=SC2317 # called through wait_until
 no_jobs() { [[ -z "$(slurm_cmd squeue -h -o %i 2>/dev/null)" ]]; }
+
+if [[ -n "${only}" ]]; then
+    case "${only}" in
+        slurmctld) stop slurmctld "${dir}/run/slurmctld.pid" ;;
+        slurmdbd) stop slurmdbd "${dir}/run/slurmdbd.pid" ;;
+        mariadb) stop mariadbd "${dir}/run/mariadb.pid" 60 ;;
+        munged) stop munged "${dir}/run/munged.pid" ;;
+        slurmd) for node in $(node_names); do stop slurmd "${dir}/run/slurmd-${node}.pid"; done ;;
+        slurmd:*) stop slurmd "${dir}/run/slurmd-${only#slurmd:}.pid" ;;
+    esac
+    exit "${rc}"
+fi
 
 # Jobs first, while slurmctld still runs: a step left behind would keep its slurmstepd (and the job user's
 # processes) alive after slurmd is gone.
