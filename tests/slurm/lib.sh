@@ -2,6 +2,9 @@
 # Shared helpers for tests/slurm/*.sh. Sourced, never run.
 # Everything here works on one private directory ($dir); nothing touches /etc/slurm, /etc/munge or a system daemon.
 
+# The daemons and useradd live in sbin, which a non-login root shell may lack in PATH.
+export PATH="/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:${PATH}}"
+
 say() { printf 'mrcheck: %s: %s\n' "${prog}" "$*"; }
 die() { printf 'mrcheck: %s: error: %s\n' "${prog}" "$*" >&2; exit 1; }
 

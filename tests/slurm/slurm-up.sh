@@ -1,6 +1,7 @@
 #!/bin/bash
 # Starts a private one-node Slurm (munged, MariaDB, slurmdbd, slurmctld, slurmd) in DIR for mrcheck's
-# end-to-end tests. Usage: slurm-up.sh [DIR]   (DIR defaults to $MRCHECK_SLURM_DIR or /tmp/mrcheck-slurm)
+# end-to-end tests. Usage: slurm-up.sh [--nodes N] [DIR]   (DIR: $MRCHECK_SLURM_DIR or /tmp/mrcheck-slurm;
+# --nodes N: N slurmd named node1..nodeN on this host instead of one named after it; see README.md)
 # Never reads or writes /etc/slurm, /etc/munge or a system database; every port is off Slurm's defaults.
 # Idempotent: when everything is already up it says so and exits 0; when only part is up it starts the rest.
 set -euo pipefail
