@@ -34,7 +34,7 @@ constexpr std::string_view k_gdr_fallback =
     "more host memory pinned); last resort NCCL_IB_DISABLE=1 (TCP sockets, often 5-20x slower)";
 
 bool is_registration(std::string_view call) {
-  return call.starts_with("ibv_reg_mr") || call == "ibv_reg_dmabuf_mr" || call == "mlx5dv_reg_dmabuf_mr" ||
+  return call.starts_with("ibv_reg_mr") || call.starts_with("fi_mr_reg") || call == "ibv_reg_dmabuf_mr" || call == "mlx5dv_reg_dmabuf_mr" ||
          call.empty();
 }
 
@@ -524,6 +524,15 @@ diagnosis diagnose(const failure& f, const node_evidence& e) {
       b.no_device();
       break;
     case 0:
+      if (f.call == "ibv_open_device" || f.call == "ibv_get_device_list") {
+        // NCCL prints no errno here; the device exists in sysfs but cannot be opened: /dev/infiniband missing or
+        // not accessible (a container without --device=/dev/infiniband), or the provider library is absent.
+        b.no_device();
+        b.d.summary = fmt::format("{} failed: the RDMA device is listed but cannot be opened (/dev/infiniband not "
+                                  "passed into the container, permissions, or no libibverbs provider for it)",
+                                  f.call);
+        break;
+      }
       b.limit_lines();
       b.set(cause::unknown, false,
             fmt::format("{} failed and the log does not say with which errno", call_or(f.call)),

@@ -324,6 +324,12 @@ TEST(diagnosis_nodev, enodev_and_kind_no_device) {
   EXPECT_TRUE(any_contains(d.evidence, "/sys/class/infiniband: 0"));
 }
 
+TEST(diagnosis_nodev, open_device_without_errno_is_no_rdma_device) {
+  diagnosis d = diagnose(reg(0, "ibv_open_device"), node_evidence{});
+  EXPECT_EQ(d.what, cause::no_rdma_device);
+  EXPECT_NE(d.summary.find("/dev/infiniband"), std::string::npos);
+}
+
 TEST(diagnosis_other, duplicate_gpu) {
   failure f;
   f.what = failure::kind::duplicate_gpu;

@@ -1,0 +1,525 @@
+// The NCCL log scanner. Plain string_view searches, no std::regex: a regex on a 64 KiB line of garbage can
+// recurse deeply, and the scanner must stream a 1 GiB log at close to read speed.
+#include <mrcheck/nccl_log.h>
+
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <unistd.h>
+
+namespace mrcheck {
+
+namespace {
+
+constexpr std::size_t k_max_examined = 64 * 1024;
+constexpr std::size_t k_text_max = 300;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+std::string_view skip_spaces(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+// Parses a non-negative int at the start of s; advances s past it.
+std::optional<long> take_number(std::string_view& s, std::size_t max_digits = 9) {
+  std::size_t n = 0;
+  while (n < s.size() && n < max_digits + 1 && is_digit(s[n])) ++n;
+  if (n == 0 || n > max_digits) return std::nullopt;
+  long v = 0;
+  std::from_chars(s.data(), s.data() + n, v);
+  s.remove_prefix(n);
+  return v;
+}
+
+bool icontains(std::string_view hay, std::string_view needle) {
+  if (needle.size() > hay.size()) return false;
+  auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != hay.end();
+}
+
+bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+// pdsh/clush "host: " prefixes: lower-case host names or addresses with a digit, so "RuntimeError: " and
+// "torch.distributed.DistBackendError: " are not taken for hosts.
+bool looks_like_host(std::string_view t) {
+  if (t.empty() || t.size() > 64) return false;
+  bool digit = false;
+  for (char c : t) {
+    if (is_digit(c)) {
+      digit = true;
+    } else if (!((c >= 'a' && c <= 'z') || c == '-' || c == '.' || c == '_')) {
+      return false;
+    }
+  }
+  return digit;
+}
+
+struct prefix_info {
+  std::optional<int> rank;
+  std::string host;  // pdsh prefix
+  std::string_view rest;
+};
+
+// Skips "2024-01-02T03:04:05.123Z", "2024-01-02 03:04:05,123" and the like at the start of s.
+bool skip_iso_timestamp(std::string_view& s) {
+  if (s.size() < 10 || !is_digit(s[0]) || !is_digit(s[3]) || s[4] != '-' || s[7] != '-') return false;
+  std::size_t i = 10;
+  if (i + 1 < s.size() && (s[i] == 'T' || s[i] == ' ') && is_digit(s[i + 1])) {
+    ++i;
+    while (i < s.size() && (is_digit(s[i]) || s[i] == ':' || s[i] == '.' || s[i] == ',' || s[i] == 'Z' ||
+                            s[i] == '+' || s[i] == '-')) {
+      ++i;
+    }
+  }
+  s.remove_prefix(i);
+  return true;
+}
+
+prefix_info strip_prefixes(std::string_view s) {
+  prefix_info p;
+  for (int round = 0; round < 8; ++round) {
+    s = skip_spaces(s);
+    if (s.empty()) break;
+    if (s.starts_with("[rank")) {  // torch: "[rank3]:"
+      std::string_view t = s.substr(5);
+      if (auto r = take_number(t); r && t.starts_with("]:")) {
+        p.rank = static_cast<int>(*r);
+        s = t.substr(2);
+        continue;
+      }
+    }
+    if (s.front() == '[') {
+      std::size_t close = s.find(']');
+      if (close != std::string_view::npos && close < 64) {
+        std::string_view inside = s.substr(1, close - 1);
+        std::string_view after = s.substr(close + 1);
+        // OpenMPI --tag-output: "[1,3]<stdout>:"
+        if (std::size_t comma = inside.find(','); comma != std::string_view::npos &&
+                                                  (after.starts_with("<stdout>:") || after.starts_with("<stderr>:"))) {
+          std::string_view r = inside.substr(comma + 1);
+          if (auto v = take_number(r); v && r.empty()) p.rank = static_cast<int>(*v);
+          s = after.substr(9);
+          continue;
+        }
+        // torchrun "[default0]:" (a local rank: not kept) and timestamps "[2024-01-02 03:04:05]", "[1681107537.41]"
+        if (inside.starts_with("default") && after.starts_with(":")) {
+          s = after.substr(1);
+          continue;
+        }
+        bool stamp = !inside.empty() && is_digit(inside.front()) &&
+                     std::all_of(inside.begin(), inside.end(), [](char c) {
+                       return is_digit(c) || c == '-' || c == ':' || c == '.' || c == ' ' || c == 'T' || c == ',' ||
+                              c == '+' || c == 'Z' || c == '/';
+                     }) &&
+                     inside.find_first_of(":.-") != std::string_view::npos;
+        if (stamp) {
+          s = after;
+          continue;
+        }
+      }
+      break;
+    }
+    if (skip_iso_timestamp(s)) continue;
+    if (is_digit(s.front())) {  // srun -l: "3: "
+      std::string_view t = s;
+      if (auto r = take_number(t, 7); r && (t.starts_with(": ") || t == ":")) {
+        p.rank = static_cast<int>(*r);
+        s = t.substr(std::min<std::size_t>(2, t.size()));
+        continue;
+      }
+    }
+    // pdsh: "node17: " / "10.0.87.143: "
+    std::size_t colon = s.find(": ");
+    if (colon != std::string_view::npos && colon > 0 && colon <= 64 && looks_like_host(s.substr(0, colon)) &&
+        s.substr(0, colon).find(' ') == std::string_view::npos) {
+      if (p.host.empty()) p.host = std::string(s.substr(0, colon));
+      s = s.substr(colon + 2);
+      continue;
+    }
+    break;
+  }
+  p.rest = s;
+  return p;
+}
+
+struct nccl_header {
+  std::string host;
+  std::optional<long> pid;
+  std::string_view message;  // after "NCCL WARN " / "NCCL INFO " when present, else the whole rest
+  bool warn = false;
+  bool info = false;
+};
+
+// NCCL's own prefix: "host:pid:tid [dev] [file.cc:line] NCCL WARN msg" (older: "... [dev] file.cu:line WARN msg").
+nccl_header parse_header(std::string_view rest) {
+  nccl_header h;
+  h.message = rest;
+  std::size_t marker = rest.find("NCCL WARN ");
+  std::size_t skip = 10;
+  if (marker != std::string_view::npos) {
+    h.warn = true;
+  } else if ((marker = rest.find("NCCL INFO ")) != std::string_view::npos) {
+    h.info = true;
+  } else if ((marker = rest.find("] ")) != std::string_view::npos) {
+    // NCCL <= 2.3 printed "host:pid:tid [dev] file:line WARN msg" without "NCCL".
+    std::size_t w = rest.find(" WARN ", marker);
+    if (w == std::string_view::npos || w > marker + 80) return h;
+    marker = w + 1;
+    skip = 5;
+    h.warn = true;
+  } else {
+    return h;
+  }
+  std::string_view head = rest.substr(0, marker);
+  h.message = rest.substr(marker + skip);
+  // The last "X:digits:digits" token in the header is host:pid:tid.
+  std::size_t pos = 0;
+  while (pos < head.size()) {
+    std::size_t end = head.find(' ', pos);
+    if (end == std::string_view::npos) end = head.size();
+    std::string_view tok = head.substr(pos, end - pos);
+    std::size_t c2 = tok.rfind(':');
+    if (c2 != std::string_view::npos && c2 > 0) {
+      std::size_t c1 = tok.rfind(':', c2 - 1);
+      if (c1 != std::string_view::npos && c1 > 0) {
+        std::string_view pid_s = tok.substr(c1 + 1, c2 - c1 - 1);
+        std::string_view tid_s = tok.substr(c2 + 1);
+        if (!pid_s.empty() && !tid_s.empty() && std::all_of(pid_s.begin(), pid_s.end(), is_digit) &&
+            std::all_of(tid_s.begin(), tid_s.end(), is_digit) && pid_s.size() <= 10) {
+          h.host = escape_line(tok.substr(0, c1), 64);
+          long v = 0;
+          std::from_chars(pid_s.data(), pid_s.data() + pid_s.size(), v);
+          h.pid = v;
+        }
+      }
+    }
+    pos = end + 1;
+  }
+  return h;
+}
+
+std::string ident_at(std::string_view s) {
+  std::size_t n = 0;
+  while (n < s.size() && n < 64 && is_ident(s[n])) ++n;
+  return std::string(s.substr(0, n));
+}
+
+// "ibv_create_cq(cqe=4096) failed: ..." / "ibv_reg_mr failed (errno 14)" -> (call, tail after "failed").
+std::optional<std::pair<std::string, std::string_view>> verbs_failure(std::string_view msg) {
+  for (std::string_view family : {std::string_view("ibv_"), std::string_view("mlx5dv_")}) {
+    std::size_t pos = 0;
+    while ((pos = msg.find(family, pos)) != std::string_view::npos) {
+      if (pos > 0 && is_ident(msg[pos - 1])) {
+        pos += family.size();
+        continue;
+      }
+      std::string call = ident_at(msg.substr(pos));
+      std::string_view after = msg.substr(pos + call.size());
+      if (!after.empty() && after.front() == '(') {
+        std::size_t close = after.find(')');
+        if (close == std::string_view::npos || close > 200) {
+          pos += call.size();
+          continue;
+        }
+        after.remove_prefix(close + 1);
+      }
+      after = skip_spaces(after);
+      if (after.starts_with("failed") || after.starts_with("returned NULL") || after.starts_with("error")) {
+        return std::make_pair(call, after);
+      }
+      pos += call.size();
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int errno_in_text(std::string_view text) {
+  // The glibc message NCCL prints; the longest match wins ("No such device or address" over "No such device").
+  std::size_t best_len = 0;
+  int best = 0;
+  for (int e = 1; e < 134; ++e) {
+    std::string_view msg = errno_message(e);
+    if (msg.size() > best_len && contains(text, msg)) {
+      best_len = msg.size();
+      best = e;
+    }
+  }
+  if (best != 0) return best;
+  // Numbers: "errno 12", "errno=12", "(errno: -12)", "error -12", "error 12", "RC: -12", "err -12", "ENOMEM".
+  for (std::string_view key : {std::string_view("errno"), std::string_view("error"), std::string_view("RC:"),
+                               std::string_view("rc="), std::string_view("err ")}) {
+    std::size_t pos = 0;
+    while ((pos = text.find(key, pos)) != std::string_view::npos) {
+      std::string_view t = text.substr(pos + key.size());
+      while (!t.empty() && (t.front() == ' ' || t.front() == '=' || t.front() == ':' || t.front() == '(')) {
+        t.remove_prefix(1);
+      }
+      if (!t.empty() && t.front() == '-') t.remove_prefix(1);
+      if (auto v = take_number(t, 4); v && *v > 0 && *v < 4096 && (t.empty() || !is_ident(t.front()))) {
+        return static_cast<int>(*v);
+      }
+      pos += key.size();
+    }
+  }
+  std::size_t e = text.find('E');
+  while (e != std::string_view::npos) {
+    if (e == 0 || !is_ident(text[e - 1])) {
+      std::string name = ident_at(text.substr(e));
+      if (name.size() >= 4) {
+        if (auto v = errno_from_name(name)) return *v;
+      }
+    }
+    e = text.find('E', e + 1);
+  }
+  return 0;
+}
+
+std::optional<nccl_event> parse_nccl_line(std::string_view line) {
+  if (line.size() > k_max_examined) line = line.substr(0, k_max_examined);
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
+  // Cheap rejection first: every pattern below contains one of these.
+  if (!contains(line, "fail") && !contains(line, "Fail") && !contains(line, "completion") &&
+      !contains(line, "Duplicate GPU") && !contains(line, "No device found") && !contains(line, "system error") &&
+      !contains(line, "SystemError") && !contains(line, "register memory") && !contains(line, "ibv_") &&
+      !contains(line, "mlx5dv_") && !icontains(line, "dma-buf") && !icontains(line, "dmabuf")) {
+    return std::nullopt;
+  }
+  prefix_info pre = strip_prefixes(line);
+  nccl_header h = parse_header(pre.rest);
+  std::string_view msg = h.message;
+
+  nccl_event ev;
+  ev.rank = pre.rank;
+  ev.host = !h.host.empty() ? h.host : escape_line(pre.host, 64);
+  ev.pid = h.pid;
+  ev.text = escape_line(msg, k_text_max);
+  failure& f = ev.what;
+
+  if (std::size_t at = msg.find("Got completion"); at != std::string_view::npos && contains(msg, "NET/")) {
+    f.what = failure::kind::completion_error;
+    std::string_view t = msg.substr(at);
+    if (std::size_t peer = t.find("from peer "); peer != std::string_view::npos) {
+      std::string_view p = t.substr(peer + 10);
+      std::size_t end = p.find(" with");
+      f.peer = escape_line(p.substr(0, std::min(end, std::size_t{80})), 80);
+    }
+    for (std::string_view key : {std::string_view("with error "), std::string_view("status=")}) {
+      if (std::size_t k = t.find(key); k != std::string_view::npos) {
+        std::string_view n = t.substr(k + key.size());
+        if (auto v = take_number(n, 4)) f.wc_status = static_cast<int>(*v);
+        break;
+      }
+    }
+    return ev;
+  }
+  if (std::size_t at = msg.find("Duplicate GPU detected"); at != std::string_view::npos) {
+    f.what = failure::kind::duplicate_gpu;
+    std::string_view t = msg.substr(at);
+    if (std::size_t r = t.find("rank "); r != std::string_view::npos && !ev.rank) {
+      std::string_view n = t.substr(r + 5);
+      if (auto v = take_number(n, 7)) ev.rank = static_cast<int>(*v);
+    }
+    return ev;
+  }
+  if (contains(msg, "No device found") && contains(msg, "NET/IB")) {
+    f.what = failure::kind::no_device;
+    return ev;
+  }
+  if (std::size_t at = msg.find("Call to "); at != std::string_view::npos) {
+    std::string call = ident_at(msg.substr(at + 8));
+    std::string_view after = msg.substr(at + 8 + call.size());
+    after = skip_spaces(after);
+    if (!call.empty() && after.starts_with("failed")) {
+      f.call = call;
+      f.err = errno_in_text(after.substr(6));
+      return ev;
+    }
+  }
+  if (contains(msg, "unhandled system error") || contains(msg, "ncclSystemError")) {
+    f.what = failure::kind::system_error;
+    return ev;
+  }
+  if (icontains(msg, "failed to register memory") || icontains(msg, "unable to register memory") ||
+      icontains(msg, "couldn't register memory")) {
+    if (contains(msg, "NET/OFI")) f.call = "fi_mr_regattr";
+    f.err = errno_in_text(msg);
+    return ev;
+  }
+  if (auto vf = verbs_failure(msg)) {
+    f.call = vf->first;
+    f.err = errno_in_text(vf->second);
+    return ev;
+  }
+  if ((h.warn || contains(msg, "ERROR")) && (icontains(msg, "dma-buf") || icontains(msg, "dmabuf")) &&
+      (icontains(msg, "fail") || icontains(msg, "not supported") || icontains(msg, "error"))) {
+    f.call = contains(msg, "ibv_reg_dmabuf_mr") ? "ibv_reg_dmabuf_mr" : "dmabuf";
+    f.err = errno_in_text(msg);
+    return ev;
+  }
+  return std::nullopt;
+}
+
+void nccl_log_scanner::note_rank(std::string_view line) {
+  // "ncclCommInitRank comm 0x.. rank 6 nranks 8 cudaDev 6 ..." (2.x), "comm 0x.. rank 0 nRanks 2 ...",
+  // "rank 1 nranks 2" (older): remember host:pid -> rank for events of that process that carry no prefix rank.
+  std::size_t r = line.find(" rank ");
+  if (r == std::string_view::npos) return;
+  std::string_view t = line.substr(r + 6);
+  auto v = take_number(t, 7);
+  if (!v || !(t.starts_with(" nranks ") || t.starts_with(" nRanks "))) return;
+  prefix_info pre = strip_prefixes(line);
+  nccl_header h = parse_header(pre.rest);
+  if (h.host.empty() || !h.pid) return;
+  if (pid_rank_.size() >= limits_.max_pid_ranks) return;
+  pid_rank_.try_emplace(fmt::format("{}:{}", h.host, *h.pid), static_cast<int>(*v));
+}
+
+nccl_group* nccl_log_scanner::group_for(const failure& f) {
+  for (nccl_group& g : groups_) {
+    if (g.what.what == f.what && g.what.call == f.call && g.what.err == f.err && g.what.wc_status == f.wc_status) {
+      return &g;
+    }
+  }
+  if (groups_.size() >= limits_.max_groups) return nullptr;
+  nccl_group& g = groups_.emplace_back();
+  g.what = f;
+  g.first_line = lines_;
+  return &g;
+}
+
+void nccl_log_scanner::add(nccl_group& g, const nccl_event& e) {
+  ++g.count;
+  if (g.lines.size() < k_max_lines_kept) g.lines.push_back(lines_);
+  if (g.example.empty()) g.example = e.text;
+  if (e.rank) {
+    if (g.ranks.size() < limits_.max_ranks || g.ranks.count(*e.rank)) {
+      g.ranks.insert(*e.rank);
+    } else {
+      g.ranks_capped = true;
+    }
+  }
+  if (!e.host.empty()) {
+    if (g.hosts.size() < limits_.max_hosts || g.hosts.count(e.host)) {
+      g.hosts.insert(e.host);
+    } else {
+      g.hosts_capped = true;
+    }
+  }
+  if (!e.host.empty() && e.pid && g.processes.size() < limits_.max_processes) {
+    g.processes.insert(fmt::format("{}:{}", e.host, *e.pid));
+  }
+}
+
+std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, bool truncated) {
+  ++lines_;
+  bytes_ += line.size() + 1;
+  if (truncated) ++truncated_;
+  if (line.size() > limits_.max_line) line = line.substr(0, limits_.max_line);
+  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+
+  const bool has_nccl = contains(line, "NCCL");
+  if (has_nccl && contains(line, " rank ")) note_rank(line);
+
+  std::optional<nccl_event> ev = parse_nccl_line(line);
+  if (!ev) {
+    if (has_nccl && contains(line, "WARN")) {
+      prefix_info pre = strip_prefixes(line);
+      nccl_header h = parse_header(pre.rest);
+      if (h.warn) {
+        if (recent_warn_.size() >= limits_.recent_warnings) recent_warn_.pop_front();
+        if (limits_.recent_warnings > 0) recent_warn_.push_back(escape_line(h.message, 200));
+      }
+    }
+    return std::nullopt;
+  }
+  if (!ev->rank && ev->pid && !ev->host.empty()) {
+    if (auto it = pid_rank_.find(fmt::format("{}:{}", ev->host, *ev->pid)); it != pid_rank_.end()) {
+      ev->rank = it->second;
+    }
+  }
+
+  const failure& f = ev->what;
+  const bool recent_failure = last_failure_ && lines_ - last_failure_line_ <= limits_.attach_window;
+  // Echoes of a failure already counted: NCCL's "unhandled system error" that ends the chain, and a generic
+  // "Failed to register memory" right after the "Call to ibv_reg_mr... failed with error ..." that caused it.
+  const bool is_echo = f.what == failure::kind::system_error ||
+                       (f.what == failure::kind::call && f.call.empty() && f.err == 0);
+  if (is_echo && recent_failure) {
+    ++groups_[*last_failure_].consequences;
+    return std::nullopt;
+  }
+  nccl_group* g = group_for(f);
+  if (g == nullptr) {
+    ++dropped_;
+    return ev;
+  }
+  const bool fresh = g->count == 0;
+  add(*g, *ev);
+  if (f.what == failure::kind::system_error && fresh) {
+    g->context.assign(recent_warn_.begin(), recent_warn_.end());
+  }
+  if (f.what == failure::kind::call || f.what == failure::kind::completion_error ||
+      f.what == failure::kind::duplicate_gpu) {
+    last_failure_ = static_cast<std::size_t>(g - groups_.data());
+    last_failure_line_ = lines_;
+  }
+  return ev;
+}
+
+std::vector<const nccl_group*> nccl_log_scanner::groups() const {
+  std::vector<const nccl_group*> out;
+  out.reserve(groups_.size());
+  for (const nccl_group& g : groups_) out.push_back(&g);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const nccl_group* a, const nccl_group* b) { return a->first_line < b->first_line; });
+  return out;
+}
+
+status scan_fd(int fd, nccl_log_scanner& scanner) {
+  const std::size_t max_line = scanner.caps().max_line;
+  std::vector<char> buf(64 * 1024);
+  std::string line;
+  line.reserve(std::min<std::size_t>(max_line, 4096));
+  bool truncated = false;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return status::from_errno("read log", errno);
+    }
+    if (n == 0) break;
+    const char* p = buf.data();
+    const char* end = p + n;
+    while (p < end) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      const char* stop = nl ? nl : end;
+      std::size_t len = static_cast<std::size_t>(stop - p);
+      std::size_t room = max_line > line.size() ? max_line - line.size() : 0;
+      if (len > room) truncated = true;
+      line.append(p, std::min(len, room));
+      if (nl == nullptr) break;
+      scanner.feed_line(line, truncated);
+      line.clear();
+      truncated = false;
+      p = nl + 1;
+    }
+  }
+  if (!line.empty() || truncated) scanner.feed_line(line, truncated);
+  return status::ok();
+}
+
+}  // namespace mrcheck
