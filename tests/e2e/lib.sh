@@ -51,7 +51,11 @@ e2e_stage() {
   [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]] && install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$d/lib/slurm/"
   local fake
   fake=$(find "$MRCHECK_BUILD_DIR" -name 'libibverbs.so.1' -path '*fake*' 2>/dev/null | head -1 || true)
-  [[ -n $fake ]] && install -m 0755 "$fake" "$d/lib/fake/libibverbs.so.1"
+  if [[ -n $fake ]]; then
+    install -m 0755 "$fake" "$d/lib/fake/libibverbs.so.1"
+    # NCCL dlopens "libibverbs.so" before "libibverbs.so.1": both names must find the fake.
+    ln -sf libibverbs.so.1 "$d/lib/fake/libibverbs.so"
+  fi
   chmod -R a+rX "$MRCHECK_SLURM_DIR/install"
   E2E_INSTALL=$d
 }
@@ -64,7 +68,11 @@ e2e_plugin() {
   echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$MRCHECK_SLURM_DIR/install/bin/mrcheck $*" >"$dropin"
 }
 
-# Runs a command as the unprivileged job user with the cluster's environment; extra env via `env K=V`.
+# Runs a command as the unprivileged job user, keeping this shell's limits (setpriv, no PAM: a test sets
+# `ulimit -l` or `prlimit` and the user's srun must see exactly that), from a directory the user can write.
 as_user() {
-  runuser -u "$E2E_USER" -- env SLURM_CONF="$SLURM_CONF" PATH=/usr/bin:/bin HOME="/home/$E2E_USER" "$@"
+  (cd "${MRCHECK_SLURM_WORK:-/tmp}" &&
+    setpriv --reuid="$E2E_USER" --regid="$E2E_USER" --init-groups -- \
+      env -i SLURM_CONF="${SLURM_CONF:-}" PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="/home/$E2E_USER" \
+      USER="$E2E_USER" LOGNAME="$E2E_USER" LANG=C.UTF-8 "$@")
 }
