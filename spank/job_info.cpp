@@ -1,0 +1,93 @@
+#include "job_info.h"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace mrcheck::spank_glue {
+
+namespace {
+
+// MRCHECK_SUBMIT is bounded to 1 KiB; anything larger is not ours and is reported as unreadable.
+constexpr std::size_t k_env_max = 4096;
+// slurm/slurm.h's SLURM_BATCH_SCRIPT and SLURM_EXTERN_CONT (22.05), without pulling in all of slurm.h.
+constexpr std::uint32_t k_batch_step = 0xfffffffb;
+constexpr std::uint32_t k_extern_step = 0xfffffffc;
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  std::string h(buf);
+  return h.substr(0, h.find('.'));
+}
+
+template <class T>
+bool item(spank_t sp, spank_item_t it, const char* what, T* out) {
+  spank_err_t rc = spank_get_item(sp, it, out);
+  if (rc != ESPANK_SUCCESS) {
+    slurm_debug("mrcheck: spank_get_item(%s): %s", what, spank_strerror(rc));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string submit_tool(spank_context_t ctx) {
+  if (ctx == S_CTX_LOCAL) return "srun";
+  std::string_view self = program_invocation_short_name ? program_invocation_short_name : "";
+  return self == "salloc" ? "salloc" : "sbatch";
+}
+
+std::optional<std::string> job_getenv(spank_t sp, const char* name) {
+  char buf[k_env_max];
+  spank_err_t rc = spank_getenv(sp, name, buf, sizeof buf);
+  if (rc == ESPANK_SUCCESS) return std::string(buf);
+  if (rc == ESPANK_NOSPACE) return std::string(k_env_max, '?');  // refused by the decoder as too long
+  return std::nullopt;
+}
+
+task_facts read_task_facts(spank_t sp, bool with_env) {
+  task_facts t;
+  t.host = host_name();
+  auto node = job_getenv(sp, "SLURMD_NODENAME");
+  t.node = node ? *node : t.host;
+  item(sp, S_JOB_ID, "S_JOB_ID", &t.job_id);
+  item(sp, S_JOB_STEPID, "S_JOB_STEPID", &t.step_id);
+  t.batch_step = t.step_id == k_batch_step;
+  t.extern_step = t.step_id == k_extern_step;
+  int local_id = 0;
+  if (item(sp, S_TASK_ID, "S_TASK_ID", &local_id)) t.local_task_id = local_id;
+  t.task_pid = ::getpid();  // S_TASK_PID is 0 in the task child (facts.md §1.1)
+  t.request.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
+  t.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
+  t.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
+  if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) t.submit_host = *h;
+  // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.
+  const char* conf = std::getenv("SLURM_CONF");
+  t.slurm_conf_path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";
+  if (with_env) {
+    char** env = nullptr;
+    if (item(sp, S_JOB_ENV, "S_JOB_ENV", &env) && env) {
+      for (char** e = env; *e; ++e) t.job_env.emplace_back(*e);
+    }
+  }
+  return t;
+}
+
+submit_inputs read_submit_inputs(spank_context_t ctx) {
+  submit_inputs in;
+  in.tool = submit_tool(ctx);
+  in.host = host_name();
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job) in.job_id = job;
+  in.self = ::getpid();
+  if (const char* c = std::getenv("MRCHECK_CHECKS")) in.request.env_checks = std::string(c);
+  return in;
+}
+
+}  // namespace mrcheck::spank_glue

@@ -1,0 +1,196 @@
+// spank_mrcheck.so: `--mr-check[=LIST]` for srun, sbatch and salloc. The hooks are thin: hook -> adapter
+// (job_info.cpp) -> core (src/limits/). Which hook does what, and why there (facts.md §1):
+//
+//   init            all contexts     load config; register --mr-check (local, allocator, remote)
+//   option cb       srun/sbatch      a bad LIST is refused here, before anything is launched
+//   init_post_opt   srun/sbatch      refuse `off` when the site forbids it; record the submit chain
+//                                    (MRCHECK_SUBMIT) and, for sbatch/salloc, MRCHECK_CHECKS for inner sruns
+//   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
+//                                    SLURM_RLIMIT_MEMLOCK (set_user_limits() re-applies it after us)
+//   task_init       task, job user   verdicts, probes as the user, one line per node; post-exec watcher
+//
+// Never an error from remote init/init_post_opt: a batch step would drain the node (facts.md §1.5).
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include "engine.h"
+#include "job_info.h"
+
+#include <mrcheck/memlock_chain.h>
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The symbols Slurm's plugin loader looks up. Defined by hand: SPANK_PLUGIN's `const char x[]` has internal
+// linkage in C++ (model-codebases.md §2c).
+extern "C" {
+__attribute__((visibility("default"))) extern const char plugin_name[] = "mrcheck";
+__attribute__((visibility("default"))) extern const char plugin_type[] = "spank";
+__attribute__((visibility("default"))) extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+__attribute__((visibility("default"))) extern const unsigned int spank_plugin_version = 1;
+}
+
+namespace mrcheck::spank_glue {
+
+engine& current_engine() {
+  static engine e;
+  return e;
+}
+
+namespace {
+
+// Per-process state: srun, sbatch, and each slurmstepd task child have their own copy.
+struct plugin_state {
+  config cfg;
+  std::string cfg_error;
+  bool option_seen = false;
+  std::optional<std::string> option;
+  node_state node;
+};
+plugin_state& state() {
+  static plugin_state s;
+  return s;
+}
+
+enum class hook_kind { may_fail, never_fail };
+
+// One guard for every hook: nothing unwinds into Slurm. An internal error follows on_error, except in the
+// hooks that must never fail.
+template <class F>
+int guarded(const char* hook, hook_kind kind, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    slurm_error("mrcheck: %s: internal error: %s", hook, e.what());
+  } catch (...) {
+    slurm_error("mrcheck: %s: internal error: unknown exception", hook);
+  }
+  try {
+    return kind == hook_kind::may_fail && state().cfg.on_error == fail_policy::fail ? -1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int on_option(int, const char* optarg, int remote) {
+  auto& s = state();
+  s.option_seen = true;
+  s.option = normalize_optarg(optarg);
+  if (remote) return 0;  // validated again by the node side; never fail slurmstepd here
+  auto g = s.option ? parse_check_groups(std::string_view(*s.option)) : parse_check_groups(std::nullopt);
+  if (!g) {
+    slurm_error("mrcheck: --mr-check: %s", g.error().message().c_str());
+    return -1;
+  }
+  return 0;
+}
+
+extern "C" int mrcheck_option_cb(int val, const char* optarg, int remote) {
+  return guarded("--mr-check", hook_kind::may_fail, [&] { return on_option(val, optarg, remote); });
+}
+
+struct spank_option k_option = {
+    const_cast<char*>("mr-check"), const_cast<char*>("[LIST]"),
+    const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,all,off,verbose"),
+    2, 0, mrcheck_option_cb};
+
+int on_init(spank_t sp, int ac, char** av) {
+  spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_JOB_SCRIPT) return 0;
+  std::vector<std::string_view> args(av, av + ac);
+  auto c = current_engine().load_config(args, "plugstack.conf spank_mrcheck.so");
+  if (c) {
+    state().cfg = std::move(*c);
+  } else {
+    state().cfg_error = c.error().message();
+    slurm_error("mrcheck: configuration: %s", state().cfg_error.c_str());
+    // slurmd (daemon start) and srun/sbatch may fail - only a `required` plugin's error counts there.
+    if (ctx == S_CTX_SLURMD || ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) return -1;
+  }
+  if (ctx == S_CTX_SLURMD) return 0;
+  spank_err_t rc = spank_option_register(sp, &k_option);
+  if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: cannot register --mr-check: %s", spank_strerror(rc));
+  return 0;
+}
+
+int on_init_post_opt(spank_t, int, char**) {
+  spank_context_t ctx = spank_context();
+  if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+  auto& s = state();
+  submit_inputs in = read_submit_inputs(ctx);
+  if (!s.option_seen && !in.request.env_checks && !s.cfg.default_checks.any()) return 0;  // idle
+  in.request.option_seen = s.option_seen;
+  in.request.option = s.option;
+  auto plan = current_engine().submit(s.cfg, in, sysroot{});
+  if (!plan) {
+    slurm_error("mrcheck: %s", plan.error().message().c_str());
+    return -1;
+  }
+  // setenv in srun's/sbatch's own environment: it is copied into the job's (facts.md §1.3).
+  for (const auto& [k, v] : plan->setenv) ::setenv(k.c_str(), v.c_str(), 1);
+  return 0;
+}
+
+int on_task_init_privileged(spank_t sp, int, char**) {
+  auto& s = state();
+  if (!s.option_seen && !s.cfg.default_checks.any() && !job_getenv(sp, "MRCHECK_CHECKS")) return 0;  // idle
+  task_facts t = read_task_facts(sp, false);
+  t.request.option_seen = s.option_seen;
+  t.request.option = s.option;
+  s.node.conf_problem = s.cfg_error;
+  auto env = current_engine().privileged(s.cfg, t, sysroot{}, real_rlimit_ops(), s.node);
+  if (env) {
+    spank_err_t rc = spank_setenv(sp, "SLURM_RLIMIT_MEMLOCK", env->c_str(), 1);
+    if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
+  }
+  return 0;
+}
+
+int on_task_init(spank_t sp, int, char**) {
+  auto& s = state();
+  if (!s.node.active) return 0;
+  bool probes = s.node.checks.mr || s.node.checks.nccl;
+  task_facts t = read_task_facts(sp, probes);
+  t.request.option_seen = s.option_seen;
+  t.request.option = s.option;
+  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg));
+  for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
+  for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
+  if (v.watch_post_exec) {
+    memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
+    auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, 2,
+                                     std::chrono::milliseconds(3000));
+    if (!w) slurm_error("mrcheck: memlock: %s", w.message().c_str());
+  }
+  return v.rc;
+}
+
+}  // namespace
+}  // namespace mrcheck::spank_glue
+
+// The hooks. Each body is one guarded call; the guard is noexcept and catches everything. (The hooks
+// themselves cannot be declared noexcept: spank.h declares them through the spank_f typedef.)
+extern "C" {
+using mrcheck::spank_glue::guarded;
+using mrcheck::spank_glue::hook_kind;
+
+__attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, char** av) {
+  return guarded("init", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_init(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
+  return guarded("init_post_opt", hook_kind::never_fail,
+                 [&] { return mrcheck::spank_glue::on_init_post_opt(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
+  return guarded("task_init_privileged", hook_kind::may_fail,
+                 [&] { return mrcheck::spank_glue::on_task_init_privileged(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  return guarded("task_init", hook_kind::may_fail, [&] { return mrcheck::spank_glue::on_task_init(sp, ac, av); });
+}
+}

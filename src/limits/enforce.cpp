@@ -1,0 +1,151 @@
+// enforce=yes and the verdicts. Enforcement raises, never lowers; a refused hard-limit raise (no
+// CAP_SYS_RESOURCE, common in containers and on build machines) is a verdict, not a crash.
+#include <mrcheck/memlock_chain.h>
+
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace mrcheck {
+
+namespace {
+
+class posix_rlimit_ops final : public rlimit_ops {
+ public:
+  result<memlock_limit> get() override {
+    struct rlimit r{};
+    if (getrlimit(RLIMIT_MEMLOCK, &r) != 0) return status::from_errno("getrlimit(RLIMIT_MEMLOCK)", errno);
+    return memlock_limit{r.rlim_cur == RLIM_INFINITY ? k_unlimited : r.rlim_cur,
+                         r.rlim_max == RLIM_INFINITY ? k_unlimited : r.rlim_max};
+  }
+  status set(const memlock_limit& l) override {
+    struct rlimit r{};
+    r.rlim_cur = l.soft == k_unlimited ? RLIM_INFINITY : l.soft;
+    r.rlim_max = l.hard == k_unlimited ? RLIM_INFINITY : l.hard;
+    if (setrlimit(RLIMIT_MEMLOCK, &r) != 0) {
+      return status::from_errno(fmt::format("setrlimit(RLIMIT_MEMLOCK, {}/{})", format_bytes(l.soft),
+                                            format_bytes(l.hard)),
+                                errno);
+    }
+    return status::ok();
+  }
+};
+
+std::string show(const memlock_limit& m) {
+  return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
+}
+
+}  // namespace
+
+rlimit_ops& real_rlimit_ops() {
+  static posix_rlimit_ops ops;
+  return ops;
+}
+
+enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlock_prediction& before) {
+  enforcement e;
+  e.attempted = true;
+  auto cur = ops.get();
+  if (!cur) {
+    e.problem = cur.error().message();
+    e.start = before.start;
+    return e;
+  }
+  e.before = *cur;
+  memlock_limit want{std::max(cur->soft, required), std::max(cur->hard, required)};
+  if (want != *cur) {
+    auto s = ops.set(want);
+    if (!s) {
+      if (s.err() == EPERM && want.hard > cur->hard) {
+        e.hard_refused = true;
+        // Without CAP_SYS_RESOURCE the soft limit may still go up to the hard one.
+        memlock_limit soft_only{std::max(cur->soft, std::min(required, cur->hard)), cur->hard};
+        if (soft_only != *cur) {
+          auto s2 = ops.set(soft_only);
+          if (!s2) e.problem = s2.message();
+        }
+      } else {
+        e.problem = s.message();
+      }
+    }
+  }
+  auto after = ops.get();
+  e.after = after ? *after : *cur;
+  e.start = e.after;
+  if (before.propagated) {
+    std::uint64_t v = before.propagated->value;
+    if (v < e.after.soft) {
+      e.env_value = format_propagated_limit(e.after.soft);
+      v = e.after.soft;
+    }
+    if (before.propagation_applies) e.start.soft = std::min(v, e.after.hard);
+  }
+  if (e.start.soft < required && e.problem.empty()) {
+    e.problem = e.hard_refused
+                    ? fmt::format("cannot enforce: slurmstepd lacks CAP_SYS_RESOURCE (hard limit {})",
+                                  format_bytes(e.before.hard))
+                    : fmt::format("cannot enforce: the limit stays at {}", show(e.start));
+  } else if (!e.problem.empty()) {
+    e.problem = "cannot enforce: " + e.problem;
+  }
+  return e;
+}
+
+check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, const enforcement* enf) {
+  check_result c;
+  c.id = "memlock";
+  memlock_limit final_limit = enf && enf->attempted ? enf->start : p.start;
+  if (final_limit.soft >= required) {
+    c.result = verdict::pass;
+    c.summary = fmt::format("task starts with memlock {} (required {})", show(final_limit), format_bytes(required));
+    if (enf && enf->attempted && final_limit != p.start) {
+      c.summary += fmt::format("; enforce=yes raised it from {}", show(p.start));
+      if (p.hop != memlock_hop::none) c.summary += fmt::format(" (lowered by {})", p.cause);
+    }
+    return c;
+  }
+  c.result = verdict::fail;
+  std::string prefix;
+  if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
+  c.summary = fmt::format("{}task will start with memlock soft {} < required {}: lowered by {}", prefix,
+                          format_bytes(final_limit.soft), format_bytes(required), p.cause);
+  c.hint = p.fix;
+  if (enf && enf->hard_refused) {
+    c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";
+  }
+  return c;
+}
+
+std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required) {
+  check_result c;
+  c.id = "memlock";
+  if (o.later && o.at_exec && o.later->soft < o.at_exec->soft) {
+    c.result = o.later->soft < required ? verdict::fail : verdict::warn;
+    c.summary = fmt::format("the task's own program ({}) lowered memlock after exec to {} (at exec: {}): a wrapper's "
+                            "`ulimit -l`",
+                            escape_line(o.later_comm, 32), show(*o.later), show(*o.at_exec));
+    c.hint = "remove `ulimit -l` from the wrapper or launcher script";
+    return c;
+  }
+  if (!o.at_exec || *o.at_exec == o.predicted) return std::nullopt;
+  if (o.at_exec->soft >= o.predicted.soft && o.at_exec->soft >= required) return std::nullopt;  // raised: harmless
+  c.result = o.at_exec->soft < required ? verdict::fail : verdict::warn;
+  if (!o.task_prolog.empty()) {
+    c.summary = fmt::format("TaskProlog {} overrode memlock: the task runs with {} after exec, not the predicted {} "
+                            "(a TaskProlog that exports SLURM_RLIMIT_MEMLOCK runs after the plugin)",
+                            escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
+    c.hint = fmt::format("remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog {}", escape_line(o.task_prolog, 128));
+  } else {
+    c.summary = fmt::format("memlock changed between the plugin and exec: the task runs with {}, not the predicted {}",
+                            show(*o.at_exec), show(o.predicted));
+    c.hint = "find what exports SLURM_RLIMIT_MEMLOCK after the plugin (a TaskProlog or another SPANK plugin)";
+  }
+  return c;
+}
+
+}  // namespace mrcheck

@@ -1,0 +1,230 @@
+// The plugin's per-step logic over plain values (spank/ adapts spank_t). Which hook does what, and why:
+//   srun/sbatch init_post_opt -> plan_submit: refuse a bad request before launch, record the submit chain.
+//   slurmstepd task_init_privileged (root, task child) -> node_privileged: predict + enforce.
+//   slurmstepd task_init (job user, task child) -> node_task: verdicts, probes, the user's one line.
+#include <mrcheck/memlock_chain.h>
+
+#include <mrcheck/child.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+
+namespace mrcheck {
+
+namespace {
+
+std::string limit_env(std::uint64_t v) { return format_propagated_limit(v); }
+
+}  // namespace
+
+std::optional<std::string> normalize_optarg(const char* optarg) {
+  if (optarg == nullptr) return std::nullopt;
+  std::string_view v(optarg);
+  if (v.empty() || v == "(null)") return std::nullopt;
+  return std::string(v);
+}
+
+result<check_groups> effective_checks(const config& c, const check_request& req) {
+  const check_groups& site = c.default_checks;
+  std::optional<check_groups> user;
+  if (req.option_seen) {
+    auto g = req.option ? parse_check_groups(std::string_view(*req.option)) : parse_check_groups(std::nullopt);
+    if (!g) return status::error("--mr-check: " + g.error().message());
+    user = *g;
+  } else if (req.env_checks) {
+    auto g = parse_check_groups(std::string_view(*req.env_checks));
+    if (!g) return status::error("MRCHECK_CHECKS: " + g.error().message());
+    user = *g;
+  }
+  if (!user) return site;
+  if (user->off) {
+    if (!c.allow_user_off && site.any()) {
+      return status::error(fmt::format("--mr-check=off refused: this site runs '{}' on every step (allow_user_off=no)",
+                                       site.to_string()));
+    }
+    return check_groups{};
+  }
+  check_groups g = site;
+  g.memlock = g.memlock || user->memlock;
+  g.mr = g.mr || user->mr;
+  g.nccl = g.nccl || user->nccl;
+  g.verbose = g.verbose || user->verbose;
+  return g;
+}
+
+result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const sysroot& root) {
+  auto g = effective_checks(c, in.request);
+  if (!g) return g.error();
+  submit_plan plan;
+  plan.checks = *g;
+  // sbatch/salloc options do not reach the sruns inside the job (facts.md §1.3): carry the user's request in
+  // the job environment; the node side validates it again.
+  if (in.tool != "srun" && (in.request.option_seen || in.request.env_checks)) {
+    plan.setenv.emplace_back("MRCHECK_CHECKS", g->any() ? g->to_string() : std::string("off"));
+  }
+  if (!g->any()) return plan;
+  std::vector<process_fact> chain;
+  if (auto ch = read_chain(root, in.self)) chain = std::move(*ch);
+  std::optional<std::string> sent;
+  if (!chain.empty() && chain.front().memlock) sent = limit_env(chain.front().memlock->soft);
+  auto rec = make_submit_record(in.tool, in.host, sent, in.job_id, chain);
+  plan.setenv.emplace_back("MRCHECK_SUBMIT", encode_submit_record(rec));
+  return plan;
+}
+
+std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root,
+                                           rlimit_ops& ops, node_state& st) {
+  auto g = effective_checks(c, t.request);
+  if (!g) {
+    st.request_problem = g.error().message();
+    st.checks = c.default_checks;
+  } else {
+    st.checks = *g;
+  }
+  if (!st.checks.any() || t.extern_step) return std::nullopt;
+  st.active = true;
+  st.required = c.memlock_min;
+
+  memlock_inputs in;
+  in.node = t.node;
+  in.job = t.batch_step ? fmt::format("job {} batch", t.job_id) : fmt::format("job {} step {}", t.job_id, t.step_id);
+  in.batch_step = t.batch_step;
+  in.conf = read_slurm_conf(root, t.slurm_conf_path);
+  if (in.conf) st.task_prolog = in.conf->task_prolog;
+  std::string pid_file = expand_slurmd_pid_file(in.conf ? in.conf->slurmd_pid_file : "/run/slurmd.pid", t.node, t.host);
+  auto pid_text = root.read_value(pid_file);
+  if (!pid_text) {
+    in.slurmd = pid_text.error().with_context("slurmd pid file");
+  } else {
+    pid_t pid = 0;
+    auto [p, ec] = std::from_chars(pid_text->data(), pid_text->data() + pid_text->size(), pid);
+    if (ec != std::errc() || pid <= 0) {
+      in.slurmd = status::error(fmt::format("slurmd pid file {}: no pid", pid_file));
+    } else if (auto ch = read_chain(root, pid); !ch || ch->empty()) {
+      in.slurmd = ch ? status::error("slurmd: empty chain") : ch.error();
+    } else if (ch->front().comm != "slurmd") {
+      in.slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
+                                            escape_line(ch->front().comm, 32)));
+    } else {
+      in.slurmd = ch->front();
+    }
+  }
+  if (auto ch = read_chain(root, t.task_pid)) in.task_chain = std::move(*ch);
+  auto now = ops.get();
+  if (now) {
+    in.task_now = *now;
+  } else if (!in.task_chain.empty() && in.task_chain.front().memlock) {
+    in.task_now = *in.task_chain.front().memlock;
+  }
+  in.propagated = t.rlimit_memlock;
+  in.submit_raw = t.submit_raw;
+  in.submit_host = t.submit_host;
+  st.prediction = predict_task_memlock(in, st.required);
+  if (st.checks.memlock && c.enforce) {
+    st.enf = enforce_memlock(ops, st.required, st.prediction);
+    return st.enf->env_value;
+  }
+  return std::nullopt;
+}
+
+probe_runner real_probe_runner(const config& c) {
+  return [c](const std::string& group, const task_facts& t, const memlock_limit& limits) -> check_result {
+    check_result r;
+    r.id = group == "nccl" ? "nccl" : "mr";
+    child_spec spec;
+    spec.argv = {c.helper_path(), "probe", group, "--json"};
+    spec.env = t.job_env;
+    spec.timeout = group == "nccl" ? c.nccl_timeout : c.probe_timeout;
+    // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
+    spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, limits.soft == k_unlimited ? RLIM_INFINITY : limits.soft,
+                                        limits.hard == k_unlimited ? RLIM_INFINITY : limits.hard});
+    auto out = run_child(spec);
+    if (!out) {
+      r.result = verdict::error;
+      r.summary = fmt::format("probe {} could not start: {}", group, out.error().message());
+      return r;
+    }
+    if (out->timed_out || out->signaled || !out->exited || out->exit_code > 1) {
+      r.result = verdict::error;
+      std::string err = escape_line(out->err.substr(out->err.size() > 300 ? out->err.size() - 300 : 0), 300);
+      r.summary = fmt::format("probe {} ({}) {}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
+                              err.empty() ? "" : ": ", err);
+      return r;
+    }
+    report rep;
+    std::string error;
+    nlohmann::json j = nlohmann::json::parse(out->out, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !report_from_json(j, rep, error)) {
+      r.result = verdict::error;
+      r.summary = fmt::format("probe {} printed no valid report ({})", group, escape_line(error, 200));
+      return r;
+    }
+    if (rep.checks.size() == 1) return rep.checks.front();
+    r.result = rep.overall();
+    for (const auto& ch : rep.checks) {
+      if (ch.result == r.result && r.summary.empty()) {
+        r.summary = ch.id + ": " + ch.summary;
+        r.hint = ch.hint;
+      }
+    }
+    if (r.summary.empty()) r.summary = fmt::format("probe {}: {}", group, to_string(r.result));
+    return r;
+  };
+}
+
+task_verdict node_task(const config& c, const task_facts& t, node_state& st, const probe_runner& probe) {
+  task_verdict v;
+  if (!st.active) return v;
+  bool first = t.local_task_id == 0;
+  if (st.checks.memlock) v.rep.checks.push_back(judge_memlock(st.prediction, st.required, st.enf ? &*st.enf : nullptr));
+  memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
+  if (first) {
+    if (st.checks.mr) v.rep.checks.push_back(probe("mr", t, start));
+    if (st.checks.nccl) v.rep.checks.push_back(probe("nccl", t, start));
+  }
+  for (auto& ch : v.rep.checks) {
+    if (ch.result == verdict::fail && c.on_fail == fail_policy::warn) ch.result = verdict::warn;
+    if (ch.result == verdict::error && c.on_error == fail_policy::fail) ch.result = verdict::fail;
+  }
+  if (v.rep.overall() == verdict::fail) v.rc = -1;
+  if (first || st.checks.verbose) {
+    if (st.checks.verbose) {
+      std::string who = t.batch_step ? fmt::format("job {} batch", t.job_id)
+                                     : fmt::format("job {} step {} task {}", t.job_id, t.step_id, t.local_task_id);
+      v.user_lines.push_back(fmt::format("mrcheck: memlock: chain on {} ({}), required {}:", escape_line(t.node, 64),
+                                         who, format_bytes(st.required)));
+      for (auto& l : chain_table_lines(st.prediction)) v.user_lines.push_back(std::move(l));
+      if (st.enf) {
+        v.user_lines.push_back(fmt::format("mrcheck: memlock: enforce=yes: process soft {} hard {} -> soft {} hard {}{}",
+                                           format_bytes(st.enf->before.soft), format_bytes(st.enf->before.hard),
+                                           format_bytes(st.enf->after.soft), format_bytes(st.enf->after.hard),
+                                           st.enf->env_value ? ", SLURM_RLIMIT_MEMLOCK=" + *st.enf->env_value : ""));
+      }
+      for (const auto& ch : v.rep.checks) {
+        if (ch.result == verdict::pass || ch.result == verdict::skip) {
+          v.user_lines.push_back(fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), ch.summary));
+        }
+      }
+    }
+    if (!st.request_problem.empty()) {
+      v.user_lines.push_back(fmt::format("mrcheck: WARN: {}; running the site's checks", escape_line(st.request_problem, 200)));
+    }
+    if (!st.conf_problem.empty()) {
+      v.user_lines.push_back(fmt::format("mrcheck: ERROR: plugin configuration: {}", escape_line(st.conf_problem, 300)));
+    }
+    for (auto& l : failure_lines(v.rep)) v.user_lines.push_back(escape_line(l, 1500));
+  }
+  for (const auto& ch : v.rep.checks) {
+    if (first || ch.result != verdict::pass) {
+      v.admin_lines.push_back(fmt::format("mrcheck: {}: {}: job {} step {} task {}: {}", ch.id, to_string(ch.result),
+                                          t.job_id, t.step_id, t.local_task_id, escape_line(ch.summary, 600)));
+    }
+  }
+  v.watch_post_exec = st.checks.memlock && first;
+  return v;
+}
+
+}  // namespace mrcheck

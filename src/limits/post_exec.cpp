@@ -1,0 +1,119 @@
+// After exec. TaskProlog and set_user_limits() run after every SPANK task callback, and a wrapper can lower
+// the limit after exec, so only the running task's /proc/PID/limits tells the truth. A short-lived watcher
+// (forked from task_init, as the job user, holding the task's stderr) reads it right after exec.
+#include <mrcheck/memlock_chain.h>
+
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+namespace mrcheck {
+
+namespace {
+
+struct task_sample {
+  bool alive = false;
+  std::string comm;
+  std::optional<memlock_limit> memlock;
+};
+
+task_sample sample(const sysroot& root, pid_t task) {
+  task_sample s;
+  auto stat = root.read(fmt::format("/proc/{}/stat", task), 64 * 1024);
+  if (!stat) return s;
+  auto f = parse_proc_stat(*stat);
+  if (!f || f->state == 'Z' || f->state == 'X') return s;
+  s.alive = true;
+  s.comm = f->comm;
+  if (auto lim = root.read(fmt::format("/proc/{}/limits", task), 64 * 1024)) {
+    if (auto m = parse_memlock_from_limits(*lim)) s.memlock = *m;
+  }
+  return s;
+}
+
+void write_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
+                                        std::chrono::milliseconds window) {
+  using clock = std::chrono::steady_clock;
+  post_exec_observation o;
+  o.predicted = predicted;
+  o.task_prolog = task_prolog;
+  sysroot root;
+  // Before exec the task is a copy of slurmstepd (comm "slurmstepd"); a TaskProlog can take a while.
+  auto exec_deadline = clock::now() + std::chrono::seconds(60);
+  task_sample s;
+  while (true) {
+    s = sample(root, task);
+    if (!s.alive) return o;
+    if (s.comm != "slurmstepd") break;
+    if (clock::now() > exec_deadline) return o;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  o.at_exec = s.memlock;
+  auto end = clock::now() + window;
+  while (clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    task_sample later = sample(root, task);
+    if (!later.alive) break;
+    if (later.memlock && o.at_exec && later.memlock->soft != o.at_exec->soft) {
+      o.later = later.memlock;
+      o.later_comm = later.comm;
+      break;
+    }
+  }
+  return o;
+}
+
+status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
+                               const std::string& task_prolog, int fd, std::chrono::milliseconds window) {
+  pid_t mid = ::fork();
+  if (mid < 0) return status::from_errno("fork post-exec watcher", errno);
+  if (mid == 0) {
+    // Double fork: the task never has to reap the watcher, and its exit status stays the program's.
+    pid_t w = ::fork();
+    if (w != 0) ::_exit(0);
+    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd != 2) ::dup2(fd, 2);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+    }
+    // Hold nothing else of the task's: an inherited pipe end would keep srun's I/O open.
+    ::syscall(SYS_close_range, 3U, ~0U, 0U);
+    try {
+      auto o = observe_post_exec(task, predicted, task_prolog, window);
+      if (auto r = judge_post_exec(o, required)) {
+        report rep;
+        rep.checks.push_back(*r);
+        for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
+      }
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  int st = 0;
+  while (::waitpid(mid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return status::ok();
+}
+
+}  // namespace mrcheck
