@@ -1,13 +1,302 @@
-// Placeholder until this subcommand lands; it says so and fails, never pretends to work.
+// mrcheck probe mr: register memory the way NCCL does, as this user under this process's limits, and explain the
+// errno. The SPANK plugin runs exactly this (`mrcheck probe mr --json`, the job's environment and limits) as a
+// child and parses stdout as report JSON; exit 0 pass/warn, 1 fail, 2 error or usage.
+//
+// --timeout runs the probe in a child of its own (this binary again) so that a registration that hangs or a
+// library that crashes becomes a verdict here too; the plugin's child runner does the same from slurmstepd.
 #include "commands.h"
 
+#include <mrcheck/build_config.h>
+#include <mrcheck/check.h>
+#include <mrcheck/child.h>
+#include <mrcheck/config.h>
+#include <mrcheck/log.h>
+#include <mrcheck/mr_probe.h>
+#include <mrcheck/units.h>
+
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <string_view>
 
 namespace mrcheck::cli {
 
-int cmd_probe_mr(const args&) {
-  fmt::print(stderr, "mrcheck: probe_mr: not built yet\n");
+namespace {
+
+constexpr std::string_view k_help =
+    "usage: mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]\n"
+    "                        [--config FILE] [--timeout DURATION] [--verbose]\n"
+    "\n"
+    "Registers memory with each HCA NCCL would use, exactly as NCCL does (ibv_reg_mr_iova2 with\n"
+    "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING, page-aligned, iova = addr), as this\n"
+    "user under this process's RLIMIT_MEMLOCK, probes DMA-BUF support like NCCL (fd -1), and with --gpu\n"
+    "registers GPU memory (peer-memory path and a DMA-BUF fd). Checks: mr_host, dmabuf, mr_gpu.\n"
+    "\n"
+    "  --size BYTES          register this much (8M, 1G, ...) instead of the estimate of NCCL's buffers\n"
+    "  --device NAME         only this HCA (default: NCCL_IB_HCA, else the HCAs nearest the GPUs, else all)\n"
+    "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
+    "  --gpu                 also register GPU memory (CUDA driver API, libcuda.so.1)\n"
+    "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
+    "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)\n"
+    "  --timeout DURATION    run the probe in a child and kill it after DURATION (hang/crash -> verdict)\n"
+    "  --verbose             the facts behind each verdict, and every call as it is made, on stderr\n"
+    "\n"
+    "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
+    "exit: 0 pass or warn, 1 fail, 2 error or usage\n";
+
+struct options {
+  std::optional<std::uint64_t> size;
+  std::string device;
+  std::optional<std::string> verbs_library;
+  bool gpu = false;
+  bool json = false;
+  bool verbose = false;
+  std::optional<std::string> config_file;
+  std::optional<std::chrono::milliseconds> timeout;
+  bool child = false;  // internal: we are the isolated child of --timeout
+};
+
+int usage_error(const std::string& msg) {
+  fmt::print(stderr, "mrcheck: probe mr: {}\n", msg);
   return k_exit_usage;
+}
+
+int exit_code_for(verdict v) {
+  if (v == verdict::fail) return k_exit_fail;
+  if (v == verdict::error) return k_exit_usage;
+  return k_exit_ok;
+}
+
+std::string upper(std::string_view s) {
+  std::string u(s);
+  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return u;
+}
+
+void print_text(const report& r, bool verbose) {
+  for (const auto& c : r.checks) {
+    std::string line = fmt::format("mrcheck: {}: {}: {}", c.id, upper(to_string(c.result)), escape_line(c.summary, 2000));
+    if (!c.hint.empty() && c.result != verdict::pass && c.result != verdict::skip) {
+      line += fmt::format(" (fix: {})", escape_line(c.hint, 1000));
+    }
+    fmt::print("{}\n", line);
+    if (verbose && !c.detail.empty()) {
+      std::string_view d = c.detail;
+      while (!d.empty()) {
+        auto nl = d.find('\n');
+        fmt::print(stderr, "mrcheck: {}:   {}\n", c.id, escape_line(d.substr(0, nl), 1000));
+        if (nl == std::string_view::npos) break;
+        d.remove_prefix(nl + 1);
+      }
+    }
+  }
+}
+
+std::string home_dir() {
+  if (const char* h = getenv("HOME"); h != nullptr && h[0] == '/') return h;
+  if (passwd* pw = getpwuid(getuid()); pw != nullptr && pw->pw_dir != nullptr) return pw->pw_dir;
+  return "";
+}
+
+// The probe in this process.
+int run_here(const options& opt, const config& cfg, const std::string& library, bool explicit_library) {
+  stderr_log sink(opt.verbose || opt.child ? log_level::verbose : log_level::info);
+  mr_probe_request req;
+  req.size = opt.size;
+  req.device = opt.device;
+  req.gpu = opt.gpu;
+  req.env = current_environment();
+  req.home = home_dir();
+  (void)cfg;
+
+  auto verbs = load_verbs(library);
+  status load_error = verbs ? status::ok() : verbs.error();
+
+  std::unique_ptr<gpu_memory> gpu;
+  gpu_probe_result gpu_setup;
+  if (opt.gpu) {
+    bool skip = true;
+    auto g = open_cuda_gpu(skip);
+    if (g) {
+      gpu = std::move(*g);
+    } else if (skip) {
+      gpu_setup.skip_reason = g.error().message();
+    } else {
+      gpu_setup.error = g.error().message();
+    }
+  }
+
+  mr_probe_outcome o = run_mr_probe(req, verbs ? verbs->get() : nullptr, load_error, gpu.get(), gpu_setup, sink);
+  o.explicit_library = explicit_library;
+  gpu.reset();
+
+  // Evidence: cheap for a pass; the chain walk and the stack facts only when something failed.
+  node_evidence ev = probe_evidence(o, false);
+  auto checks = mr_probe_checks(o, ev);
+  bool failed = std::any_of(checks.begin(), checks.end(), [](const probe_check& c) {
+    return c.result.result == verdict::fail || c.result.result == verdict::warn;
+  });
+  if (failed) {
+    ev = probe_evidence(o, true);
+    checks = mr_probe_checks(o, ev);
+  }
+  report r = to_report(checks);
+  if (opt.json) {
+    nlohmann::json j = report_to_json(r);
+    j["probe"] = probe_to_json(o, checks);
+    fmt::print("{}\n", j.dump());
+  } else {
+    print_text(r, opt.verbose);
+  }
+  return exit_code_for(r.overall());
+}
+
+// The probe in a child with a timeout: a hang or a crash inside libibverbs/libcuda is reported, not suffered.
+int run_isolated(const options& opt, const args& original) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return usage_error("cannot find my own executable (/proc/self/exe) for --timeout");
+  self[n] = '\0';
+  child_spec spec;
+  spec.argv = {self, "probe", "mr"};
+  for (std::size_t i = 0; i < original.size(); ++i) {
+    if (original[i] == "--timeout") {
+      ++i;
+      continue;
+    }
+    spec.argv.push_back(original[i]);
+  }
+  spec.argv.push_back("--isolated-child");
+  spec.env = current_environment();
+  spec.timeout = *opt.timeout;
+  spec.reset_oom_score_adj = false;
+  auto out = run_child(spec);
+  if (!out) return usage_error(out.error().message());
+  const child_outcome& c = *out;
+  if (c.exited && c.exit_code != 127) {
+    // The child printed its own report; pass it on unchanged, its stderr only when asked (or when it failed).
+    fmt::print("{}", c.out);
+    if (opt.verbose || c.exit_code != 0) {
+      std::string_view err = c.err;
+      // Its step log is verbose; keep only the non-"calling" lines unless --verbose.
+      while (!err.empty()) {
+        auto nl = err.find('\n');
+        std::string_view line = err.substr(0, nl);
+        if (opt.verbose || line.find(": calling ") == std::string_view::npos) fmt::print(stderr, "{}\n", line);
+        if (nl == std::string_view::npos) break;
+        err.remove_prefix(nl + 1);
+      }
+    }
+    return c.exit_code;
+  }
+  // Hung or crashed: the last "calling" line says where.
+  std::string where;
+  {
+    std::string_view err = c.err;
+    auto pos = err.rfind(": calling ");
+    if (pos != std::string_view::npos) {
+      auto end = err.find('\n', pos);
+      where = std::string(err.substr(pos + 10, end == std::string_view::npos ? std::string_view::npos : end - pos - 10));
+    }
+  }
+  check_result res;
+  res.id = "mr_host";
+  res.result = verdict::fail;
+  if (c.timed_out) {
+    res.summary = fmt::format("the registration probe {}{}: NCCL would hang at the same call", c.describe(),
+                              where.empty() ? "" : fmt::format(" while calling {}", where));
+    res.hint = "look at the RDMA stack (rdma_stack check, dmesg for mlx5/ib_core errors); NCCL_IB_DISABLE=1 avoids IB at a large bandwidth cost";
+  } else {
+    res.summary = fmt::format("the registration probe {}{}: the library NCCL loads crashes here",
+                              c.exited ? fmt::format("could not run ({})", escape_line(c.err, 200)) : c.describe(),
+                              where.empty() ? "" : fmt::format(" while calling {}", where));
+    res.hint = "check that libibverbs and its provider match the kernel (rdma_stack check); see dmesg";
+  }
+  res.detail = fmt::format("child: {}\ncause=unknown\n", c.describe());
+  report r;
+  r.checks.push_back(res);
+  if (opt.json) {
+    nlohmann::json j = report_to_json(r);
+    j["probe"] = {{"isolated", true}, {"outcome", c.describe()}, {"last_call", where}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    print_text(r, opt.verbose);
+  }
+  return k_exit_fail;
+}
+
+}  // namespace
+
+int cmd_probe_mr(const args& a) {
+  options opt;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string& arg = a[i];
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (i + 1 >= a.size()) return std::nullopt;
+      (void)flag;
+      return a[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", k_help);
+      return k_exit_ok;
+    } else if (arg == "--json") {
+      opt.json = true;
+    } else if (arg == "--gpu") {
+      opt.gpu = true;
+    } else if (arg == "--verbose" || arg == "-v") {
+      opt.verbose = true;
+    } else if (arg == "--isolated-child") {
+      opt.child = true;
+    } else if (arg == "--size") {
+      auto v = value(arg);
+      if (!v) return usage_error("--size needs a value (e.g. 4M)");
+      auto b = parse_bytes(*v);
+      if (!b) return usage_error(b.error().message());
+      if (*b == 0 || *b == k_unlimited || *b > (1ull << 44)) return usage_error("--size must be between 1 byte and 16 TiB");
+      opt.size = *b;
+    } else if (arg == "--device") {
+      auto v = value(arg);
+      if (!v || v->empty() || v->size() > 64) return usage_error("--device needs an HCA name (e.g. mlx5_0)");
+      opt.device = *v;
+    } else if (arg == "--verbs-library") {
+      auto v = value(arg);
+      if (!v || v->empty()) return usage_error("--verbs-library needs a path or library name");
+      opt.verbs_library = *v;
+    } else if (arg == "--config") {
+      auto v = value(arg);
+      if (!v) return usage_error("--config needs a file");
+      opt.config_file = *v;
+    } else if (arg == "--timeout") {
+      auto v = value(arg);
+      if (!v) return usage_error("--timeout needs a duration (e.g. 30s)");
+      auto d = parse_duration(*v);
+      if (!d) return usage_error(d.error().message());
+      opt.timeout = *d;
+    } else {
+      return usage_error(fmt::format("unknown option '{}' (see mrcheck probe mr --help)", escape_line(arg, 64)));
+    }
+  }
+
+  config cfg;
+  if (opt.config_file) {
+    status st = load_config_file(cfg, *opt.config_file);
+    if (!st) return usage_error(st.message());
+  } else if (std::error_code ec; std::filesystem::exists(MRCHECK_DEFAULT_CONFIG, ec)) {
+    status st = load_config_file(cfg, MRCHECK_DEFAULT_CONFIG);
+    if (!st) return usage_error(st.message());
+  }
+  std::string library = opt.verbs_library ? *opt.verbs_library : cfg.verbs_library;
+  bool explicit_library = library.find('/') != std::string::npos;
+
+  if (opt.timeout && !opt.child) return run_isolated(opt, a);
+  return run_here(opt, cfg, library, explicit_library);
 }
 
 }  // namespace mrcheck::cli

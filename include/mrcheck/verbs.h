@@ -1,0 +1,172 @@
+// The verbs calls the registration probe makes, behind an interface: the real one loads libibverbs with
+// dlopen and resolves each symbol with dlvsym at the version NCCL uses (facts.md §3.3), so the probe runs
+// exactly the code NCCL will run; the in-memory one returns chosen errnos so every error path of the probe
+// can be tested without hardware.
+//
+// Every call returns the errno it failed with (status::err()), never throws, and never exits. Handles are
+// opaque; the caller releases what it got (dereg_mr, dealloc_pd, close_device) in reverse order.
+#pragma once
+
+#include <mrcheck/status.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+// enum ibv_access_flags of <infiniband/verbs.h> (rdma-core 44); checked against the header in verbs_ibv.cpp.
+inline constexpr unsigned k_ibv_access_local_write = 1u;
+inline constexpr unsigned k_ibv_access_remote_write = 1u << 1;
+inline constexpr unsigned k_ibv_access_remote_read = 1u << 2;
+inline constexpr unsigned k_ibv_access_remote_atomic = 1u << 3;
+inline constexpr unsigned k_ibv_access_relaxed_ordering = 1u << 20;  // IBV_ACCESS_OPTIONAL_FIRST
+
+// The flags NCCL registers its buffers with ([N] src/transport/net_ib.cc ncclIbRegMrDmaBufInternal2):
+// LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC, plus RELAXED_ORDERING when NCCL enabled it.
+inline constexpr unsigned k_nccl_mr_access = k_ibv_access_local_write | k_ibv_access_remote_write |
+                                             k_ibv_access_remote_read | k_ibv_access_remote_atomic;
+
+// "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING"; unknown bits as 0x...
+std::string access_flags_string(unsigned access);
+
+// enum ibv_port_state / IBV_LINK_LAYER_* values.
+inline constexpr int k_ibv_port_active = 4;
+inline constexpr int k_ibv_link_layer_infiniband = 1;
+inline constexpr int k_ibv_link_layer_ethernet = 2;
+
+struct verbs_port {
+  int number = 0;
+  int state = 0;       // ibv_port_state: 4 = ACTIVE
+  int link_layer = 0;  // 1 = InfiniBand, 2 = Ethernet (0 = unspecified: old kernels report IB this way)
+  bool active() const { return state == k_ibv_port_active; }
+  // NCCL's rule ([N] net_ib.cc ncclIbInitDevices): an ACTIVE port whose link layer is IB or Ethernet.
+  bool usable_by_nccl() const {
+    return active() && (link_layer == k_ibv_link_layer_infiniband || link_layer == k_ibv_link_layer_ethernet);
+  }
+};
+std::string_view port_state_name(int state);  // "ACTIVE", "DOWN", ...
+std::string_view link_layer_name(int link_layer);  // "InfiniBand", "Ethernet", "unspecified"
+
+// Opaque handles (struct ibv_context*, ibv_pd*, ibv_mr* in the real implementation).
+struct verbs_context { void* p = nullptr; };
+struct verbs_pd { void* p = nullptr; };
+struct verbs_mr { void* p = nullptr; };
+
+class verbs_api {
+ public:
+  virtual ~verbs_api() = default;
+
+  // What was loaded: the path the dynamic loader resolved (for the report) and the optional symbols.
+  virtual std::string library_path() const = 0;
+  virtual bool has_reg_mr_iova2() const = 0;   // ibv_reg_mr_iova2@IBVERBS_1.8 (rdma-core >= 28)
+  virtual bool has_reg_dmabuf_mr() const = 0;  // ibv_reg_dmabuf_mr@IBVERBS_1.12 (rdma-core >= 34)
+
+  // ibv_get_device_list + ibv_get_device_name; an empty list is not an error.
+  virtual result<std::vector<std::string>> device_names() = 0;
+  virtual result<verbs_context> open_device(const std::string& name) = 0;
+  // ibv_query_device (phys_port_cnt) then ibv_query_port for each port.
+  virtual result<std::vector<verbs_port>> query_ports(verbs_context ctx) = 0;
+  virtual result<verbs_pd> alloc_pd(verbs_context ctx) = 0;
+  virtual result<verbs_mr> reg_mr(verbs_pd pd, void* addr, std::size_t length, unsigned access) = 0;
+  // Precondition: has_reg_mr_iova2(); otherwise ENOSYS.
+  virtual result<verbs_mr> reg_mr_iova2(verbs_pd pd, void* addr, std::size_t length, std::uint64_t iova,
+                                        unsigned access) = 0;
+  // Precondition: has_reg_dmabuf_mr(); otherwise EOPNOTSUPP, exactly what NCCL's wrapper reports when the
+  // symbol is missing ([N] src/misc/ibvwrap.cc wrap_direct_ibv_reg_dmabuf_mr).
+  virtual result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length,
+                                         std::uint64_t iova, int fd, unsigned access) = 0;
+  virtual status dereg_mr(verbs_mr mr) = 0;
+  virtual status dealloc_pd(verbs_pd pd) = 0;
+  virtual status close_device(verbs_context ctx) = 0;
+};
+
+// dlopen(library, RTLD_NOW|RTLD_LOCAL) - a name ("libibverbs.so.1", searched like NCCL's dlopen) or a path -
+// then dlvsym of the IBVERBS_1.1 base symbols (all required) and the two optional ones. Error when the library
+// does not load or lacks a base symbol; the message names the library and the symbol.
+// The library stays loaded for the life of the returned object (providers keep threads; unloading is unsafe).
+result<std::unique_ptr<verbs_api>> load_verbs(const std::string& library);
+
+// In-memory verbs for unit tests: devices and ports as configured, errnos on demand, every call recorded,
+// every handle tracked so a test can assert that the probe released everything.
+class memory_verbs final : public verbs_api {
+ public:
+  struct device {
+    std::string name;
+    std::vector<verbs_port> ports;
+  };
+  struct call {
+    std::string name;       // "ibv_reg_mr_iova2"
+    std::string device;     // the device the handle belongs to, "" for device_names
+    std::size_t length = 0;
+    std::uint64_t iova = 0;
+    std::uint64_t addr = 0;
+    unsigned access = 0;
+    int fd = -1;
+    int err = 0;            // what it returned (0 = success)
+  };
+
+  explicit memory_verbs(std::vector<device> devices, bool iova2 = true, bool dmabuf = true);
+
+  // The next calls of `name` ("ibv_reg_mr_iova2", "ibv_open_device", ...) fail with `err`; `count` < 0 means
+  // every call. `after` successful calls are let through first.
+  void fail(const std::string& name, int err, int count = -1, int after = 0);
+  // ibv_reg_dmabuf_mr with fd -1 answers EBADF (kernel support present) unless told otherwise with fail().
+  // Registrations fail with ENOMEM once the sum of registered bytes would exceed `bytes` (a memlock model).
+  void set_pin_budget(std::uint64_t bytes) { pin_budget_ = bytes; }
+
+  const std::vector<call>& calls() const { return calls_; }
+  std::vector<call> calls_named(std::string_view name) const;
+  // Handles still open: contexts + pds + mrs. Zero after a well-behaved probe.
+  int open_handles() const { return static_cast<int>(contexts_.size() + pds_.size() + mrs_.size()); }
+  std::uint64_t pinned_bytes() const { return pinned_; }
+
+  std::string library_path() const override { return "memory_verbs"; }
+  bool has_reg_mr_iova2() const override { return iova2_; }
+  bool has_reg_dmabuf_mr() const override { return dmabuf_; }
+  result<std::vector<std::string>> device_names() override;
+  result<verbs_context> open_device(const std::string& name) override;
+  result<std::vector<verbs_port>> query_ports(verbs_context ctx) override;
+  result<verbs_pd> alloc_pd(verbs_context ctx) override;
+  result<verbs_mr> reg_mr(verbs_pd pd, void* addr, std::size_t length, unsigned access) override;
+  result<verbs_mr> reg_mr_iova2(verbs_pd pd, void* addr, std::size_t length, std::uint64_t iova,
+                                unsigned access) override;
+  result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
+                                 int fd, unsigned access) override;
+  status dereg_mr(verbs_mr mr) override;
+  status dealloc_pd(verbs_pd pd) override;
+  status close_device(verbs_context ctx) override;
+
+ private:
+  struct injection {
+    int err = 0;
+    int count = -1;
+    int after = 0;
+  };
+  int injected(const std::string& name);  // 0 = let it through
+  result<verbs_mr> reg_common(const char* name, verbs_pd pd, std::uint64_t addr, std::size_t length,
+                              std::uint64_t iova, unsigned access, int fd);
+
+  std::vector<device> devices_;
+  bool iova2_;
+  bool dmabuf_;
+  std::uint64_t pin_budget_ = UINT64_MAX;
+  std::uint64_t pinned_ = 0;
+  std::map<std::string, injection> inject_;
+  std::vector<call> calls_;
+  std::uintptr_t next_id_ = 0x1000;
+  std::map<std::uintptr_t, std::string> contexts_;  // id -> device
+  std::map<std::uintptr_t, std::string> pds_;       // id -> device
+  struct mr_rec {
+    std::string device;
+    std::size_t length;
+    bool pinned;
+  };
+  std::map<std::uintptr_t, mr_rec> mrs_;
+};
+
+}  // namespace mrcheck

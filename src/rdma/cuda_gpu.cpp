@@ -1,0 +1,177 @@
+// GPU memory for the mr_gpu check through the CUDA driver API, loaded with dlopen: mrcheck never links CUDA (a
+// node without a GPU must run every other check) and the driver API needs no CUDA runtime in the job's
+// environment. <cuda.h> is used for types only; the versioned entry points (cuMemAlloc_v2, ...) are the ones
+// the header's macros name.
+#include <mrcheck/build_config.h>
+#include <mrcheck/mr_probe.h>
+
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+
+#if MRCHECK_HAVE_CUDA_HEADERS
+#include <cuda.h>
+#endif
+
+namespace mrcheck {
+
+#if MRCHECK_HAVE_CUDA_HEADERS
+
+namespace {
+
+struct cuda_api {
+  void* handle = nullptr;
+  CUresult (*init)(unsigned int) = nullptr;
+  CUresult (*driver_get_version)(int*) = nullptr;
+  CUresult (*device_get_count)(int*) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*device_get_pci_bus_id)(char*, int, CUdevice) = nullptr;
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*primary_ctx_release)(CUdevice) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
+  CUresult (*get_handle_for_address_range)(void*, CUdeviceptr, size_t, CUmemRangeHandleType,
+                                           unsigned long long) = nullptr;
+  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+
+  std::string err(CUresult r) const {
+    const char* name = nullptr;
+    if (get_error_name != nullptr && get_error_name(r, &name) == CUDA_SUCCESS && name != nullptr) return name;
+    return fmt::format("CUresult {}", static_cast<int>(r));
+  }
+};
+
+class cuda_gpu final : public gpu_memory {
+ public:
+  cuda_gpu(cuda_api api, CUdevice dev, int ordinal, CUcontext ctx) : api_(api), dev_(dev), ordinal_(ordinal), ctx_(ctx) {
+    char bus[32] = {};
+    if (api_.device_get_pci_bus_id(bus, sizeof bus, dev_) == CUDA_SUCCESS) {
+      bdf_ = bus;
+      for (auto& c : bdf_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    api_.driver_get_version(&driver_);
+    int v = 0;
+    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev_) == CUDA_SUCCESS) dmabuf_ = v != 0;
+    v = 0;
+    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, dev_) == CUDA_SUCCESS) gdr_ = v != 0;
+  }
+  ~cuda_gpu() override {
+    api_.primary_ctx_release(dev_);
+    // libcuda stays loaded: unloading the driver library with live threads is unsafe.
+  }
+
+  int device() const override { return ordinal_; }
+  std::string pci_bdf() const override { return bdf_; }
+  int driver_version() const override { return driver_; }
+  bool dmabuf_supported() const override { return dmabuf_; }
+  bool gdr_supported() const override { return gdr_; }
+
+  result<std::uint64_t> alloc(std::size_t bytes) override {
+    CUdeviceptr p = 0;
+    CUresult r = api_.mem_alloc(&p, bytes);
+    if (r != CUDA_SUCCESS) return status::error(fmt::format("cuMemAlloc {} bytes: {}", bytes, api_.err(r)));
+    return static_cast<std::uint64_t>(p);
+  }
+
+  result<int> dmabuf_fd(std::uint64_t ptr, std::size_t bytes) override {
+    if (api_.get_handle_for_address_range == nullptr) {
+      return status::error("cuMemGetHandleForAddressRange: not exported by this libcuda (driver older than CUDA 11.7)");
+    }
+    int fd = -1;
+    // flags 0: NCCL passes CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE only for its PCI-GDR mode
+    // ([N] src/transport/net.cc getHandleForAddressRangeFlags).
+    CUresult r = api_.get_handle_for_address_range(&fd, static_cast<CUdeviceptr>(ptr), bytes,
+                                                   CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r != CUDA_SUCCESS) return status::error(fmt::format("cuMemGetHandleForAddressRange: {}", api_.err(r)));
+    return fd;
+  }
+
+  void free(std::uint64_t ptr) override { api_.mem_free(static_cast<CUdeviceptr>(ptr)); }
+
+ private:
+  cuda_api api_;
+  CUdevice dev_;
+  int ordinal_;
+  CUcontext ctx_;
+  std::string bdf_;
+  int driver_ = 0;
+  bool dmabuf_ = false;
+  bool gdr_ = false;
+};
+
+template <class F>
+bool sym(void* h, F& f, const char* name) {
+  f = reinterpret_cast<F>(dlsym(h, name));
+  return f != nullptr;
+}
+
+}  // namespace
+
+result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
+  skip = true;
+  dlerror();
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* e = dlerror();
+    return status::error(fmt::format("no NVIDIA driver library: {}", e != nullptr ? e : "libcuda.so.1 not found"));
+  }
+  cuda_api a;
+  a.handle = h;
+  bool ok = sym(h, a.init, "cuInit") && sym(h, a.driver_get_version, "cuDriverGetVersion") &&
+            sym(h, a.device_get_count, "cuDeviceGetCount") && sym(h, a.device_get, "cuDeviceGet") &&
+            sym(h, a.device_get_attribute, "cuDeviceGetAttribute") &&
+            sym(h, a.device_get_pci_bus_id, "cuDeviceGetPCIBusId") &&
+            sym(h, a.primary_ctx_retain, "cuDevicePrimaryCtxRetain") &&
+            sym(h, a.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2") &&
+            sym(h, a.ctx_set_current, "cuCtxSetCurrent") && sym(h, a.mem_alloc, "cuMemAlloc_v2") &&
+            sym(h, a.mem_free, "cuMemFree_v2");
+  if (!ok) {
+    skip = false;
+    return status::error("libcuda.so.1 lacks a driver API entry point mrcheck needs (driver too old?)");
+  }
+  sym(h, a.get_handle_for_address_range, "cuMemGetHandleForAddressRange");
+  sym(h, a.get_error_name, "cuGetErrorName");
+
+  CUresult r = a.init(0);
+  if (r == CUDA_ERROR_NO_DEVICE) return status::error("no GPU visible (cuInit: CUDA_ERROR_NO_DEVICE)");
+  if (r != CUDA_SUCCESS) {
+    skip = false;
+    return status::error(fmt::format("cuInit: {}", a.err(r)));
+  }
+  int count = 0;
+  r = a.device_get_count(&count);
+  if (r != CUDA_SUCCESS || count == 0) return status::error("no GPU visible to this task (cuDeviceGetCount: 0)");
+  CUdevice dev = 0;
+  r = a.device_get(&dev, 0);
+  if (r != CUDA_SUCCESS) {
+    skip = false;
+    return status::error(fmt::format("cuDeviceGet 0: {}", a.err(r)));
+  }
+  CUcontext ctx = nullptr;
+  r = a.primary_ctx_retain(&ctx, dev);
+  if (r != CUDA_SUCCESS) {
+    skip = false;
+    return status::error(fmt::format("cuDevicePrimaryCtxRetain: {}", a.err(r)));
+  }
+  r = a.ctx_set_current(ctx);
+  if (r != CUDA_SUCCESS) {
+    a.primary_ctx_release(dev);
+    skip = false;
+    return status::error(fmt::format("cuCtxSetCurrent: {}", a.err(r)));
+  }
+  skip = false;
+  return std::unique_ptr<gpu_memory>(new cuda_gpu(a, dev, 0, ctx));
+}
+
+#else  // !MRCHECK_HAVE_CUDA_HEADERS
+
+result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
+  skip = true;
+  return status::error("built without CUDA headers (cuda.h); rebuild with the CUDA toolkit headers for mr_gpu");
+}
+
+#endif
+
+}  // namespace mrcheck

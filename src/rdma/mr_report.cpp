@@ -1,0 +1,216 @@
+// From a probe outcome to evidence, checks, a report and JSON.
+#include <mrcheck/facts.h>
+#include <mrcheck/mr_probe.h>
+#include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace mrcheck {
+
+namespace {
+
+std::optional<std::string> read_small(const char* path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<std::uint64_t> meminfo_value(std::string_view text, std::string_view key, bool kib) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (!line.starts_with(key) || line.size() <= key.size() || line[key.size()] != ':') continue;
+    std::string_view rest = line.substr(key.size() + 1);
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    std::uint64_t v = 0;
+    auto r = std::from_chars(rest.data(), rest.data() + rest.size(), v);
+    if (r.ec != std::errc()) return std::nullopt;
+    return kib ? v * 1024 : v;
+  }
+  return std::nullopt;
+}
+
+bool exists(const char* path) {
+  struct stat st{};
+  return ::stat(path, &st) == 0;
+}
+
+}  // namespace
+
+node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
+  node_evidence e;
+  if (deep) {
+    // Only when a failure needs explaining: the chain walk (which hop lowered the limit) and the stack facts.
+    collect_options opts;
+    opts.start_pid = getpid();
+    opts.load_libraries = false;
+    e = evidence_from_facts(collect_facts(sysroot{}, opts));
+  }
+  // What this very process had when it registered - the numbers the kernel compared.
+  e.memlock_soft = o.memlock_soft;
+  e.memlock_hard = o.memlock_hard;
+  e.memlock_source = fmt::format("the probe (pid {}, uid {})", getpid(), geteuid());
+  e.is_root = o.is_root;
+  if (auto st = read_small("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+  if (!e.max_map_count) {
+    if (auto m = read_small("/proc/sys/vm/max_map_count")) {
+      std::uint64_t v = 0;
+      if (std::from_chars(m->data(), m->data() + m->size(), v).ec == std::errc()) e.max_map_count = v;
+    }
+  }
+  if (!e.mem_total) {
+    if (auto mi = read_small("/proc/meminfo")) {
+      e.mem_total = meminfo_value(*mi, "MemTotal", true);
+      e.mem_available = meminfo_value(*mi, "MemAvailable", true);
+      e.hugepages_total = meminfo_value(*mi, "HugePages_Total", false);
+      e.hugepages_free = meminfo_value(*mi, "HugePages_Free", false);
+      e.hugepage_size = meminfo_value(*mi, "Hugepagesize", true);
+    }
+  }
+  if (o.load_error.is_ok() && !o.library.empty()) {
+    e.has_iova2 = o.iova2;
+    e.has_dmabuf_mr = o.dmabuf_symbol;
+  }
+  // NCCL's own peer-memory test ([N] net_ib.cc ibGdrSupportInitOnce).
+  bool peer = exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
+              exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version") || exists("/sys/module/nvidia_peermem/version");
+  if (peer || !e.peer_memory) e.peer_memory = peer;
+  if (!e.in_container) {
+    e.in_container = exists("/.dockerenv") || exists("/run/.containerenv");
+  }
+  if (!o.gpu_bdfs.empty() && !e.rdma_devices) e.rdma_devices = static_cast<int>(o.devices.size());
+  return e;
+}
+
+std::vector<probe_check> mr_probe_checks(const mr_probe_outcome& o, const node_evidence& evidence) {
+  std::vector<probe_check> out;
+  out.push_back(mr_host_check(o, evidence));
+  out.push_back(dmabuf_check(o, evidence));
+  if (o.gpu_requested) out.push_back(mr_gpu_check(o, evidence));
+  return out;
+}
+
+report to_report(const std::vector<probe_check>& checks) {
+  report r;
+  for (const auto& c : checks) r.checks.push_back(c.result);
+  return r;
+}
+
+namespace {
+
+nlohmann::json attempt_json(const mr_attempt& a) {
+  nlohmann::json j = {{"attempted", a.attempted},
+                      {"ok", a.ok},
+                      {"device", a.device},
+                      {"call", a.call},
+                      {"bytes", a.bytes},
+                      {"registered", a.registered},
+                      {"buffers", a.buffers},
+                      {"access", access_flags_string(a.access)},
+                      {"elapsed_us", a.elapsed.count()}};
+  if (!a.ok && a.attempted) {
+    j["failed_step"] = a.failed_step;
+    j["errno"] = a.err;
+    j["errno_name"] = std::string(errno_name(a.err));
+    j["message"] = a.message;
+    if (a.failed_buffer >= 0) {
+      j["failed_buffer"] = a.failed_buffer;
+      j["failed_bytes"] = a.failed_bytes;
+    }
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_check>& checks) {
+  const nccl_estimate& e = o.estimate;
+  nlohmann::json j;
+  j["size"] = o.size;
+  j["size_text"] = format_bytes(o.size);
+  j["size_source"] = o.size_from_user ? "--size" : "estimate";
+  j["buffers"] = o.buffers.size();
+  j["estimate"] = {{"is_estimate", true},
+                   {"formula", e.formula},
+                   {"host_bytes", e.host_bytes},
+                   {"dmabuf_host_bytes", e.dmabuf_host_bytes},
+                   {"gpu_bytes", e.gpu_bytes},
+                   {"p2p_bytes", e.p2p_bytes},
+                   {"channels", e.channels},
+                   {"channels_from", e.channels_from},
+                   {"net_peers", e.net_peers},
+                   {"connections", e.connections},
+                   {"buff_ll", e.buff_ll},
+                   {"buff_ll128", e.buff_ll128},
+                   {"buff_simple", e.buff_simple},
+                   {"relaxed_ordering", e.relaxed_ordering},
+                   {"dmabuf_enabled", e.dmabuf_enabled},
+                   {"gdr_off", e.gdr_off},
+                   {"ib_disabled", e.ib_disabled},
+                   {"inputs", e.inputs},
+                   {"notes", e.notes}};
+  j["library"] = o.library;
+  if (!o.load_error.is_ok()) j["library_error"] = o.load_error.message();
+  j["ibv_reg_mr_iova2"] = o.iova2;
+  j["ibv_reg_dmabuf_mr"] = o.dmabuf_symbol;
+  j["memlock"] = {{"soft", o.memlock_soft == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_soft)},
+                  {"hard", o.memlock_hard == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_hard)}};
+  j["root"] = o.is_root;
+  j["devices"] = o.devices;
+  j["gpus"] = o.gpu_bdfs;
+  j["selection"] = {{"rule", o.selection.rule}, {"skipped", o.selection.skipped}};
+  nlohmann::json hcas = nlohmann::json::array();
+  for (const auto& h : o.hcas) {
+    nlohmann::json hj = {{"device", h.device}, {"ports", h.ports}, {"why", h.why}, {"host", attempt_json(h.host)}};
+    hj["dmabuf_probe"] = {{"attempted", h.dmabuf.attempted},
+                          {"symbol", h.dmabuf.symbol},
+                          {"errno", h.dmabuf.err},
+                          {"errno_name", std::string(errno_name(h.dmabuf.err))},
+                          {"support", std::string(to_string(h.dmabuf.support))}};
+    if (h.gpu.attempted) {
+      hj["gpu"] = {{"cuda_device", h.gpu.cuda_device},
+                   {"pci_bdf", h.gpu.pci_bdf},
+                   {"driver_version", h.gpu.driver_version},
+                   {"dmabuf_supported", h.gpu.dmabuf_attr},
+                   {"gdr_supported", h.gpu.gdr_attr},
+                   {"bytes", h.gpu.bytes},
+                   {"peermem", attempt_json(h.gpu.peermem)},
+                   {"dmabuf", attempt_json(h.gpu.dmabuf)}};
+      if (!h.gpu.dmabuf_handle_error.empty()) hj["gpu"]["dmabuf_handle_error"] = h.gpu.dmabuf_handle_error;
+      if (!h.gpu.error.empty()) hj["gpu"]["error"] = h.gpu.error;
+    }
+    if (!h.release.is_ok()) hj["release_error"] = h.release.message();
+    hcas.push_back(std::move(hj));
+  }
+  j["hcas"] = std::move(hcas);
+  nlohmann::json diags = nlohmann::json::object();
+  for (const auto& c : checks) {
+    if (!c.diag) continue;
+    nlohmann::json d;
+    to_json(d, *c.diag);
+    if (!c.what.call.empty()) d["call"] = c.what.call;
+    if (c.what.err != 0) {
+      d["errno"] = c.what.err;
+      d["errno_name"] = std::string(errno_name(c.what.err));
+    }
+    if (c.what.size) d["size"] = *c.what.size;
+    diags[c.result.id] = std::move(d);
+  }
+  j["diagnosis"] = std::move(diags);
+  return j;
+}
+
+}  // namespace mrcheck
