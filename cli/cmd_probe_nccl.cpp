@@ -1,13 +1,213 @@
-// Placeholder until this subcommand lands; it says so and fails, never pretends to work.
+// mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path (issue 5). The same binary is
+// re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
 #include "commands.h"
 
+#include <mrcheck/check.h>
+#include <mrcheck/child.h>
+#include <mrcheck/nccl_probe.h>
+#include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
+
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <optional>
 
 namespace mrcheck::cli {
 
-int cmd_probe_nccl(const args&) {
-  fmt::print(stderr, "mrcheck: probe_nccl: not built yet\n");
+namespace {
+
+constexpr std::string_view k_help =
+    "usage: mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json] [--timeout SECONDS] [--verbose]\n"
+    "                          [--nccl-library PATH] [--count FLOATS]\n"
+    "                          node-pair: [--pair-rank 0|1] [--peer HOST] [--job-id N] [--step-id N]\n"
+    "\n"
+    "Runs a 2-rank NCCL all-reduce through NCCL's network transport and checks the sum. Default mode: the best\n"
+    "this allocation allows (2+ GPUs: gpu-pair, 1 GPU: local-pair). The job's NCCL_* settings apply.\n"
+    "node-pair: run once on each of two nodes; --pair-rank defaults to SLURM_NODEID, --job-id/--step-id to\n"
+    "SLURM_JOB_ID/SLURM_STEP_ID; rank 1 needs --peer (the first node).\n"
+    "exit: 0 pass, warn or skip; 1 fail; 2 usage or the probe itself broke\n";
+
+std::optional<std::uint64_t> to_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<int> to_int(std::string_view s, int lo, int hi) {
+  auto v = to_u64(s);
+  if (!v || *v < static_cast<std::uint64_t>(lo) || *v > static_cast<std::uint64_t>(hi)) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+int usage_error(std::string_view msg) {
+  fmt::print(stderr, "mrcheck: probe nccl: {}\n", msg);
   return k_exit_usage;
+}
+
+int run_rank(const args& a) {
+  nccl_rank_args r;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::string_view k = a[i];
+    if (i + 1 >= a.size()) return usage_error(fmt::format("{} needs a value", escape_line(k, 32)));
+    std::string_view v = a[++i];
+    std::optional<int> n;
+    if (k == "--rank") {
+      n = to_int(v, 0, 1);
+      if (n) r.rank = *n;
+    } else if (k == "--nranks") {
+      n = to_int(v, 2, 2);
+      if (n) r.nranks = *n;
+    } else if (k == "--device") {
+      n = to_int(v, 0, 1023);
+      if (n) r.device = *n;
+    } else if (k == "--ctl-fd") {
+      n = to_int(v, 3, 1023);
+      if (n) r.ctl_fd = *n;
+    } else if (k == "--id-fd") {
+      n = to_int(v, 3, 1023);
+      if (n) r.id_fd = *n;
+    } else if (k == "--count") {
+      auto c = to_u64(v);
+      if (!c || *c == 0 || *c > (1ULL << 30)) return usage_error("--count must be 1 .. 2^30");
+      r.count = *c;
+      continue;
+    } else if (k == "--nccl-library") {
+      r.nccl_library = std::string(v);
+      continue;
+    } else if (k == "--fake") {
+      r.fake = std::string(v);
+      continue;
+    } else {
+      return usage_error(fmt::format("unknown rank option '{}'", escape_line(k, 32)));
+    }
+    if (!n) return usage_error(fmt::format("bad value for {}", k));
+  }
+  return nccl_rank_main(r);
+}
+
+const char* env_or_null(const char* name) { return std::getenv(name); }
+
+}  // namespace
+
+int cmd_probe_nccl(const args& a) {
+  for (const auto& x : a) {
+    if (x == "--rank") return run_rank(a);
+    if (x == "--help" || x == "-h") {
+      fmt::print("{}", k_help);
+      return k_exit_ok;
+    }
+  }
+  nccl_pair_options o;
+  o.env = current_environment();
+  bool json = false;
+  std::optional<nccl_mode> mode;
+  if (const char* j = env_or_null("SLURM_JOB_ID")) o.job_id = to_u64(j).value_or(0);
+  if (const char* s = env_or_null("SLURM_STEP_ID")) o.step_id = to_u64(s).value_or(0);
+  if (const char* n = env_or_null("SLURM_NODEID")) o.pair_rank = to_int(n, 0, INT_MAX).value_or(0);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::string_view k = a[i];
+    auto value = [&]() -> std::optional<std::string_view> {
+      if (i + 1 >= a.size()) return std::nullopt;
+      return std::string_view(a[++i]);
+    };
+    if (k == "--json") {
+      json = true;
+    } else if (k == "--verbose" || k == "-v") {
+      o.verbose = true;
+    } else if (k == "--mode") {
+      auto v = value();
+      if (!v || !(mode = parse_nccl_mode(*v))) return usage_error("--mode must be local-pair, gpu-pair or node-pair");
+    } else if (k == "--timeout") {
+      auto v = value();
+      if (!v) return usage_error("--timeout needs SECONDS");
+      auto d = parse_duration(*v);
+      if (!d || d->count() <= 0) return usage_error(fmt::format("bad --timeout: {}", d ? "must be > 0" : d.error().message()));
+      o.timeout = *d;
+    } else if (k == "--nccl-library") {
+      auto v = value();
+      if (!v) return usage_error("--nccl-library needs PATH");
+      o.nccl_library = std::string(*v);
+    } else if (k == "--count") {
+      auto v = value();
+      auto c = v ? to_u64(*v) : std::nullopt;
+      if (!c || *c == 0 || *c > (1ULL << 30)) return usage_error("--count must be 1 .. 2^30 floats");
+      o.count = *c;
+    } else if (k == "--pair-rank") {
+      auto v = value();
+      auto n = v ? to_int(*v, 0, 1) : std::nullopt;
+      if (!n) return usage_error("--pair-rank must be 0 or 1");
+      o.pair_rank = *n;
+    } else if (k == "--peer") {
+      auto v = value();
+      if (!v || v->empty() || v->size() > 255) return usage_error("--peer needs a host name or address");
+      o.peer = std::string(*v);
+    } else if (k == "--job-id" || k == "--step-id") {
+      auto v = value();
+      auto n = v ? to_u64(*v) : std::nullopt;
+      if (!n) return usage_error(fmt::format("{} needs a number", k));
+      (k == "--job-id" ? o.job_id : o.step_id) = *n;
+    } else if (k == "--fake0" || k == "--fake1") {
+      // Tests only (CI without GPU): scripted stand-ins for the ranks.
+      auto v = value();
+      if (!v) return usage_error(fmt::format("{} needs a spec", k));
+      o.fake[k == "--fake0" ? 0 : 1] = std::string(*v);
+    } else {
+      return usage_error(fmt::format("unknown option '{}' (see --help)", escape_line(k, 64)));
+    }
+  }
+
+  report rep;
+  std::optional<nccl_pair_outcome> outcome;
+  if (!mode) {
+    bool fake = !o.fake[0].empty() || !o.fake[1].empty();
+    nccl_mode_choice choice = fake ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
+                                   : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")), 1);
+    if (!choice.mode) {
+      rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
+    }
+    mode = choice.mode;
+  }
+  if (mode) {
+    o.mode = *mode;
+    o.self_exe = self_exe();
+    outcome = run_nccl_pair(o);
+    rep.checks.push_back(judge_nccl_pair(*outcome));
+  }
+
+  if (json) {
+    nlohmann::json j = report_to_json(rep);
+    if (outcome) add_nccl_pair_json(j, *outcome, o.verbose);
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    if (o.verbose && outcome) {
+      for (const auto& r : outcome->ranks) {
+        fmt::print(stderr, "mrcheck: nccl_pair: rank {} output ({}):\n{}{}", r.rank, r.describe(), r.out, r.err);
+      }
+    }
+    fmt::print("{}", to_text(rep));
+    if (!rep.checks.empty() && !rep.checks.front().detail.empty() && (o.verbose || rep.overall() != verdict::pass)) {
+      fmt::print("\n{}\n", rep.checks.front().detail);
+    }
+  }
+  switch (rep.overall()) {
+    case verdict::fail: return k_exit_fail;
+    case verdict::error: return k_exit_usage;
+    default: return k_exit_ok;
+  }
 }
 
 }  // namespace mrcheck::cli

@@ -1,0 +1,223 @@
+// Check "nccl_pair": the verdict on a 2-rank NCCL all-reduce (run_nccl_pair). A failure names what NCCL said
+// and, through the shared diagnosis, why and how to fix it.
+#include <mrcheck/diagnosis.h>
+#include <mrcheck/nccl_probe.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace mrcheck {
+
+namespace {
+
+std::string version_text(int v) {
+  if (v <= 0) return "unknown";
+  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (const auto& x : v) {
+    if (!s.empty()) s += sep;
+    s += x;
+  }
+  return s;
+}
+
+// The rank children inherit this process' limits and credentials, so ours are the evidence for theirs.
+node_evidence own_evidence() {
+  node_evidence e;
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    e.memlock_soft = rl.rlim_cur == RLIM_INFINITY ? k_unlimited : rl.rlim_cur;
+    e.memlock_hard = rl.rlim_max == RLIM_INFINITY ? k_unlimited : rl.rlim_max;
+  }
+  e.is_root = ::geteuid() == 0;
+  std::ifstream in("/proc/self/status");
+  if (in) {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    e.cap_ipc_lock = cap_ipc_lock_from_status(ss.str());
+  }
+  return e;
+}
+
+// "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory" (NCCL's IBV_PTR_CHECK_ERRNO text,
+// facts.md §3.3) and the other NCCL failures the diagnosis knows, found in NCCL's WARN lines.
+std::optional<failure> failure_from_warnings(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) {
+    std::size_t c = w.find("Call to ");
+    std::size_t f = w.find(" failed with error ");
+    if (c != std::string::npos && f != std::string::npos && f > c) {
+      failure fl;
+      fl.what = failure::kind::call;
+      fl.call = w.substr(c + 8, f - c - 8);
+      std::string text = w.substr(f + 19);
+      if (auto e = errno_from_message(text)) fl.err = *e;
+      if (auto e2 = errno_from_name(text)) fl.err = *e2;
+      return fl;
+    }
+    if (w.find("Duplicate GPU detected") != std::string::npos) {
+      failure fl;
+      fl.what = failure::kind::duplicate_gpu;
+      return fl;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string stage_text(std::string_view stage) {
+  if (stage == "load") return "loading CUDA/NCCL";
+  if (stage == "id") return "the unique-id exchange";
+  if (stage == "cuda") return "CUDA set-up";
+  if (stage == "init") return "ncclCommInitRank";
+  if (stage == "allreduce") return "ncclAllReduce";
+  if (stage == "verify") return "checking the result";
+  if (stage == "destroy") return "ncclCommDestroy";
+  if (stage.empty()) return "start-up";
+  return std::string(stage);
+}
+
+std::string where(const nccl_rank_run& r) {
+  std::string stage = r.report ? r.report->stage : r.last_stage;
+  if (!r.last_stage.empty() && !r.report) stage = r.last_stage;
+  return fmt::format("rank {} {} in {}", r.rank, r.describe(), stage_text(stage));
+}
+
+std::string detail_of(const nccl_pair_outcome& o) {
+  const nccl_log_facts& f = o.log;
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("mode {}; wall {:.2f} s", to_string(o.mode), static_cast<double>(o.elapsed.count()) / 1000.0));
+  if (!f.version.empty()) lines.push_back("NCCL " + f.version);
+  if (!f.transports.empty()) lines.push_back("channels via " + join(f.channels, ", "));
+  if (!f.network.empty()) lines.push_back("network " + f.network);
+  if (!f.ib_devices.empty()) lines.push_back("NET/IB devices " + join(f.ib_devices, ", "));
+  if (f.ib_no_device) lines.push_back("NET/IB: no device found");
+  if (!f.socket_devices.empty()) lines.push_back("NET/Socket devices " + f.socket_devices);
+  if (f.gdr) lines.push_back(fmt::format("GPUDirect RDMA {}", *f.gdr ? "on" : "off"));
+  if (f.dmabuf) lines.push_back(fmt::format("DMA-BUF {}", *f.dmabuf ? "available" : "not available"));
+  for (const auto& t : f.init_timings) lines.push_back("NCCL " + t.line);
+  for (const auto& r : o.ranks) {
+    std::string phases;
+    if (r.report) {
+      for (const auto& [name, ms] : r.report->phases_ms) phases += fmt::format(" {} {:.0f} ms", name, ms);
+    }
+    lines.push_back(fmt::format("rank {}: {}{}{}", r.rank, r.describe(), phases.empty() ? "" : ";", phases));
+  }
+  for (const auto& w : f.warnings) lines.push_back("NCCL WARN " + w);
+  if (!o.user_nccl_env.empty()) lines.push_back("job NCCL settings: " + join(o.user_nccl_env, " "));
+  if (!o.nccl_conf.empty()) lines.push_back("NCCL also reads: " + join(o.nccl_conf, ", "));
+  if (!o.env_set.empty()) lines.push_back("set by mrcheck: " + join(o.env_set, " "));
+  return join(lines, "\n");
+}
+
+}  // namespace
+
+check_result judge_nccl_pair(const nccl_pair_outcome& o) {
+  check_result c;
+  c.id = "nccl_pair";
+  if (!o.setup_error.empty()) {
+    c.result = verdict::error;
+    c.summary = "could not run the NCCL pair: " + escape_line(o.setup_error, 200);
+    c.detail = detail_of(o);
+    c.hint = o.mode == nccl_mode::node_pair ? "check that both nodes run the probe for the same job step and can reach "
+                                              "each other on TCP ports 20000-28999"
+                                            : "";
+    return c;
+  }
+  c.detail = detail_of(o);
+
+  // Not applicable here: no library, no GPU (the first rank that says so is enough).
+  for (const auto& r : o.ranks) {
+    if (r.report && r.report->missing_library) {
+      c.result = verdict::skip;
+      c.summary = "NCCL or CUDA library not found: " + escape_line(r.report->error, 200);
+      return c;
+    }
+    if (r.report && r.report->no_gpu) {
+      c.result = verdict::skip;
+      c.summary = "no usable GPU: " + escape_line(r.report->error, 200);
+      return c;
+    }
+  }
+
+  const nccl_log_facts& f = o.log;
+  std::string via = f.transports.empty() ? std::string("an unreported transport") : join(f.transports, "+");
+  bool all_ok = !o.ranks.empty() && std::all_of(o.ranks.begin(), o.ranks.end(), [](const nccl_rank_run& r) {
+    return r.exited && r.exit_code == 0 && r.report && r.report->ok;
+  });
+  if (all_ok) {
+    const auto& rep = *o.ranks.front().report;
+    c.result = verdict::pass;
+    double init_s = 0;
+    for (const auto& t : f.init_timings) init_s = std::max(init_s, t.total_s);
+    c.summary = fmt::format("{}-rank all-reduce of {} verified via {} in {:.2f} s (init {:.2f} s, {}, NCCL {})",
+                            o.mode == nccl_mode::node_pair ? 2 : static_cast<int>(o.ranks.size()),
+                            format_bytes(rep.count * sizeof(float)), via,
+                            static_cast<double>(o.elapsed.count()) / 1000.0, init_s, to_string(o.mode),
+                            f.version.empty() ? version_text(rep.nccl_version) : f.version);
+    // The point of the probe is NCCL's network path; a pass that never touched NET proved less.
+    bool used_net = std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); });
+    if (!f.transports.empty() && !used_net) {
+      c.result = verdict::warn;
+      c.summary += "; NCCL did not use its network transport, so the HCA path is untested";
+      c.hint = "unset NCCL_P2P_LEVEL/NCCL_SHM settings that keep traffic off NET, or run the node-pair mode";
+    }
+    return c;
+  }
+
+  c.result = verdict::fail;
+  // What went wrong, most specific first.
+  std::optional<failure> fl = failure_from_warnings(f.warnings);
+  const nccl_rank_run* first_bad = nullptr;
+  for (const auto& r : o.ranks) {
+    bool bad = !(r.exited && r.exit_code == 0 && r.report && r.report->ok);
+    if (bad && !r.killed && (!first_bad || first_bad->killed)) first_bad = &r;
+    if (bad && !first_bad) first_bad = &r;
+  }
+  std::string what;
+  if (o.timed_out) {
+    std::vector<std::string> ws;
+    for (const auto& r : o.ranks) ws.push_back(where(r));
+    what = fmt::format("NCCL pair timed out after {:.0f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0, join(ws, "; "));
+    c.hint = "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's log";
+  } else if (first_bad && first_bad->report && first_bad->report->mismatches > 0) {
+    what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank, escape_line(first_bad->report->error, 200));
+    c.hint = "NCCL moved corrupted data: test the fabric and GPU (dcgmi diag, ib_write_bw) before running jobs here";
+  } else if (first_bad && first_bad->report && !first_bad->report->error.empty()) {
+    what = fmt::format("rank {} failed in {}: {}", first_bad->rank, stage_text(first_bad->report->stage),
+                       escape_line(first_bad->report->error, 200));
+    if (!first_bad->report->nccl_last_error.empty()) what += " - " + escape_line(first_bad->report->nccl_last_error, 200);
+  } else if (first_bad) {
+    what = "NCCL pair failed: " + where(*first_bad);
+    if (first_bad->signaled) c.hint = "the rank crashed inside CUDA/NCCL; rerun with --verbose and keep NCCL's log";
+  } else {
+    what = "NCCL pair failed";
+  }
+  for (const auto& r : o.ranks) {
+    if (r.killed && !o.timed_out) what += fmt::format("; rank {} stopped after its peer failed", r.rank);
+  }
+  if (fl) {
+    diagnosis d = diagnose(*fl, own_evidence());
+    std::string nccl_said = fl->what == failure::kind::call
+                                ? fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err))
+                                : "NCCL: " + std::string(to_string(d.what));
+    c.summary = fmt::format("{}: {}", nccl_said, d.summary);
+    c.detail = what + "\n" + join(d.evidence, "\n") + "\n" + c.detail;
+    c.hint = d.fix;
+  } else {
+    c.summary = what;
+    if (!f.warnings.empty()) c.summary += " (NCCL WARN " + f.warnings.front() + ")";
+    if (c.hint.empty()) c.hint = "rerun `mrcheck probe nccl --verbose` and `mrcheck explain` on NCCL's log";
+  }
+  return c;
+}
+
+}  // namespace mrcheck

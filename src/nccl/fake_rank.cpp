@@ -1,0 +1,172 @@
+// A scripted stand-in for a rank child, so CI (no GPU) exercises the real orchestration: the same re-exec,
+// control pipes, unique-id relay, timeouts, crash handling and log parsing, with NCCL's output replayed from a
+// captured log (tests/fixtures/nccl_logs/). Reached only through the hidden `--fake SPEC` rank argument, which
+// the orchestrator passes only when a test set nccl_pair_options::fake; the plugin never does.
+//
+// SPEC: comma-separated key=value:
+//   log=PATH       print this file to stdout (where NCCL prints its log) after the id exchange
+//   action=pass    report success (default) | mismatch | fail (ncclSystemError in ncclCommInitRank) |
+//          hang    (block in "init" forever) | crash (SIGSEGV in "init") | exit (exit 0 without a result) |
+//          noid    (rank 0: never send the id; others: same as hang) | flood (2 MiB to stdout, then pass)
+//   version=N      ncclGetVersion value to report (default 22803)
+#include <mrcheck/nccl_probe.h>
+
+#include "nccl/rank_io.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace mrcheck::detail {
+
+void control_writer::line(std::string_view text) const {
+  std::string s(text);
+  s.push_back('\n');
+  const char* p = s.data();
+  std::size_t n = s.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+bool read_line(int fd, std::string& out, std::size_t max) {
+  out.clear();
+  for (;;) {
+    char c;
+    ssize_t r = ::read(fd, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    if (c == '\n') return true;
+    if (out.size() >= max) return false;
+    out.push_back(c);
+  }
+}
+
+namespace {
+
+std::string spec_value(std::string_view spec, std::string_view key, std::string_view fallback) {
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    std::size_t comma = spec.find(',', pos);
+    std::string_view item = spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=') {
+      return std::string(item.substr(key.size() + 1));
+    }
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return std::string(fallback);
+}
+
+void write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void copy_file_to_stdout(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::string msg = fmt::format("mrcheck: fake rank: open {}: {}\n", path, std::strerror(errno));
+    write_all(STDERR_FILENO, msg.data(), msg.size());
+    return;
+  }
+  char buf[8192];
+  ssize_t r;
+  while ((r = ::read(fd, buf, sizeof buf)) > 0) write_all(STDOUT_FILENO, buf, static_cast<std::size_t>(r));
+  ::close(fd);
+}
+
+[[noreturn]] void block_forever() {
+  for (;;) ::pause();
+}
+
+}  // namespace
+
+int fake_rank_main(const nccl_rank_args& a) {
+  control_writer ctl(a.ctl_fd);
+  std::string action = spec_value(a.fake, "action", "pass");
+  nccl_rank_report r;
+  r.rank = a.rank;
+  r.count = a.count;
+  r.nccl_library = "fake";
+  r.nccl_version = std::stoi(spec_value(a.fake, "version", "22803"));
+  r.cuda_driver_version = 13000;
+  r.device = "0000:00:00.0";
+  r.expected = a.nranks * (a.nranks + 1) / 2.0;
+  auto result = [&](int code) {
+    nlohmann::json j = r;
+    ctl.line("result " + j.dump());
+    return code;
+  };
+
+  ctl.line("stage load");
+  ctl.line("stage id");
+  if (a.rank == 0) {
+    if (action == "noid") block_forever();
+    unsigned char id[128];
+    for (unsigned i = 0; i < sizeof id; ++i) id[i] = static_cast<unsigned char>(i * 7 + 1);
+    ctl.line("id " + hex_encode(id, sizeof id));
+  } else {
+    std::string line;
+    if (!read_line(a.id_fd, line, 4096) || !line.starts_with("id ") || line.size() != 3 + 256) {
+      r.stage = "id";
+      r.error = "no NCCL unique id from rank 0 (it failed or stopped before ncclGetUniqueId returned)";
+      return result(3);
+    }
+  }
+  ctl.line("stage cuda");
+  ctl.line("stage init");
+  std::string log = spec_value(a.fake, "log", "");
+  if (!log.empty()) copy_file_to_stdout(log);
+  if (action == "hang" || action == "noid") block_forever();
+  if (action == "crash") {
+    ::signal(SIGSEGV, SIG_DFL);
+    ::raise(SIGSEGV);
+  }
+  if (action == "exit") return 0;
+  if (action == "flood") {
+    std::string chunk(64 * 1024, 'x');
+    for (int i = 0; i < 32; ++i) write_all(STDOUT_FILENO, chunk.data(), chunk.size());
+  }
+  if (action == "fail") {
+    r.stage = "init";
+    r.nccl_result = 2;
+    r.error = "ncclCommInitRank: unhandled system error (run with NCCL_DEBUG=INFO for details) (2)";
+    return result(3);
+  }
+  ctl.line("stage allreduce");
+  ctl.line("stage verify");
+  r.phases_ms = {{"load", 1.0}, {"cuda", 2.0}, {"init", 3.0}, {"allreduce", 0.5}};
+  if (action == "mismatch") {
+    r.stage = "verify";
+    r.mismatches = a.count;
+    r.first_bad_index = 0;
+    r.first_bad_value = a.rank + 1;
+    r.error = fmt::format("all-reduce result wrong in {} of {} elements (first at 0: {} instead of {})", a.count, a.count,
+                          a.rank + 1, r.expected);
+    return result(1);
+  }
+  ctl.line("stage destroy");
+  ctl.line("stage done");
+  r.stage = "done";
+  r.ok = true;
+  return result(0);
+}
+
+}  // namespace mrcheck::detail

@@ -1,0 +1,28 @@
+// Line I/O of the rank children's control pipes, shared by the real rank and the scripted stand-in.
+#pragma once
+
+#include <mrcheck/nccl_probe.h>
+
+#include <string>
+#include <string_view>
+
+namespace mrcheck::detail {
+
+// Writes whole lines ("stage init\n") to the control fd; errors (the orchestrator is gone) are ignored.
+class control_writer {
+ public:
+  explicit control_writer(int fd) : fd_(fd) {}
+  void line(std::string_view text) const;
+
+ private:
+  int fd_;
+};
+
+// Reads one line (without the '\n') byte-wise, so nothing past it is consumed. False on EOF/error before a
+// newline or when the line exceeds `max`.
+bool read_line(int fd, std::string& out, std::size_t max);
+
+// The scripted stand-in for a rank (tests without GPU): see fake_rank.cpp for the spec.
+int fake_rank_main(const nccl_rank_args& a);
+
+}  // namespace mrcheck::detail

@@ -1,0 +1,217 @@
+#include "nccl/rendezvous.h"
+
+#include <mrcheck/nccl_probe.h>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace mrcheck::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+int ms_until(clock::time_point t, int cap_ms) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, cap_ms));
+}
+
+// One line from a socket within `timeout_ms`; false on timeout, EOF, error or a line over 256 bytes.
+bool read_line_timed(int fd, std::string& out, int timeout_ms) {
+  out.clear();
+  auto until = clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    struct pollfd p {fd, POLLIN, 0};
+    int n = ::poll(&p, 1, ms_until(until, timeout_ms));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    char c;
+    ssize_t r = ::recv(fd, &c, 1, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    if (c == '\n') return true;
+    if (out.size() >= 256) return false;
+    out.push_back(c);
+  }
+}
+
+bool send_line(int fd, const std::string& line) {
+  std::string s = line + "\n";
+  const char* p = s.data();
+  std::size_t n = s.size();
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Non-blocking connect bounded by `timeout_ms`; returns the connected (blocking) fd or -1.
+int connect_timed(const struct addrinfo* ai, int timeout_ms) {
+  int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0) return -1;
+  int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+  if (rc != 0 && errno == EINPROGRESS) {
+    struct pollfd p {fd, POLLOUT, 0};
+    if (::poll(&p, 1, timeout_ms) == 1) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      rc = err == 0 ? 0 : -1;
+    } else {
+      rc = -1;
+    }
+  }
+  if (rc != 0) {
+    ::close(fd);
+    return -1;
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+std::string rendezvous_hello(std::uint64_t job_id, std::uint64_t step_id) {
+  return fmt::format("mrcheck-nccl 1 {}.{}", job_id, step_id);
+}
+
+result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id, clock::time_point deadline,
+                                    int port_attempts) {
+  if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
+  int listener = -1;
+  rendezvous rv;
+  std::string tried;
+  for (int k = 0; k < port_attempts && listener < 0; ++k) {
+    std::uint16_t port = nccl_pair_port(job_id, step_id, k);
+    // IPv6 socket with V6ONLY off takes IPv4 peers too; fall back to IPv4 where IPv6 is disabled.
+    int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    int zero = 0;
+    int err = 0;
+    if (fd >= 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      struct sockaddr_in6 a {};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      a.sin6_port = htons(port);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        err = errno;
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    if (fd < 0 && err != EADDRINUSE) {
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return status::from_errno("nccl rendezvous: socket", errno);
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      struct sockaddr_in a {};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(port);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        err = errno;
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    if (fd >= 0 && ::listen(fd, 8) != 0) {
+      err = errno;
+      ::close(fd);
+      fd = -1;
+    }
+    if (fd < 0) {
+      tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", port, std::strerror(err));
+      continue;
+    }
+    listener = fd;
+    rv.port = port;
+    rv.attempt = k;
+  }
+  if (listener < 0) return status::error("nccl rendezvous: no free port of the job's sequence: " + tried);
+
+  const std::string want = rendezvous_hello(job_id, step_id);
+  for (;;) {
+    int wait = ms_until(deadline, 1 << 30);
+    if (wait == 0) {
+      ::close(listener);
+      return status::error(fmt::format("nccl rendezvous: no peer of this job step reached port {} in time", rv.port));
+    }
+    struct pollfd p {listener, POLLIN, 0};
+    int n = ::poll(&p, 1, wait);
+    if (n < 0 && errno != EINTR) {
+      int e = errno;
+      ::close(listener);
+      return status::from_errno("nccl rendezvous: poll", e);
+    }
+    if (n <= 0) continue;
+    int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    std::string hello;
+    if (read_line_timed(c, hello, std::min(2000, std::max(ms_until(deadline, 2000), 1))) && hello == want) {
+      send_line(c, "ok");
+      ::close(listener);
+      rv.fd = c;
+      return rv;
+    }
+    send_line(c, "busy");  // another job's probe that derived the same port: it walks on
+    ::close(c);
+  }
+}
+
+result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id, std::uint64_t step_id,
+                                   clock::time_point deadline, int port_attempts) {
+  if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
+  const std::string hello = rendezvous_hello(job_id, step_id);
+  std::string last = "nobody answered";
+  // The server may start later than us: walk the whole sequence again until the deadline.
+  for (;;) {
+    for (int k = 0; k < port_attempts; ++k) {
+      if (clock::now() >= deadline) {
+        return status::error(fmt::format("nccl rendezvous: no mrcheck of job step {}.{} on {} ({})", job_id, step_id,
+                                         host.substr(0, 64), last));
+      }
+      std::uint16_t port = nccl_pair_port(job_id, step_id, k);
+      struct addrinfo hints {};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      struct addrinfo* res = nullptr;
+      std::string service = std::to_string(port);
+      int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+      if (gai != 0) return status::error(fmt::format("nccl rendezvous: resolve {}: {}", host.substr(0, 64), ::gai_strerror(gai)));
+      for (struct addrinfo* ai = res; ai; ai = ai->ai_next) {
+        int fd = connect_timed(ai, std::max(1, ms_until(deadline, 1000)));
+        if (fd < 0) continue;
+        std::string reply;
+        if (send_line(fd, hello) && read_line_timed(fd, reply, std::max(1, ms_until(deadline, 2000))) && reply == "ok") {
+          ::freeaddrinfo(res);
+          return rendezvous{fd, port, k};
+        }
+        last = fmt::format("port {} answered '{}'", port, reply.substr(0, 32));
+        ::close(fd);
+        break;
+      }
+      ::freeaddrinfo(res);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, ms_until(deadline, 200))));
+  }
+}
+
+}  // namespace mrcheck::detail
