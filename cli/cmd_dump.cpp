@@ -1,13 +1,251 @@
-// Placeholder until this subcommand lands; it says so and fails, never pretends to work.
+// mrcheck dump --out DIR [--root DIR]: re-run the fact collectors with the sysroot's recorder on and copy
+// exactly the files they read into DIR, at the same paths, so that `mrcheck report --root DIR` replays the
+// node (the way `hwloc-gather-topology` and rdma-core's sysfs fixtures work). Symlinks are copied as symlinks
+// with the same target text (sysfs class links, /proc/self -> PID), so a replay walks the same links.
+// Library facts (dlopen results) go to DIR/.mrcheck/libraries.json; DIR/MRCHECK_DUMP says where and when.
+//
+// Nothing is copied that the collectors did not read: no /proc/PID/environ, no cmdline, no slurm.conf (read
+// unrecorded, it may hold AccountingStoragePass). An existing non-empty DIR is refused.
 #include "commands.h"
 
+#include <mrcheck/build_config.h>
+#include <mrcheck/facts.h>
+#include <mrcheck/sysroot.h>
+
+#include <fmt/chrono.h>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <utility>
 
 namespace mrcheck::cli {
 
-int cmd_dump(const args&) {
-  fmt::print(stderr, "mrcheck: dump: not built yet\n");
-  return k_exit_usage;
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_dump_usage = "usage: mrcheck dump --out DIR [--root DIR]\n";
+constexpr int k_max_link_depth = 40;  // the kernel's own limit on nested symlinks
+
+// Copies node paths from `src` (host "/" or a tree) into `out`, recreating every symlink met on the way.
+class tree_copier {
+ public:
+  tree_copier(const sysroot& src, fs::path out) : src_(src), out_(std::move(out)) { src_.set_recorder(nullptr); }
+
+  status copy(sysroot::access kind, const std::string& node_path) {
+    fs::path p = fs::path(node_path).lexically_normal();
+    if (!p.is_absolute()) return status::error(fmt::format("dump: not an absolute path: {}", node_path));
+    switch (kind) {
+      case sysroot::access::dir: {
+        auto phys = ensure(p, 0);
+        return phys ? status::ok() : phys.error();
+      }
+      case sysroot::access::link: {
+        auto parent = ensure(p.parent_path(), 0);
+        if (!parent) return parent.error();
+        return make_link(fs::path(*parent) / p.filename());
+      }
+      case sysroot::access::file: return copy_file(p, 0);
+    }
+    return status::ok();
+  }
+
+  std::size_t files() const { return files_; }
+
+ private:
+  fs::path out_path(const fs::path& node) const { return out_ / node.relative_path(); }
+
+  struct stat lstat_node(const fs::path& node, bool& ok) const {
+    struct stat st {};
+    ok = ::lstat(src_.host_path(node.string()).c_str(), &st) == 0;
+    return st;
+  }
+
+  // Recreates the symlink at node path `link` in out (same target text); returns the physical node path it
+  // points to.
+  result<fs::path> follow(const fs::path& link, int depth) {
+    if (depth > k_max_link_depth) return status::error(fmt::format("dump: too many levels of links at {}", link.string()));
+    std::error_code ec;
+    fs::path target = fs::read_symlink(src_.host_path(link.string()), ec);
+    if (ec) return status::from_errno(fmt::format("dump: readlink {}", link.string()), ec.value());
+    if (auto s = make_link(link); !s) return s;
+    fs::path resolved = target.is_absolute() ? target : (link.parent_path() / target);
+    return ensure(resolved.lexically_normal(), depth + 1);
+  }
+
+  status make_link(const fs::path& link) {
+    std::error_code ec;
+    fs::path target = fs::read_symlink(src_.host_path(link.string()), ec);
+    if (ec) return status::from_errno(fmt::format("dump: readlink {}", link.string()), ec.value());
+    fs::path dst = out_path(link);
+    if (fs::is_symlink(fs::symlink_status(dst, ec))) return status::ok();
+    fs::create_directories(dst.parent_path(), ec);
+    fs::create_symlink(target, dst, ec);
+    if (ec) return status::from_errno(fmt::format("dump: symlink {}", dst.string()), ec.value());
+    return status::ok();
+  }
+
+  // Makes every component of directory `node` exist in out, following symlinks; returns its physical path.
+  result<fs::path> ensure(const fs::path& node, int depth) {
+    fs::path cur = "/";
+    for (const auto& comp : node.relative_path()) {
+      fs::path next = cur / comp;
+      bool ok = false;
+      struct stat st = lstat_node(next, ok);
+      if (ok && S_ISLNK(st.st_mode)) {
+        auto r = follow(next, depth);
+        if (!r) return r;
+        cur = *r;
+        continue;
+      }
+      std::error_code ec;
+      fs::create_directories(out_path(next), ec);
+      if (ec) return status::from_errno(fmt::format("dump: mkdir {}", out_path(next).string()), ec.value());
+      cur = next;
+    }
+    return cur;
+  }
+
+  status copy_file(const fs::path& node, int depth) {
+    auto parent = ensure(node.parent_path(), depth);
+    if (!parent) return parent.error();
+    fs::path phys = *parent / node.filename();
+    bool ok = false;
+    struct stat st = lstat_node(phys, ok);
+    if (ok && S_ISLNK(st.st_mode)) {
+      if (auto s = make_link(phys); !s) return s;
+      if (depth > k_max_link_depth) return status::error(fmt::format("dump: too many levels of links at {}", phys.string()));
+      std::error_code ec;
+      fs::path target = fs::read_symlink(src_.host_path(phys.string()), ec);
+      if (ec) return status::from_errno(fmt::format("dump: readlink {}", phys.string()), ec.value());
+      return copy_file((target.is_absolute() ? target : phys.parent_path() / target).lexically_normal(), depth + 1);
+    }
+    if (!copied_.insert(phys.string()).second) return status::ok();
+    // Read again through the sysroot (same size cap and same refusal of FIFOs/devices as the collectors).
+    auto text = src_.read(phys.string());
+    if (!text) return text.error().with_context("dump");
+    fs::path dst = out_path(phys);
+    std::ofstream o(dst, std::ios::binary | std::ios::trunc);
+    o.write(text->data(), static_cast<std::streamsize>(text->size()));
+    o.close();
+    if (!o) return status::error(fmt::format("dump: write {}: failed", dst.string()));
+    ++files_;
+    return status::ok();
+  }
+
+  sysroot src_;
+  fs::path out_;
+  std::set<std::string> copied_;
+  std::size_t files_ = 0;
+};
+
+status write_text(const fs::path& p, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  std::ofstream o(p, std::ios::binary | std::ios::trunc);
+  o << text;
+  o.close();
+  if (!o) return status::error(fmt::format("dump: write {}: failed", p.string()));
+  return status::ok();
+}
+
+}  // namespace
+
+int cmd_dump(const args& a) {
+  std::string out_dir;
+  std::string root_dir;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string& o = a[i];
+    if ((o == "--out" || o == "--root") && i + 1 < a.size()) {
+      (o == "--out" ? out_dir : root_dir) = a[++i];
+    } else if (o.starts_with("--out=")) {
+      out_dir = o.substr(6);
+    } else if (o.starts_with("--root=")) {
+      root_dir = o.substr(7);
+    } else if (o == "--help" || o == "-h") {
+      fmt::print("{}", k_dump_usage);
+      return k_exit_ok;
+    } else {
+      fmt::print(stderr, "mrcheck: dump: unknown or incomplete option '{}'\n{}", escape_line(o, 64), k_dump_usage);
+      return k_exit_usage;
+    }
+  }
+  if (out_dir.empty()) {
+    fmt::print(stderr, "mrcheck: dump: --out DIR is required\n{}", k_dump_usage);
+    return k_exit_usage;
+  }
+  sysroot root;
+  if (!root_dir.empty()) {
+    auto r = sysroot::open(root_dir);
+    if (!r) {
+      fmt::print(stderr, "mrcheck: dump: --root: {}\n", r.error().message());
+      return k_exit_usage;
+    }
+    root = *r;
+  }
+  std::error_code ec;
+  fs::path out = fs::absolute(out_dir, ec);
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    if (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)) {
+      fmt::print(stderr, "mrcheck: dump: {} exists and is not an empty directory; refusing to write into it\n", out_dir);
+      return k_exit_usage;
+    }
+  }
+  fs::create_directories(out, ec);
+  if (ec) {
+    fmt::print(stderr, "mrcheck: dump: mkdir {}: {}\n", out_dir, ec.message());
+    return k_exit_usage;
+  }
+
+  std::vector<std::pair<sysroot::access, std::string>> reads;
+  root.set_recorder([&reads](sysroot::access k, const std::string& p) { reads.emplace_back(k, p); });
+  collect_options opts;
+  if (root.is_host()) {
+    if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
+  }
+  node_facts facts = collect_facts(root, opts);
+  root.set_recorder(nullptr);
+
+  tree_copier copier(root, out);
+  std::size_t failed = 0;
+  for (const auto& [kind, path] : reads) {
+    if (path == k_libraries_json) continue;  // rewritten below
+    if (auto s = copier.copy(kind, path); !s) {
+      // A process that exited between the read and the copy, for instance: keep going, say so.
+      fmt::print(stderr, "mrcheck: dump: {}\n", s.message());
+      ++failed;
+    }
+  }
+  // Library facts: on the host what dlopen found; from a tree only what that tree had recorded.
+  bool have_libs = root.is_host() || std::any_of(reads.begin(), reads.end(), [](const auto& r) {
+                     return r.second == k_libraries_json;
+                   });
+  if (have_libs) {
+    if (auto s = write_text(out / fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n");
+        !s) {
+      fmt::print(stderr, "mrcheck: {}\n", s.message());
+      return k_exit_usage;
+    }
+  }
+  std::time_t now = std::time(nullptr);
+  std::string stamp = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(now));
+  std::string info = fmt::format(
+      "mrcheck dump of host {} at {} by mrcheck {}; source root {}; {} files; replay with: mrcheck report --root DIR\n",
+      facts.hostname_status ? facts.hostname : "unknown", stamp, MRCHECK_VERSION, root.root().string(), copier.files());
+  if (auto s = write_text(out / "MRCHECK_DUMP", info); !s) {
+    fmt::print(stderr, "mrcheck: {}\n", s.message());
+    return k_exit_usage;
+  }
+  fmt::print(stderr, "mrcheck: dump: {} files into {}{}\n", copier.files(), out.string(),
+             failed ? fmt::format(" ({} could not be copied)", failed) : "");
+  return k_exit_ok;
 }
 
 }  // namespace mrcheck::cli
