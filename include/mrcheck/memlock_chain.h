@@ -66,6 +66,7 @@ struct submit_hop {
   pid_t pid = 0;
   std::string comm;
   std::optional<memlock_limit> memlock;  // nullopt: could not be read
+  bool operator==(const submit_hop&) const = default;
 };
 
 // What srun/sbatch/salloc recorded about itself, carried to the node in the job environment as

@@ -40,6 +40,20 @@ std::string show(const memlock_limit& m) {
   return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
 }
 
+std::string_view hop_label(memlock_hop h) {
+  switch (h) {
+    case memlock_hop::submit_host: return "submit-host propagation";
+    case memlock_hop::job_script: return "the job script";
+    case memlock_hop::submit_unknown: return "submit-host propagation";
+    case memlock_hop::slurmd: return "slurmd";
+    case memlock_hop::step_daemon: return "slurmstepd";
+    case memlock_hop::task_setup: return "the task's setup";
+    case memlock_hop::none:
+    case memlock_hop::enforced: break;
+  }
+  return "an unknown hop";
+}
+
 }  // namespace
 
 rlimit_ops& real_rlimit_ops() {
@@ -112,8 +126,8 @@ check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, 
   c.result = verdict::fail;
   std::string prefix;
   if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
-  c.summary = fmt::format("{}task will start with memlock soft {} < required {}: lowered by {}", prefix,
-                          format_bytes(final_limit.soft), format_bytes(required), p.cause);
+  c.summary = fmt::format("{}task will start with memlock soft {} < required {}; lowered at {}: {}", prefix,
+                          format_bytes(final_limit.soft), format_bytes(required), hop_label(p.hop), p.cause);
   c.hint = p.fix;
   if (enf && enf->hard_refused) {
     c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";

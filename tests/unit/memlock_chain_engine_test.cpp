@@ -1,0 +1,196 @@
+// The plugin's per-step logic without Slurm: which checks run, what srun records, what task_init returns.
+#include <mrcheck/memlock_chain.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace mrcheck {
+namespace {
+
+constexpr std::uint64_t k8m = 8ull << 20;
+
+config site(std::string_view extra = "") {
+  std::vector<std::string_view> args;
+  if (!extra.empty()) args.push_back(extra);
+  auto c = parse_config_args(args, "test");
+  EXPECT_TRUE(c) << c.error().message();
+  return *c;
+}
+
+check_request option(std::optional<std::string> v) {
+  check_request r;
+  r.option_seen = true;
+  r.option = std::move(v);
+  return r;
+}
+
+TEST(MemlockChainEngine, OptargNullEmptyAndNullStringAreTheBareOption) {
+  EXPECT_FALSE(normalize_optarg(nullptr).has_value());
+  EXPECT_FALSE(normalize_optarg("").has_value());
+  EXPECT_FALSE(normalize_optarg("(null)").has_value());
+  EXPECT_EQ(*normalize_optarg("memlock"), "memlock");
+}
+
+TEST(MemlockChainEngine, NothingAskedIsNothingToDo) {
+  auto g = effective_checks(site(), check_request{});
+  ASSERT_TRUE(g);
+  EXPECT_FALSE(g->any());
+}
+
+TEST(MemlockChainEngine, UserAddsToSiteDefaultsAndOffNeedsPermission) {
+  auto g = effective_checks(site("default_checks=memlock"), option(std::string("nccl")));
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->memlock);
+  EXPECT_TRUE(g->nccl);
+  auto off = effective_checks(site("default_checks=memlock"), option(std::string("off")));
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->any());
+  config strict = site("default_checks=memlock");
+  strict.allow_user_off = false;
+  auto refused = effective_checks(strict, option(std::string("off")));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("allow_user_off=no"), std::string::npos);
+  EXPECT_FALSE(effective_checks(site(), option(std::string("bogus"))));
+  check_request env;
+  env.env_checks = "memlock";
+  EXPECT_TRUE(effective_checks(site(), env)->memlock);
+}
+
+TEST(MemlockChainEngine, SbatchCarriesTheRequestAndTheRecord) {
+  submit_inputs in;
+  in.tool = "sbatch";
+  in.host = "login1";
+  in.self = ::getpid();
+  in.request = option(std::string("memlock,verbose"));
+  auto plan = plan_submit(site(), in, sysroot{});
+  ASSERT_TRUE(plan) << plan.error().message();
+  std::map<std::string, std::string> env(plan->setenv.begin(), plan->setenv.end());
+  EXPECT_EQ(env["MRCHECK_CHECKS"], "memlock,verbose");
+  auto rec = decode_submit_record(env["MRCHECK_SUBMIT"]);
+  ASSERT_TRUE(rec) << rec.error().message();
+  EXPECT_EQ(rec->tool, "sbatch");
+  ASSERT_FALSE(rec->chain.empty());
+  EXPECT_EQ(rec->chain.front().pid, ::getpid());
+  struct rlimit r{};
+  ::getrlimit(RLIMIT_MEMLOCK, &r);
+  EXPECT_EQ(*rec->sent, format_propagated_limit(r.rlim_cur == RLIM_INFINITY ? k_unlimited : r.rlim_cur));
+}
+
+TEST(MemlockChainEngine, SrunWithoutChecksSetsNothing) {
+  submit_inputs in;
+  in.tool = "srun";
+  in.self = ::getpid();
+  auto plan = plan_submit(site(), in, sysroot{});
+  ASSERT_TRUE(plan);
+  EXPECT_TRUE(plan->setenv.empty());
+}
+
+TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
+  node_state st;
+  st.active = true;
+  st.checks.memlock = true;
+  st.required = k8m;
+  st.prediction.start = {64 << 10, k8m};
+  st.prediction.hop = memlock_hop::submit_host;
+  st.prediction.cause = "bash pid 4242 on login1 set soft 64 KiB";
+  st.prediction.fix = "PropagateResourceLimitsExcept=MEMLOCK";
+  task_facts t;
+  int probes = 0;
+  probe_runner probe = [&](const std::string&, const task_facts&, const memlock_limit&) {
+    ++probes;
+    return check_result{};
+  };
+  auto v = node_task(site(), t, st, probe);
+  EXPECT_EQ(v.rc, -1);
+  ASSERT_EQ(v.user_lines.size(), 1u);
+  EXPECT_EQ(v.user_lines[0].rfind("mrcheck: memlock: FAIL: ", 0), 0u) << v.user_lines[0];
+  EXPECT_TRUE(v.watch_post_exec);
+  EXPECT_EQ(probes, 0);
+  t.local_task_id = 1;
+  auto other = node_task(site(), t, st, probe);
+  EXPECT_EQ(other.rc, -1);
+  EXPECT_TRUE(other.user_lines.empty());
+  auto warn = node_task(site("on_fail=warn"), task_facts{}, st, probe);
+  EXPECT_EQ(warn.rc, 0);
+  ASSERT_EQ(warn.user_lines.size(), 1u);
+  EXPECT_EQ(warn.user_lines[0].rfind("mrcheck: memlock: WARN: ", 0), 0u) << warn.user_lines[0];
+}
+
+TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {
+  node_state st;
+  st.active = true;
+  st.checks.mr = true;
+  st.required = k8m;
+  probe_runner crash = [](const std::string& g, const task_facts&, const memlock_limit&) {
+    check_result r;
+    r.id = g;
+    r.result = verdict::error;
+    r.summary = "probe mr killed by SIGSEGV";
+    return r;
+  };
+  auto warn = node_task(site(), task_facts{}, st, crash);
+  EXPECT_EQ(warn.rc, 0);
+  auto fail = node_task(site("on_error=fail"), task_facts{}, st, crash);
+  EXPECT_EQ(fail.rc, -1);
+}
+
+TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
+  config c = site("helper=/nonexistent/mrcheck");
+  task_facts t;
+  t.job_env = {"PATH=/usr/bin:/bin"};
+  auto r = real_probe_runner(c)("mr", t, memlock_limit{k8m, k8m});
+  EXPECT_EQ(r.result, verdict::error);
+  EXPECT_NE(r.summary.find("probe mr"), std::string::npos) << r.summary;
+}
+
+TEST(MemlockChainEngine, InactiveStateDoesNothing) {
+  node_state st;
+  auto v = node_task(site(), task_facts{}, st, nullptr);
+  EXPECT_EQ(v.rc, 0);
+  EXPECT_TRUE(v.user_lines.empty());
+  EXPECT_TRUE(v.admin_lines.empty());
+}
+
+TEST(MemlockChainPostExecWatch, SeesTheLimitAChildExecsWith) {
+  // A child that looks like a pre-exec task (comm "slurmstepd"), lowers its soft limit and execs sleep.
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(15 /* PR_SET_NAME */, "slurmstepd", 0, 0, 0);
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(2);
+    struct rlimit r{};
+    ::getrlimit(RLIMIT_MEMLOCK, &r);
+    r.rlim_cur = 65536;
+    ::setrlimit(RLIMIT_MEMLOCK, &r);
+    ::execl("/bin/sleep", "sleep", "0.5", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(go[0]);
+  ::usleep(50 * 1000);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  struct rlimit mine{};
+  ::getrlimit(RLIMIT_MEMLOCK, &mine);
+  memlock_limit predicted{mine.rlim_cur == RLIM_INFINITY ? k_unlimited : mine.rlim_cur,
+                          mine.rlim_max == RLIM_INFINITY ? k_unlimited : mine.rlim_max};
+  auto o = observe_post_exec(pid, predicted, "/etc/tp.sh", std::chrono::milliseconds(100));
+  ::close(go[1]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(o.at_exec.has_value());
+  EXPECT_EQ(o.at_exec->soft, 65536u);
+  auto c = judge_post_exec(o, 1 << 20);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NE(c->summary.find("TaskProlog /etc/tp.sh"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrcheck
