@@ -48,6 +48,30 @@ bool exists(const char* path) {
   return ::stat(path, &st) == 0;
 }
 
+// The hop that gave this process its soft limit: walking from the probe towards pid 1, the last process that
+// already had today's value and whose parent had more. The probe itself being that process means the limit was
+// set between fork and exec (prlimit, `ulimit -l` in a wrapper, slurmstepd applying SLURM_RLIMIT_MEMLOCK).
+std::string memlock_hop(const std::vector<process_fact>& chain, std::uint64_t soft) {
+  const process_fact* hop = nullptr;
+  const process_fact* parent = nullptr;
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    if (!chain[i].memlock.is_ok() || chain[i].memlock->soft != soft) break;
+    if (chain[i].lowered) {
+      hop = &chain[i];
+      parent = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
+    }
+  }
+  if (hop == nullptr) return "";
+  std::string from = parent != nullptr && parent->memlock.is_ok()
+                         ? fmt::format(" (its parent pid {} ({}) had soft {})", parent->pid, escape_line(parent->comm, 32),
+                                       format_bytes(parent->memlock->soft))
+                         : "";
+  if (hop == &chain.front()) {
+    return fmt::format("the probe itself (pid {}): set between fork and exec by its launcher{}", hop->pid, from);
+  }
+  return fmt::format("pid {} ({}), soft {}{}", hop->pid, escape_line(hop->comm, 32), format_bytes(soft), from);
+}
+
 }  // namespace
 
 node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
@@ -57,7 +81,9 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     collect_options opts;
     opts.start_pid = getpid();
     opts.load_libraries = false;
-    e = evidence_from_facts(collect_facts(sysroot{}, opts));
+    node_facts facts = collect_facts(sysroot{}, opts);
+    e = evidence_from_facts(facts);
+    e.memlock_hop = memlock_hop(facts.chain, o.memlock_soft);
   }
   // What this very process had when it registered - the numbers the kernel compared.
   e.memlock_soft = o.memlock_soft;
