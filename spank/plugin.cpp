@@ -102,6 +102,7 @@ struct spank_option k_option = {
 int on_init(spank_t sp, int ac, char** av) {
   spank_context_t ctx = spank_context();
   if (ctx == S_CTX_JOB_SCRIPT) return 0;
+  state() = plugin_state{};  // init comes first in every process that loads the plugin, before options
   std::vector<std::string_view> args(av, av + ac);
   auto c = current_engine().load_config(args, "plugstack.conf spank_mrcheck.so");
   if (c) {

@@ -1,0 +1,148 @@
+// Every hook of spank_mrcheck.so, called as Slurm calls it, over the real core and over a core that throws:
+// nothing unwinds into Slurm, and the return codes follow the rules (never an error from remote init /
+// init_post_opt; task hooks follow on_error).
+#include "engine.h"
+#include "fake_spank.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <stdexcept>
+
+namespace {
+
+using mrcheck::spank_glue::current_engine;
+using mrcheck::spank_glue::engine;
+
+int call_init(std::vector<std::string> args) {
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  return slurm_spank_init(nullptr, static_cast<int>(av.size()), av.data());
+}
+
+struct restore_engine {
+  engine saved = current_engine();
+  ~restore_engine() { current_engine() = saved; }
+};
+
+[[noreturn]] void boom() { throw std::runtime_error("core exploded"); }
+
+void make_core_throw() {
+  auto& e = current_engine();
+  e.load_config = [](std::span<const std::string_view>, std::string_view) -> mrcheck::result<mrcheck::config> { boom(); };
+  e.submit = [](const mrcheck::config&, const mrcheck::submit_inputs&,
+                const mrcheck::sysroot&) -> mrcheck::result<mrcheck::submit_plan> { boom(); };
+  e.privileged = [](const mrcheck::config&, const mrcheck::task_facts&, const mrcheck::sysroot&, mrcheck::rlimit_ops&,
+                    mrcheck::node_state&) -> std::optional<std::string> { boom(); };
+  e.task = [](const mrcheck::config&, const mrcheck::task_facts&, mrcheck::node_state&,
+              const mrcheck::probe_runner&) -> mrcheck::task_verdict { boom(); };
+}
+
+TEST(SpankHooks, OptionIsRegisteredAndABadListRefusedLocally) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_LOCAL);
+  ASSERT_EQ(call_init({}), 0);
+  auto* opt = fake_spank::the_host().registered;
+  ASSERT_NE(opt, nullptr);
+  EXPECT_STREQ(opt->name, "mr-check");
+  EXPECT_EQ(opt->has_arg, 2);
+  EXPECT_EQ(opt->cb(opt->val, "bogus", 0), -1);
+  ASSERT_FALSE(fake_spank::the_host().errors.empty());
+  EXPECT_NE(fake_spank::the_host().errors.back().find("mrcheck: --mr-check: unknown check 'bogus'"), std::string::npos);
+  EXPECT_EQ(opt->cb(opt->val, nullptr, 0), 0);
+  EXPECT_EQ(opt->cb(opt->val, "", 0), 0);
+  EXPECT_EQ(opt->cb(opt->val, "(null)", 0), 0);
+  EXPECT_EQ(opt->cb(opt->val, "memlock,verbose", 0), 0);
+  // Remote: a forged value never fails slurmstepd here.
+  EXPECT_EQ(opt->cb(opt->val, "bogus", 1), 0);
+}
+
+TEST(SpankHooks, BadConfigFailsSrunAndSlurmdButNeverSlurmstepdInit) {
+  restore_engine r;
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_SLURMD}) {
+    fake_spank::reset(ctx);
+    EXPECT_EQ(call_init({"memlock_min=lots"}), -1) << ctx;
+    ASSERT_FALSE(fake_spank::the_host().errors.empty());
+    EXPECT_NE(fake_spank::the_host().errors.front().find("argument 1"), std::string::npos)
+        << fake_spank::the_host().errors.front();
+  }
+  fake_spank::reset(S_CTX_REMOTE);
+  EXPECT_EQ(call_init({"memlock_min=lots"}), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+}
+
+TEST(SpankHooks, EveryHookSurvivesAThrowingCoreInEveryContext) {
+  restore_engine r;
+  bool logged = false;
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_REMOTE, S_CTX_SLURMD, S_CTX_JOB_SCRIPT}) {
+    fake_spank::reset(ctx);
+    current_engine() = engine{};
+    ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K"}), 0);
+    make_core_throw();
+    EXPECT_EQ(call_init({"default_checks=memlock"}), 0) << "init, context " << ctx;
+    EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0) << "init_post_opt, context " << ctx;
+    EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0) << "task_init_privileged " << ctx;
+    EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << "task_init " << ctx;
+    for (const auto& e : fake_spank::the_host().errors) {
+      logged = logged || e.find("mrcheck: init: internal error: core exploded") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(logged);
+}
+
+TEST(SpankHooks, OnErrorFailMakesTaskHooksFailButNotInit) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K", "on_error=fail"}), 0);
+  make_core_throw();
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), -1);
+  // task_init reaches the core only on an active step: activate it with the real core, then throw.
+  current_engine() = engine{};
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  make_core_throw();
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+}
+
+TEST(SpankHooks, IdleWhenNothingIsAskedForTouchesNothing) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  ASSERT_EQ(call_init({"memlock_min=64K", "enforce=yes"}), 0);
+  int calls = 0;
+  static int* counter = nullptr;
+  counter = &calls;
+  current_engine().privileged = [](const mrcheck::config&, const mrcheck::task_facts&, const mrcheck::sysroot&,
+                                   mrcheck::rlimit_ops&, mrcheck::node_state&) -> std::optional<std::string> {
+    ++*counter;
+    return std::nullopt;
+  };
+  fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"] = "65536";
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(fake_spank::the_host().setenv_calls.empty());
+  EXPECT_TRUE(fake_spank::the_host().user_lines.empty());
+}
+
+TEST(SpankHooks, EnforceRewritesTheJobsSlurmRlimitMemlock) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  // A minimum this process already has: enforcement changes no rlimit, but the propagated 64 KiB must go.
+  ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=1M", "enforce=yes"}), 0);
+  struct rlimit rl{};
+  ::getrlimit(RLIMIT_MEMLOCK, &rl);
+  if (rl.rlim_cur < (1u << 20)) GTEST_SKIP() << "this process has less than 1 MiB of memlock";
+  fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"] = "65536";
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  ASSERT_EQ(fake_spank::the_host().setenv_calls.size(), 1u);
+  EXPECT_EQ(fake_spank::the_host().setenv_calls[0].rfind("SLURM_RLIMIT_MEMLOCK=", 0), 0u);
+  EXPECT_NE(fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"], "65536");
+}
+
+}  // namespace
