@@ -1,0 +1,146 @@
+// The driver/firmware matrix: kernel mlx5_core vs user-space rdma-core vs HCA firmware vs NVIDIA driver
+// flavour, CUDA, NCCL, nvidia_peermem / DMA-BUF, BAR1, and the Slurm limits that NCCL's registrations need.
+//
+// Rules are data (etc/mrcheck-rules.conf, documented in etc/README.rules.md), never golden version pins:
+// minimums and what a violation does (fail, warn or off). judge_matrix() turns node facts + rules into one
+// check_result per rule, with the facts it saw and the fix; mrcheck-prolog drains on fail, `mrcheck report`
+// shows the same checks.
+#pragma once
+
+#include <mrcheck/check.h>
+#include <mrcheck/facts.h>
+#include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
+
+#include <algorithm>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+// A dotted numeric version: "28.39.1002", "535.104.05", "2.28.9". Components compare numerically, a missing
+// trailing component counts as 0 ("12.2" == "12.2.0").
+struct dotted_version {
+  std::vector<std::uint64_t> parts;
+  std::string to_string() const;
+  friend auto operator<=>(const dotted_version& a, const dotted_version& b) {
+    std::size_t n = std::max(a.parts.size(), b.parts.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t x = i < a.parts.size() ? a.parts[i] : 0;
+      std::uint64_t y = i < b.parts.size() ? b.parts[i] : 0;
+      if (x != y) return x <=> y;
+    }
+    return std::strong_ordering::equal;
+  }
+  friend bool operator==(const dotted_version& a, const dotted_version& b) { return (a <=> b) == 0; }
+};
+// Digits separated by '.', at most 8 components; anything else is an error naming the text.
+result<dotted_version> parse_dotted_version(std::string_view text);
+// CUDA's cuDriverGetVersion encoding (13000 = 13.0, 12020 = 12.2) and NCCL's ncclGetVersion
+// (22809 = 2.28.9 for >= 2.9; 2708 = 2.7.8 before) as dotted versions.
+dotted_version cuda_version_from_int(int v);
+dotted_version nccl_version_from_int(int v);
+
+// What a violated rule does to the node.
+enum class rule_action { fail, warn, off };
+std::string_view to_string(rule_action a);
+
+enum class flavour_rule { any, open, proprietary };
+
+struct hca_family_rule {
+  std::string name;                    // "ConnectX-7"
+  std::optional<dotted_version> min;   // minimum firmware; none = any
+};
+
+struct matrix_rules {
+  std::string source = "built-in";     // the file the rules came from
+
+  // rdma_stack: kernel mlx5_core vs user space.
+  rule_action rdma_stack = rule_action::fail;
+  rule_action rdma_stack_ofed_version = rule_action::warn;  // OFED kernel and user space of different releases
+  std::vector<std::string> ofed_user_markers = {"mlnx"};    // in an rdma-core version/path: an OFED build
+  std::vector<int> uverbs_abi = {6};                        // kernel uverbs ABI versions accepted
+
+  // hca_fw: firmware major -> family and minimum.
+  rule_action hca_fw = rule_action::fail;
+  rule_action hca_fw_unknown = rule_action::warn;           // an mlx5 device whose fw major has no family
+  std::map<std::uint64_t, hca_family_rule> hca_families;
+
+  // gpu_driver
+  rule_action gpu_driver = rule_action::fail;
+  std::optional<dotted_version> gpu_driver_min;
+  flavour_rule gpu_driver_flavour = flavour_rule::any;
+
+  // gpudirect: nvidia_peermem or DMA-BUF must be usable when the node has both an HCA and a GPU.
+  rule_action gpudirect = rule_action::fail;
+  dotted_version dmabuf_kernel_min{{5, 12}};
+  dotted_version dmabuf_cuda_min{{11, 7}};
+
+  rule_action cuda_driver = rule_action::fail;
+  std::optional<dotted_version> cuda_driver_min;
+  rule_action nccl = rule_action::fail;
+  std::optional<dotted_version> nccl_min;
+
+  // bar1: BAR1 at least the GPU's memory. GPU memory from NVML when known, else this table by PCI device id
+  // ("0x2335" -> bytes, upper bounds); a GPU in neither is skipped with the reason.
+  rule_action bar1 = rule_action::warn;
+  std::map<std::string, std::uint64_t> gpu_memory;
+
+  rule_action slurmd_memlock = rule_action::fail;
+  std::uint64_t slurmd_memlock_min = k_unlimited;           // hard limit slurmd must have
+  rule_action propagate_limits = rule_action::warn;
+};
+
+// The defaults compiled in; the same values as the shipped etc/mrcheck-rules.conf (a unit test keeps them
+// equal), used when no rules file exists.
+matrix_rules default_matrix_rules();
+// Parses rules text. `file` names the origin in errors: "<file>:<line>: <what>". An unknown key, a bad
+// value or a duplicate single-valued key is an error; the first error is returned.
+result<matrix_rules> parse_matrix_rules(std::string_view text, std::string_view file);
+// Reads and parses PATH (a plain file, at most 1 MiB). A missing file is an error.
+result<matrix_rules> load_matrix_rules(const std::string& path);
+inline constexpr std::string_view k_default_rules_path = "/etc/slurm/mrcheck-rules.conf";
+// PATH when given (must exist); else k_default_rules_path when it exists; else default_matrix_rules().
+result<matrix_rules> load_matrix_rules_or_default(const std::string& path);
+
+// What slurm.conf says about limit propagation (facts.md §1.6).
+struct slurm_conf_fact {
+  std::string path;
+  std::optional<std::string> propagate;          // PropagateResourceLimits=
+  std::optional<std::string> propagate_except;   // PropagateResourceLimitsExcept=
+  // Whether srun/sbatch send the login node's soft MEMLOCK to tasks: the default (ALL) does.
+  bool memlock_propagated() const;
+};
+// Parses slurm.conf text (keys case-insensitive, '#' comments, several key=value per line).
+slurm_conf_fact parse_slurm_conf(std::string_view text, std::string path);
+// Reads PATH through the sysroot, following `Include` lines (plain paths, relative to PATH's directory,
+// depth 4). PATH empty: $SLURM_CONF, else /etc/slurm/slurm.conf.
+result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path = "");
+
+// Facts the matrix needs beyond node_facts, read through the same sysroot.
+struct matrix_facts {
+  result<slurm_conf_fact> slurm_conf = status::error("not read");
+  // The OFED release installed in user space, from /usr/bin/ofed_info (MLNX_OFED and DOCA-OFED ship it):
+  // "MLNX_OFED_LINUX-5.8-3.0.7.0"; nullopt when no ofed_info exists.
+  std::optional<std::string> ofed_user_release;
+  // rdma-core package versions of the libibverbs.so.1.<abi>.<version> files in the library directories
+  // ("44.0", "2307mlnx47"...): seen the same way on the host and in a fixture tree.
+  std::vector<std::string> rdma_core_files;
+};
+matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "");
+
+// One check_result per rule, in a stable order: rdma_stack, hca_fw, gpu_driver, gpudirect, cuda_driver,
+// nccl, bar1, slurmd_memlock, propagate_limits. Pure: reads nothing. A rule set to off gives skip.
+report judge_matrix(const node_facts& facts, const matrix_rules& rules, const matrix_facts& extra);
+// Same without the extra facts: propagate_limits skips, rdma_stack judges user space from node_facts only.
+report judge_matrix(const node_facts& facts, const matrix_rules& rules);
+
+// The ids judge_matrix reports, in order.
+const std::vector<std::string>& matrix_check_ids();
+
+}  // namespace mrcheck

@@ -1,0 +1,327 @@
+// mrcheck-prolog: judges this node's driver/firmware matrix and drains it through slurmctld when it is
+// misaligned; resumes it when mrcheck drained it and the matrix is right again. Runs as root from Slurm's
+// Prolog= (per job, per node) and HealthCheckProgram= (periodically, also on drained nodes: the only way a
+// fixed node gets resumed without an admin).
+//
+// Exit codes (README "exit codes of the prolog"):
+//   0  prolog mode: the node passes (warnings and checker errors included, unless on_error=fail);
+//      healthcheck mode: always, once it has acted (Slurm ignores a health check's status; the drain is the
+//      signal).
+//   1  prolog mode only: the matrix fails. mrcheck has drained the node with its own reason (or, slurmctld
+//      being unreachable, recorded the drain in state_dir for the next run). Slurm then drains the node itself
+//      if it is not drained yet (reason "Prolog error") and requeues the job - held, unless slurm.conf has
+//      SchedulerParameters=nohold_on_prolog_fail (facts.md §1.7) - so the job starts on a healthy node instead
+//      of dying in NCCL init here.
+//   2  usage, configuration or rules error, or an unsafe state_dir: nothing was judged or changed. In prolog
+//      mode Slurm drains the node with "Prolog error": a typo in the rules shows at once instead of silently
+//      disabling the checks. Validate a rules file first with `mrcheck-prolog --dry-run --rules FILE`.
+#include "slurm_control.h"
+
+#include "../src/matrix/node_action.h"
+
+#include <mrcheck/build_config.h>
+#include <mrcheck/check.h>
+#include <mrcheck/checks.h>
+#include <mrcheck/config.h>
+#include <mrcheck/facts.h>
+#include <mrcheck/log.h>
+#include <mrcheck/matrix.h>
+#include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace mrcheck;
+
+constexpr int k_exit_ok = 0;
+constexpr int k_exit_fail = 1;
+constexpr int k_exit_usage = 2;
+
+enum class run_mode { prolog, healthcheck };
+
+struct options {
+  std::string config;
+  std::string rules;
+  std::string root;
+  std::optional<run_mode> mode;
+  bool dry_run = false;
+  bool json = false;
+  std::string node;
+  std::string state_dir;
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+void usage(FILE* out) {
+  fmt::print(out,
+             "usage: mrcheck-prolog [--config FILE] [--rules FILE] [--root DIR] [--mode prolog|healthcheck]\n"
+             "                      [--node NAME] [--state-dir DIR] [--timeout DURATION] [--dry-run] [--json]\n"
+             "Judges the driver/firmware matrix; drains this node through slurmctld on fail, resumes it when\n"
+             "mrcheck drained it and it passes again. Mode defaults to prolog when SLURM_JOB_ID is set, else\n"
+             "healthcheck. Exit: 0 pass (healthcheck: always), 1 fail (prolog), 2 usage/config error.\n");
+}
+
+std::optional<options> parse_args(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::optional<std::string> {
+      std::string prefix = std::string(name) + "=";
+      if (a.starts_with(prefix)) return a.substr(prefix.size());
+      if (a == name && i + 1 < argc) return std::string(argv[++i]);
+      return std::nullopt;
+    };
+    auto is = [&](const char* name) { return a == name || a.starts_with(std::string(name) + "="); };
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      std::exit(k_exit_ok);
+    } else if (a == "--dry-run") {
+      o.dry_run = true;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (is("--config")) {
+      auto v = value("--config");
+      if (!v) return std::nullopt;
+      o.config = *v;
+    } else if (is("--rules")) {
+      auto v = value("--rules");
+      if (!v) return std::nullopt;
+      o.rules = *v;
+    } else if (is("--root")) {
+      auto v = value("--root");
+      if (!v) return std::nullopt;
+      o.root = *v;
+    } else if (is("--node")) {
+      auto v = value("--node");
+      if (!v) return std::nullopt;
+      o.node = *v;
+    } else if (is("--state-dir")) {
+      auto v = value("--state-dir");
+      if (!v) return std::nullopt;
+      o.state_dir = *v;
+    } else if (is("--timeout")) {
+      auto v = value("--timeout");
+      if (!v) return std::nullopt;
+      auto d = parse_duration(*v);
+      if (!d) {
+        fmt::print(stderr, "mrcheck: prolog: --timeout: {}\n", d.error().message());
+        return std::nullopt;
+      }
+      o.timeout = *d;
+    } else if (is("--mode")) {
+      auto v = value("--mode");
+      if (!v) return std::nullopt;
+      if (*v == "prolog") {
+        o.mode = run_mode::prolog;
+      } else if (*v == "healthcheck") {
+        o.mode = run_mode::healthcheck;
+      } else {
+        fmt::print(stderr, "mrcheck: prolog: --mode must be prolog or healthcheck, not '{}'\n", escape_line(*v, 32));
+        return std::nullopt;
+      }
+    } else {
+      fmt::print(stderr, "mrcheck: prolog: unknown argument '{}'\n", escape_line(a, 64));
+      return std::nullopt;
+    }
+  }
+  return o;
+}
+
+// Files that steer what happens to the node must be root's alone: a user who could write the rules could
+// drain (or keep undrained) any node.
+status check_trusted_file(const std::string& path) {
+  if (::geteuid() != 0) return status::ok();
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) != 0) return status::from_errno(fmt::format("stat {}", path), errno);
+  if (sb.st_uid != 0) return status::error(fmt::format("{} is owned by uid {}, not root: refused", path, sb.st_uid));
+  if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+    return status::error(fmt::format("{} is writable by group or others (mode {:o}): refused", path, sb.st_mode & 07777));
+  }
+  return status::ok();
+}
+
+std::string short_hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  std::string h = buf;
+  // slurmd's default NodeName is the short host name (gethostname_short).
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  return h;
+}
+
+int run(int argc, char** argv) {
+  auto opts_or = parse_args(argc, argv);
+  if (!opts_or) {
+    usage(stderr);
+    return k_exit_usage;
+  }
+  options& o = *opts_or;
+  stderr_log out;
+
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  run_mode mode = o.mode.value_or(job_id && *job_id ? run_mode::prolog : run_mode::healthcheck);
+  const char* mode_name = mode == run_mode::prolog ? "prolog" : "healthcheck";
+
+  // Configuration: --config, else the default file when present. Unknown keys are errors (config.h).
+  config cfg;
+  std::string config_path = o.config;
+  if (config_path.empty() && std::filesystem::exists(MRCHECK_DEFAULT_CONFIG)) config_path = MRCHECK_DEFAULT_CONFIG;
+  if (!config_path.empty()) {
+    if (auto s = check_trusted_file(config_path); !s) {
+      log(out, log_level::error, "{}: {}", mode_name, s.message());
+      return k_exit_usage;
+    }
+    if (auto s = load_config_file(cfg, config_path); !s) {
+      log(out, log_level::error, "{}: {}", mode_name, s.message());
+      return k_exit_usage;
+    }
+  }
+  std::string rules_path = !o.rules.empty() ? o.rules : cfg.rules;
+  if (rules_path.empty() && std::filesystem::exists(std::string(k_default_rules_path))) rules_path = std::string(k_default_rules_path);
+  if (!rules_path.empty()) {
+    if (auto s = check_trusted_file(rules_path); !s) {
+      log(out, log_level::error, "{}: {}", mode_name, s.message());
+      return k_exit_usage;
+    }
+  }
+  auto rules = rules_path.empty() ? result<matrix_rules>(default_matrix_rules()) : load_matrix_rules(rules_path);
+  if (!rules) {
+    log(out, log_level::error, "{}: {}", mode_name, rules.error().message());
+    return k_exit_usage;
+  }
+
+  sysroot root;
+  if (!o.root.empty()) {
+    auto r = sysroot::open(o.root);
+    if (!r) {
+      log(out, log_level::error, "{}: --root: {}", mode_name, r.error().message());
+      return k_exit_usage;
+    }
+    root = std::move(*r);
+  }
+
+  std::string node = o.node;
+  if (node.empty()) {
+    const char* n = std::getenv("SLURMD_NODENAME");
+    node = n && *n ? n : short_hostname();
+  }
+  if (!valid_node_name(node)) {
+    log(out, log_level::error, "{}: node name '{}' is not valid (use --node NAME)", mode_name, escape_line(node, 64));
+    return k_exit_usage;
+  }
+
+  // Facts and verdicts.
+  collect_options copts;
+  const char* slurm_conf_env = std::getenv("SLURM_CONF");
+  if (slurm_conf_env && *slurm_conf_env && root.is_host()) copts.slurm_conf = slurm_conf_env;
+  copts.verbs_library = cfg.verbs_library;
+  copts.load_libraries = root.is_host();
+  node_facts facts = collect_facts(root, copts);
+  matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf");
+  report rep = judge_matrix(facts, *rules, extra);
+  rep.checks.push_back(check_max_map_count(facts, cfg));
+  rep.checks.push_back(check_hugepages(facts, cfg));
+  for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
+
+  desired_action want = plan_action(rep, cfg.on_error);
+  bool fails = want.what == desired_action::kind::drain;
+  nlohmann::json j = report_to_json(rep);
+  j["node"] = node;
+  j["mode"] = mode_name;
+  j["rules"] = rules->source;
+  j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
+
+  auto finish = [&](int code) {
+    if (o.json) fmt::print("{}\n", j.dump(2));
+    return code;
+  };
+  int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
+
+  if (o.dry_run) {
+    if (want.what == desired_action::kind::drain) {
+      log(out, log_level::info, "{}: dry run: would drain {} with reason '{}'", mode_name, node, want.reason);
+    } else if (want.what == desired_action::kind::resume) {
+      log(out, log_level::info, "{}: dry run: would resume {} if mrcheck drained it", mode_name, node);
+    }
+    j["outcome"] = {{"what", "dry_run"}};
+    return finish(fail_code);
+  }
+
+  std::chrono::milliseconds budget =
+      o.timeout.value_or(mode == run_mode::prolog ? std::chrono::milliseconds{10000} : std::chrono::milliseconds{30000});
+  std::string state_dir = !o.state_dir.empty() ? o.state_dir : cfg.state_dir;
+  auto store = state_store::open(state_dir, ::geteuid());
+  if (!store) {
+    log(out, log_level::error, "{}: {}", mode_name, store.error().message());
+    return finish(k_exit_usage);
+  }
+  bool pending_drain = false;
+  auto pending = store->load(node);
+  if (!pending) {
+    log(out, log_level::error, "{}: pending state: {}", mode_name, pending.error().message());
+  } else if (*pending) {
+    pending_drain = (*pending)->what == desired_action::kind::drain;
+    if (**pending != want) {
+      log(out, log_level::info, "{}: pending {} from an earlier run superseded by this run's {}", mode_name,
+          to_string((*pending)->what), to_string(want.what));
+    }
+  }
+
+  auto ctl = prolog::make_slurm_control();
+  if (!ctl) {
+    log(out, log_level::error, "{}: built without libslurm: cannot drain or resume {}", mode_name, node);
+    j["outcome"] = {{"what", "failed"}, {"message", "built without libslurm"}};
+    return finish(mode == run_mode::prolog ? fail_code : k_exit_ok);
+  }
+  apply_outcome res = apply_action(*ctl, node, want, pending_drain, budget);
+  j["outcome"] = {{"what", to_string(res.what)}, {"message", res.message}};
+  switch (res.what) {
+    case apply_outcome::kind::unreachable:
+      if (auto s = store->save(node, want); !s) {
+        log(out, log_level::error, "{}: {}: and the pending {} could not be saved: {}", mode_name, res.message,
+            to_string(want.what), s.message());
+      } else {
+        log(out, log_level::error, "{}: {}; {} of {} pending in {}", mode_name, res.message, to_string(want.what), node,
+            store->dir());
+      }
+      break;
+    case apply_outcome::kind::failed:
+      log(out, log_level::error, "{}: {}", mode_name, res.message);
+      break;
+    case apply_outcome::kind::nothing:
+      if (auto s = store->clear(node); !s) log(out, log_level::error, "{}: {}", mode_name, s.message());
+      break;
+    default:
+      log(out, log_level::info, "{}: {}", mode_name, res.message);
+      if (auto s = store->clear(node); !s) log(out, log_level::error, "{}: {}", mode_name, s.message());
+      break;
+  }
+  return finish(fail_code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mrcheck: prolog: internal error: %s\n", escape_line(e.what(), 200).c_str());
+  } catch (...) {
+    std::fprintf(stderr, "mrcheck: prolog: internal error\n");
+  }
+  // Never take the job down for our own bug in prolog mode: 0, and the message above.
+  return k_exit_ok;
+}

@@ -1,0 +1,59 @@
+// hca_fw: firmware at least the minimum for its adapter family. The family comes from the firmware major
+// (16 ConnectX-5, 20 ConnectX-6, 22 ConnectX-6 Dx, 26 ConnectX-6 Lx, 28 ConnectX-7, 24 BlueField; facts.md §4);
+// minimums are in the rules file, with their sources in etc/README.rules.md.
+#include "matrix/matrix_checks.h"
+
+#include <fmt/format.h>
+
+namespace mrcheck::matrix {
+
+namespace {
+constexpr std::string_view k_id = "hca_fw";
+}
+
+check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
+  if (r.hca_fw == rule_action::off) return skipped(k_id, "rule off");
+  if (!f.rdma_devices) return skipped(k_id, fmt::format("RDMA devices not read: {}", clean(f.rdma_devices.error().message(), 128)));
+  if (f.rdma_devices->empty()) return skipped(k_id, "no RDMA device");
+
+  std::vector<std::string> detail, below, unknown, ok;
+  std::string first_min;
+  for (const auto& d : *f.rdma_devices) {
+    std::string name = clean(d.name, 32);
+    std::string fw = clean(d.fw_ver, 32);
+    auto v = leading_version(d.fw_ver);
+    if (d.fw_ver.empty() || !v || v->parts.size() < 2) {
+      detail.push_back(fmt::format("{}: fw_ver '{}' not a firmware version", name, fw));
+      if (d.name.starts_with("mlx5")) unknown.push_back(fmt::format("{} fw '{}' unreadable", name, fw));
+      continue;
+    }
+    auto it = r.hca_families.find(v->parts.front());
+    if (it == r.hca_families.end()) {
+      detail.push_back(fmt::format("{}: fw {} (major {} has no family in the rules)", name, fw, v->parts.front()));
+      if (d.name.starts_with("mlx5")) unknown.push_back(fmt::format("{} fw {} of unknown family", name, fw));
+      continue;
+    }
+    const auto& fam = it->second;
+    if (fam.min && *v < *fam.min) {
+      below.push_back(fmt::format("{} {} fw {} < {}", name, fam.name, fw, fam.min->to_string()));
+      if (first_min.empty()) first_min = fam.min->to_string();
+      detail.push_back(below.back());
+    } else {
+      ok.push_back(fmt::format("{} {} fw {}", name, fam.name, fw));
+      detail.push_back(fam.min ? fmt::format("{} >= {}", ok.back(), fam.min->to_string())
+                               : fmt::format("{} (no minimum set)", ok.back()));
+    }
+  }
+  if (!below.empty()) {
+    return make(k_id, verdict_for(r.hca_fw), below.front(), join(detail, "\n"),
+                fmt::format("update the HCA firmware to at least {} (mlxfwmanager --online -u, or the OEM package)", first_min));
+  }
+  if (!unknown.empty() && r.hca_fw_unknown != rule_action::off) {
+    return make(k_id, verdict_for(r.hca_fw_unknown), unknown.front(), join(detail, "\n"),
+                "add `hca_family MAJOR NAME` and `hca_fw.min MAJOR VERSION` for this adapter to the rules file");
+  }
+  if (ok.empty()) return skipped(k_id, "no mlx5 device with a known firmware family");
+  return make(k_id, verdict::pass, join(ok, ", "), join(detail, "\n"));
+}
+
+}  // namespace mrcheck::matrix
