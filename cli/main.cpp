@@ -11,22 +11,27 @@
 
 namespace {
 
+// The one source of the CLI's usage: the man page mrcheck(1) is generated from this text and each
+// command's own --help (man/mangen.cpp), so keep the "commands:" section's shape: two spaces, the
+// command's words, two or more spaces, a one-line summary. Options live in each command's --help only.
 constexpr std::string_view k_usage =
     "usage: mrcheck <command> [options]\n"
+    "       mrcheck <command> --help\n"
+    "       mrcheck --version\n"
     "\n"
     "commands:\n"
-    "  report   [--json] [--root DIR]             every fact mrcheck reads and a verdict per basic check\n"
-    "  chain    [--pid PID] [--json] [--root DIR] RLIMIT_MEMLOCK of PID and each ancestor, marking where it dropped\n"
-    "  dump     --out DIR                         copy exactly the files mrcheck reads, for --root replay\n"
-    "  probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]\n"
-    "                                             register memory the way NCCL does and explain the errno\n"
-    "  probe nccl [--mode local-pair|gpu-pair|node-pair] [--json]\n"
-    "                                             a real 2-rank NCCL all-reduce through the network path\n"
-    "  explain  [FILE|-] [--root DIR] [--json]    find NCCL failures in a log, give the cause and the fix\n"
+    "  report      every fact mrcheck reads and a verdict per basic check\n"
+    "  chain       RLIMIT_MEMLOCK of a process and each ancestor, marking where it dropped\n"
+    "  dump        copy exactly the files mrcheck reads into a tree that --root replays\n"
+    "  probe mr    register memory the way NCCL does, as this user, and explain the errno\n"
+    "  probe nccl  a real 2-rank NCCL all-reduce through the network path\n"
+    "  explain     find NCCL failures in a log, give the cause and the fix\n"
     "\n"
-    "  --version, --help\n"
+    "options:\n"
+    "  --version   the mrcheck version and the Slurm version it was built against\n"
+    "  --help      this text; `mrcheck <command> --help` lists a command's options\n"
     "\n"
-    "exit: 0 pass or warn, 1 a check failed, 2 usage or I/O error\n";
+    "exit: 0 pass or warn, 1 a check failed (explain: an NCCL failure was found), 2 usage or I/O error\n";
 
 }  // namespace
 

@@ -1,0 +1,172 @@
+#!/bin/bash
+# The .deb installs into a fresh Debian 12 root with its dependencies, its files are where
+# man/README-install.md's "Files" section says, and `mrcheck --version` runs there.
+#
+# usage: deb_install_test.sh SOURCE_DIR WORK_DIR
+# Exit 0 pass, 1 fail, 77 skipped (not root, no debootstrap, or no route to the Debian mirror).
+# Nothing is cached: WORK_DIR (a build tree and a Debian root) is removed at the end, mounts always
+# unmounted by the trap. Env: MRCHECK_DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# MRCHECK_KEEP_ROOT=1 keeps the root for a look afterwards.
+set -uo pipefail
+
+src=${1:?usage: deb_install_test.sh SOURCE_DIR WORK_DIR}
+work=${2:?usage: deb_install_test.sh SOURCE_DIR WORK_DIR}
+mirror=${MRCHECK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+root=$work/root
+t0=$SECONDS
+
+say() { echo "mrcheck: package test: $*"; }
+skip() { say "SKIP: $*"; exit 77; }
+fails=0
+fail() { say "FAIL: $*"; fails=$((fails + 1)); }
+phase() { say "$1 ($((SECONDS - t0)) s so far)"; }
+
+((EUID == 0)) || skip "needs root (debootstrap and chroot)"
+command -v debootstrap >/dev/null || skip "debootstrap is not installed (apt-get install debootstrap)"
+command -v cpack >/dev/null || skip "cpack is not installed"
+host=${mirror#*://}
+host=${host%%/*}
+port=80
+[[ $mirror == https://* ]] && port=443
+timeout 15 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null ||
+  skip "no route to the Debian mirror $host:$port (set MRCHECK_DEBIAN_MIRROR to a reachable one)"
+
+# Every mount under WORK_DIR, deepest first: ours (/proc) and any debootstrap leaves behind (it leaves the
+# root's /proc mounted after a successful run).
+mounts_under() { awk -v w="$work/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r; }
+cleanup() {
+  local m
+  for m in $(mounts_under); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || say "could not unmount $m"
+  done
+  # Only ever remove what this test created, and never through a mount that is still there.
+  if [[ ${MRCHECK_KEEP_ROOT:-0} != 1 && -d $work && -z $(mounts_under) ]]; then
+    rm -rf --one-file-system "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+if [[ -n $(mounts_under) ]]; then
+  say "FAIL: something is still mounted under $work from an earlier run; unmount it first"
+  trap - EXIT
+  exit 1
+fi
+rm -rf --one-file-system "$work"
+mkdir -p "$work" || exit 1
+
+phase "building the .deb (packaging/build-deb.sh)"
+log=$work/build.log
+if ! deb=$("$src/packaging/build-deb.sh" "$work/build" 2>"$log" | tail -n1) || [[ ! -f $deb ]]; then
+  tail -n 40 "$log"
+  say "FAIL: the .deb did not build"
+  exit 1
+fi
+say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
+dpkg-deb --info "$deb" | sed 's/^/  /'
+control=$(dpkg-deb --field "$deb" Depends Recommends Suggests)
+slurm=$(sed -n 's/^#define SLURM_VERSION_STRING "\(.*\)"/\1/p' /usr/include/slurm/slurm_version.h)
+mm=${slurm%.*}
+grep -q "slurm-wlm-basic-plugins (>= $mm)" <<<"$control" || fail "Depends does not pin slurm-wlm-basic-plugins >= $mm"
+grep -q "slurm-wlm-basic-plugins (<< " <<<"$control" || fail "Depends has no upper bound on slurm-wlm-basic-plugins"
+for lib in libfmt9 libhwloc15 libslurm38; do
+  grep -q "Depends:.*$lib" <<<"$control" || fail "Depends lacks $lib (dpkg-shlibdeps)"
+done
+for lib in libibverbs1 libcuda1 libnccl2; do
+  grep -q "^Depends:.*$lib" <<<"$control" && fail "$lib is dlopen'd, it must not be in Depends"
+done
+listing=$(dpkg-deb --contents "$deb")
+
+phase "debootstrap --variant=minbase bookworm"
+if ! debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+  tail -n 20 "$work/debootstrap.log"
+  # A mirror that answered the probe but fails mid-way is a failure, not a skip: say so plainly.
+  say "FAIL: debootstrap failed (log above)"
+  exit 1
+fi
+
+if ! grep -q " $root/proc proc " /proc/mounts; then
+  mount -t proc proc "$root/proc" || { say "FAIL: cannot mount /proc in the root"; exit 1; }
+fi
+# Daemons in the root must not start (slurm packages' postinst); resolv.conf for apt.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
+cp "$deb" "$root/tmp/"
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C "$@"; }
+
+phase "apt-get install ./$(basename "$deb") in the root"
+if ! in_root apt-get update -qq >"$work/apt.log" 2>&1 ||
+  ! in_root apt-get install -y -q --no-install-recommends "/tmp/$(basename "$deb")" >>"$work/apt.log" 2>&1; then
+  tail -n 30 "$work/apt.log"
+  say "FAIL: the package did not install with its dependencies"
+  exit 1
+fi
+grep -E '^(Setting up|Unpacking) ' "$work/apt.log" | sed 's/^/  /' | head -n 40
+
+phase "checking the installed files"
+# Every absolute path the README's Files section names in backticks must be in the package and in the root.
+readme=$src/man/README-install.md
+paths=$(sed -n '/^## Files/,/^## /p' "$readme" | grep -o '`/[^` ]*`' | tr -d '`' | sort -u)
+[[ -n $paths ]] || fail "no paths found in the Files section of $readme"
+for p in $paths; do
+  case $p in
+    /etc/*|/var/*) continue ;;  # made by the admin or at run time, not shipped
+  esac
+  if [[ $p == */ ]]; then
+    [[ -d $root$p ]] && [[ -n $(ls -A "$root$p") ]] || fail "README names $p but it is not an installed, non-empty directory"
+  else
+    [[ -e $root$p ]] || fail "README names $p but the package did not install it"
+  fi
+done
+# And the other way round: everything the package ships under bin/sbin/man/slurm-wlm is in the README.
+while read -r f; do
+  f=${f#.}
+  case $f in
+    */bin/*|*/sbin/*|*/slurm-wlm/*|*/man/man*/*) grep -qF "\`$f\`" "$readme" || fail "the package ships $f but the README's Files section does not say so" ;;
+  esac
+done < <(awk '{print $6}' <<<"$listing" | grep -v '/$')
+# Every example file from etc/ is shipped under /usr/share/mrcheck/.
+while read -r f; do
+  [[ -e $root/usr/share/mrcheck/$f ]] || fail "etc/$f is not installed as /usr/share/mrcheck/$f"
+done < <(cd "$src/etc" && find . -type f | sed 's|^\./||')
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+plugin=/usr/lib/$multiarch/slurm-wlm/spank_mrcheck.so
+[[ -f $root$plugin ]] || fail "$plugin is missing"
+[[ -f $root/usr/lib/$multiarch/slurm-wlm/libslurmfull.so ]] || fail "slurm-wlm-basic-plugins did not come in as a dependency"
+for page in man1/mrcheck.1.gz man8/spank_mrcheck.8.gz; do
+  [[ -f $root/usr/share/man/$page ]] || fail "/usr/share/man/$page is missing"
+  gzip -t "$root/usr/share/man/$page" 2>/dev/null || fail "/usr/share/man/$page is not gzip"
+done
+if [[ -x $root/usr/sbin/mrcheck-prolog ]]; then
+  [[ -f $root/usr/share/man/man8/mrcheck-prolog.8.gz ]] || fail "mrcheck-prolog(8) is missing"
+  in_root /usr/sbin/mrcheck-prolog --help >/dev/null 2>&1 || fail "mrcheck-prolog --help fails in the root (missing library?)"
+else
+  fail "/usr/sbin/mrcheck-prolog is missing"
+fi
+# Nothing the package links may be missing in a root that has only its Depends.
+for bin in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog; do
+  [[ -e $root$bin ]] || continue
+  nf=$(in_root ldd "$bin" 2>&1 | grep 'not found')
+  [[ -z $nf ]] || fail "$bin: $nf"
+done
+
+phase "mrcheck --version in the root"
+ver=$(in_root /usr/bin/mrcheck --version 2>&1)
+say "  $ver"
+want_ver=$(sed -n 's/^project(mrcheck VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[[ $ver == "mrcheck $want_ver (built against Slurm $slurm)" ]] ||
+  fail "mrcheck --version says '$ver', want 'mrcheck $want_ver (built against Slurm $slurm)'"
+installed=$(in_root dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins)
+[[ $installed == "$mm".* ]] || fail "the root got slurm-wlm-basic-plugins $installed for a plugin built against $slurm"
+in_root /usr/bin/mrcheck report --json >"$work/report.json" 2>"$work/report.err"
+rc=$?
+((rc <= 1)) || fail "mrcheck report in the root exited $rc: $(head -c 300 "$work/report.err")"
+
+phase "done"
+if ((fails)); then
+  say "$fails failure(s)"
+  exit 1
+fi
+say "PASS in $((SECONDS - t0)) s"
+exit 0
