@@ -55,6 +55,7 @@ static int run_rank(int rank, int id_pipe[2]) {
   for (float v : host) bad += v != 3.0f;
   CHECK("ncclCommDestroy", ncclCommDestroy(comm) == ncclSuccess);
   std::printf("minimal_pair: rank %d: %zu of %zu elements wrong\n", rank, bad, n);
+  std::fflush(stdout);  // the rank leaves through _exit
   return bad == 0 ? 0 : 1;
 }
 

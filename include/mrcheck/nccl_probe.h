@@ -75,7 +75,9 @@ struct nccl_log_facts {
   std::vector<std::string> ib_devices;  // "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:..." -> "mlx5_0:1/IB [RO]"
   std::string socket_devices;           // "NET/Socket : Using [0]lo:127.0.0.1<0>" -> "[0]lo:127.0.0.1<0>"
   bool ib_no_device = false;            // "NET/IB : No device found."
-  std::optional<bool> gdr;              // GPUDirect RDMA used (a "/GDRDMA" channel, "GPU Direct RDMA Enabled")
+  std::optional<bool> gdr;              // GPUDirect RDMA used: a NET channel "via NET/IB/0/GDRDMA"; without NET
+                                        // channels, what NCCL said of the HCA ("GPU Direct RDMA Enabled for HCA")
+  std::string gdr_note;                 // why not: "GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 8 > 5)"
   std::optional<bool> dmabuf;           // "DMA-BUF is available on GPU device N" -> true
   std::optional<int> nnodes;            // "nNodes 2"
   std::vector<nccl_init_timing> init_timings;
@@ -157,6 +159,7 @@ struct nccl_pair_outcome {
   std::vector<std::string> nccl_conf;      // /etc/nccl.conf, ~/.nccl.conf when present (NCCL reads them)
   std::vector<std::string> user_nccl_env;  // NCCL_* the job's environment already had (escaped)
   std::uint16_t port = 0;                  // node-pair: the rendezvous port used
+  std::optional<int> rdma_devices;         // entries of /sys/class/infiniband (nullopt: unreadable)
   nccl_log_facts log;                      // merged over the local ranks
 };
 

@@ -101,7 +101,7 @@ std::string detail_of(const nccl_pair_outcome& o) {
   if (!f.ib_devices.empty()) lines.push_back("NET/IB devices " + join(f.ib_devices, ", "));
   if (f.ib_no_device) lines.push_back("NET/IB: no device found");
   if (!f.socket_devices.empty()) lines.push_back("NET/Socket devices " + f.socket_devices);
-  if (f.gdr) lines.push_back(fmt::format("GPUDirect RDMA {}", *f.gdr ? "on" : "off"));
+  if (f.gdr) lines.push_back(fmt::format("GPUDirect RDMA {}{}", *f.gdr ? "on" : "off", f.gdr_note.empty() ? "" : " (" + f.gdr_note + ")"));
   if (f.dmabuf) lines.push_back(fmt::format("DMA-BUF {}", *f.dmabuf ? "available" : "not available"));
   for (const auto& t : f.init_timings) lines.push_back("NCCL " + t.line);
   for (const auto& r : o.ranks) {
@@ -163,6 +163,26 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
                             format_bytes(rep.count * sizeof(float)), via,
                             static_cast<double>(o.elapsed.count()) / 1000.0, init_s, to_string(o.mode),
                             f.version.empty() ? version_text(rep.nccl_version) : f.version);
+    // NCCL falls back to TCP sockets without a warning when NET/IB finds no device (NCCL_IB_HCA=mlx5_9 on a
+    // node without mlx5_9, a container without /dev/infiniband): the job would run, at a fraction of the speed.
+    bool socket_only = !f.transports.empty() && std::all_of(f.transports.begin(), f.transports.end(),
+                                                            [](const std::string& t) { return t == "NET/Socket"; });
+    std::string ib_hca;
+    for (const auto& e : o.user_nccl_env) {
+      if (e.starts_with("NCCL_IB_HCA=")) ib_hca = e;
+    }
+    if (socket_only && f.ib_no_device && (o.rdma_devices.value_or(0) > 0 || !ib_hca.empty())) {
+      failure nodev;
+      nodev.what = failure::kind::no_device;
+      node_evidence ev = own_evidence();
+      ev.rdma_devices = o.rdma_devices;
+      diagnosis d = diagnose(nodev, ev);
+      c.result = verdict::warn;
+      c.summary += fmt::format("; but NCCL said \"NET/IB : No device found\"{}: {}", ib_hca.empty() ? "" : " with " + ib_hca,
+                               d.summary);
+      c.hint = d.fix;
+      return c;
+    }
     // The point of the probe is NCCL's network path; a pass that never touched NET proved less.
     bool used_net = std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); });
     if (!f.transports.empty() && !used_net) {
@@ -186,7 +206,7 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
   if (o.timed_out) {
     std::vector<std::string> ws;
     for (const auto& r : o.ranks) ws.push_back(where(r));
-    what = fmt::format("NCCL pair timed out after {:.0f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0, join(ws, "; "));
+    what = fmt::format("NCCL pair timed out after {:.1f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0, join(ws, "; "));
     c.hint = "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's log";
   } else if (first_bad && first_bad->report && first_bad->report->mismatches > 0) {
     what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank, escape_line(first_bad->report->error, 200));
@@ -214,7 +234,8 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
     c.hint = d.fix;
   } else {
     c.summary = what;
-    if (!f.warnings.empty()) c.summary += " (NCCL WARN " + f.warnings.front() + ")";
+    // The last warning is the one nearest the failure; earlier ones are often harmless (a missing sysfs path).
+    if (!f.warnings.empty()) c.summary += " (NCCL WARN " + f.warnings.back() + ")";
     if (c.hint.empty()) c.hint = "rerun `mrcheck probe nccl --verbose` and `mrcheck explain` on NCCL's log";
   }
   return c;

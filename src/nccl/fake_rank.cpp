@@ -7,7 +7,9 @@
 //   log=PATH       print this file to stdout (where NCCL prints its log) after the id exchange
 //   action=pass    report success (default) | mismatch | fail (ncclSystemError in ncclCommInitRank) |
 //          hang    (block in "init" forever) | crash (SIGSEGV in "init") | exit (exit 0 without a result) |
-//          noid    (rank 0: never send the id; others: same as hang) | flood (2 MiB to stdout, then pass)
+//          noid    (rank 0: never send the id; others: same as hang) | flood (2 MiB to stdout, then pass) |
+//          early   (exit 3 with an error result before the id exchange, like a rank whose dlopen failed)
+//   tag=TEXT       ignored; lets a test find its own rank processes in /proc
 //   version=N      ncclGetVersion value to report (default 22803)
 #include <mrcheck/nccl_probe.h>
 
@@ -116,6 +118,11 @@ int fake_rank_main(const nccl_rank_args& a) {
   };
 
   ctl.line("stage load");
+  if (action == "early") {
+    r.stage = "load";
+    r.error = "fake: failed before the id exchange";
+    return result(3);
+  }
   ctl.line("stage id");
   if (a.rank == 0) {
     if (action == "noid") block_forever();

@@ -88,6 +88,8 @@ std::optional<nccl_init_timing> parse_timings(std::string_view rest) {
 
 nccl_log_facts parse_nccl_log(std::string_view text) {
   nccl_log_facts f;
+  std::optional<bool> hca_gdr;
+  bool channel_gdr = false;
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t nl = text.find('\n', pos);
@@ -138,9 +140,12 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
     } else if (rest.starts_with("NET/Socket : Using ")) {
       f.socket_devices = escape_line(trim(rest.substr(19)), 200);
     } else if (rest.find("GPU Direct RDMA Enabled") != std::string_view::npos) {
-      f.gdr = true;
-    } else if (rest.find("GPU Direct RDMA Disabled") != std::string_view::npos) {
-      if (!f.gdr) f.gdr = false;
+      hca_gdr = true;
+    } else if (std::size_t d = rest.find("GPU Direct RDMA Disabled"); d != std::string_view::npos) {
+      if (!hca_gdr) hca_gdr = false;
+      // "GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 8 > 5)" says why a NET channel goes through host
+      // memory; the per-HCA "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'" says less.
+      if (f.gdr_note.empty() || rest.starts_with("GPU Direct")) f.gdr_note = escape_line(trim(rest.substr(d)), 200);
     } else if (rest.starts_with("DMA-BUF is available")) {
       f.dmabuf = true;
     } else if (std::size_t v = rest.find("] via "); v != std::string_view::npos && rest.starts_with("Channel ")) {
@@ -149,16 +154,20 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
       if (!via.empty()) {
         add_distinct(f.channels, escape_line(via, 64));
         add_distinct(f.transports, transport_of(via));
-        if (via.find("/GDRDMA") != std::string_view::npos) f.gdr = true;
+        if (via.find("/GDRDMA") != std::string_view::npos) channel_gdr = true;
       }
     } else if (std::size_t n = rest.find(" nNodes "); n != std::string_view::npos) {
       if (auto nn = to_int(rest.substr(n + 8))) f.nnodes = *nn;
     }
   }
-  // Channels over NET without "/GDRDMA" moved through host memory.
-  if (!f.gdr && std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); })) {
-    f.gdr = false;
+  // "Enabled for HCA" only says the HCA could; the channels say whether NCCL used it. NET channels without
+  // "/GDRDMA" move through host bounce buffers (the memlock-charged path).
+  if (std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); })) {
+    f.gdr = channel_gdr;
+  } else {
+    f.gdr = hca_gdr;
   }
+  if (f.gdr.value_or(false)) f.gdr_note.clear();
   return f;
 }
 
@@ -166,6 +175,7 @@ void merge_nccl_log_facts(nccl_log_facts& into, const nccl_log_facts& more) {
   if (into.version.empty()) into.version = more.version;
   if (into.network.empty()) into.network = more.network;
   if (into.socket_devices.empty()) into.socket_devices = more.socket_devices;
+  if (into.gdr_note.empty()) into.gdr_note = more.gdr_note;
   for (const auto& t : more.transports) add_distinct(into.transports, t);
   for (const auto& c : more.channels) add_distinct(into.channels, c);
   for (const auto& d : more.ib_devices) add_distinct(into.ib_devices, d);

@@ -2,6 +2,7 @@
 // unique id, captures NCCL's output, bounds everything with one deadline and leaves no process behind.
 // It never loads CUDA or NCCL itself (the SPANK plugin's helper runs this code).
 #include <mrcheck/nccl_probe.h>
+#include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 
 #include "nccl/rendezvous.h"
@@ -13,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,6 +61,25 @@ struct rank_proc {
   bool sent_id = false;  // rank 0: its id line was seen
   clock::time_point start;
 };
+
+// write() to a pipe whose reader died raises SIGPIPE; the orchestrator runs inside callers whose signal
+// dispositions it must not change, so SIGPIPE is blocked around the write and a pending one consumed.
+void write_no_sigpipe(int fd, const std::string& s) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  ssize_t w;
+  do {
+    w = ::write(fd, s.data(), s.size());
+  } while (w < 0 && errno == EINTR);
+  if (w < 0 && errno == EPIPE) {
+    struct timespec zero {0, 0};
+    while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -269,6 +290,9 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
     if (!f.empty() && ::stat(f.c_str(), &st) == 0) out.nccl_conf.push_back(escape_line(f, 200));
   }
 
+  // Whether NCCL's fallback to NET/Socket is a surprise depends on the node having HCAs at all.
+  if (auto ib = sysroot().list("/sys/class/infiniband"); ib.is_ok()) out.rdma_devices = static_cast<int>(ib->size());
+
   // node-pair: meet the other node first; the socket then carries the unique id (and the peer's outcome).
   int peer_fd = -1;
   std::string peer_buf;
@@ -338,8 +362,7 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
   auto relay_id = [&](const std::string& line) {
     if (rank_proc* r1 = find_rank(1)) {
       if (r1->id_w >= 0) {
-        std::string s = line + "\n";
-        (void)!::write(r1->id_w, s.data(), s.size());  // 260 bytes < PIPE_BUF: one atomic write
+        write_no_sigpipe(r1->id_w, line + "\n");  // 260 bytes < PIPE_BUF: one atomic write
         close_fd(r1->id_w);
       }
     } else if (peer_fd >= 0) {
@@ -450,8 +473,7 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
           peer_buf.erase(0, nl + 1);
           if (line.starts_with("id ")) {
             if (rank_proc* r1 = find_rank(1); r1 && r1->id_w >= 0) {
-              std::string s = line + "\n";
-              (void)!::write(r1->id_w, s.data(), s.size());
+              write_no_sigpipe(r1->id_w, line + "\n");
               close_fd(r1->id_w);
             }
           } else if (line == "noid" || line == "peer-result fail") {

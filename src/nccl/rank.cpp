@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 namespace mrcheck {
@@ -296,6 +297,9 @@ int nccl_rank_main(const nccl_rank_args& a) {
   if (a.rank < 0 || a.rank >= a.nranks || a.ctl_fd < 0 || (a.rank != 0 && a.id_fd < 0) || a.count == 0) return 2;
   // The orchestrator may be gone (killed by its own timeout); a write to the pipe must not kill us mid-NCCL.
   ::signal(SIGPIPE, SIG_IGN);
+  // NCCL prints its log with fprintf(stdout): block-buffered on our pipe, so a rank killed at the timeout would
+  // lose exactly the last lines, the ones that say where it hung (seen on the GPU machine: cut at 8192 bytes).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!a.fake.empty()) return detail::fake_rank_main(a);
   rank_run r(a);
   return r.run();

@@ -76,6 +76,7 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
   j["network"] = f.network;
   j["ib_devices"] = f.ib_devices;
   j["gdr"] = f.gdr ? nlohmann::json(*f.gdr) : nlohmann::json(nullptr);
+  j["gdr_note"] = f.gdr_note;
   j["dmabuf"] = f.dmabuf ? nlohmann::json(*f.dmabuf) : nlohmann::json(nullptr);
   j["nnodes"] = f.nnodes ? nlohmann::json(*f.nnodes) : nlohmann::json(nullptr);
   int nccl_version = 0;
@@ -118,6 +119,7 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
   j["user_nccl_env"] = o.user_nccl_env;
   j["env_set"] = o.env_set;
   if (o.mode == nccl_mode::node_pair) j["port"] = o.port;
+  j["rdma_devices"] = o.rdma_devices ? nlohmann::json(*o.rdma_devices) : nlohmann::json(nullptr);
   if (!o.setup_error.empty()) j["setup_error"] = o.setup_error;
 }
 
