@@ -146,6 +146,17 @@ class tree_copier {
   std::size_t files_ = 0;
 };
 
+// Git does not keep empty directories, and an empty /sys/class/infiniband or /sys/module/mlx5_core is a fact
+// ("class present, no device"; "module loaded"). A ".keep" file keeps them; the collectors skip dot names.
+void keep_empty_dirs(const fs::path& out) {
+  std::error_code ec;
+  std::vector<fs::path> empty;
+  for (fs::recursive_directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec) && fs::is_empty(it->path(), ec)) empty.push_back(it->path());
+  }
+  for (const auto& d : empty) std::ofstream(d / ".keep").close();
+}
+
 status write_text(const fs::path& p, const std::string& text) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
@@ -234,6 +245,7 @@ int cmd_dump(const args& a) {
       return k_exit_usage;
     }
   }
+  keep_empty_dirs(out);
   std::time_t now = std::time(nullptr);
   std::string stamp = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(now));
   std::string info = fmt::format(

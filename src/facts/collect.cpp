@@ -33,6 +33,10 @@ std::string attr(const sysroot& root, const std::string& path) {
   return v ? escape_line(*v, 128) : std::string();
 }
 
+// sysfs never has names starting with '.' in the directories we list; fixture trees in git do (".keep" files
+// that keep an empty directory such as /sys/class/infiniband alive), so they are not devices.
+bool hidden(const std::string& name) { return name.empty() || name.front() == '.'; }
+
 std::string base_name(std::string_view p) {
   while (!p.empty() && p.back() == '/') p.remove_suffix(1);
   auto s = p.rfind('/');
@@ -49,6 +53,7 @@ result<std::vector<rdma_device_fact>> read_rdma(const sysroot& root) {
   }
   std::vector<rdma_device_fact> out;
   for (const auto& n : *names) {
+    if (hidden(n)) continue;
     std::string d = "/sys/class/infiniband/" + n;
     rdma_device_fact dev;
     dev.name = escape_line(n, 64);
@@ -60,7 +65,7 @@ result<std::vector<rdma_device_fact>> read_rdma(const sysroot& root) {
     if (auto link = root.read_link(d + "/device")) dev.pci_bdf = escape_line(base_name(*link), 64);
     if (auto ports = root.list(d + "/ports")) {
       for (const auto& p : *ports) {
-        int num = 0;
+        int num = 0;  // non-numeric names (".keep") are skipped below
         auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), num);
         if (ec != std::errc() || ptr != p.data() + p.size()) continue;
         std::string pd = d + "/ports/" + p;
@@ -133,6 +138,7 @@ result<std::vector<gpu_fact>> read_gpus(const sysroot& root) {
   if (!names) return names.error();
   std::vector<gpu_fact> out;
   for (const auto& n : *names) {
+    if (hidden(n)) continue;
     std::string d = "/sys/bus/pci/devices/" + n;
     auto vendor = root.read_value(d + "/vendor");
     if (!vendor || *vendor != "0x10de") continue;
@@ -252,7 +258,9 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
   for (const char* m : k_modules) f.modules[m] = read_module(root, m);
   if (auto peers = root.list("/sys/kernel/mm/memory_peers")) {
     f.memory_peers = true;
-    for (const auto& c : *peers) f.memory_peer_clients.push_back(escape_line(c, 64));
+    for (const auto& c : *peers) {
+      if (!hidden(c)) f.memory_peer_clients.push_back(escape_line(c, 64));
+    }
   }
   f.nvidia = read_nvidia(root, f.modules);
   f.gpus = read_gpus(root);
