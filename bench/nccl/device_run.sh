@@ -58,20 +58,33 @@ NCCL_IB_HCA=mlx5_9 $M probe nccl --mode local-pair --json --verbose >"$W/ib_hca_
 grep -E '"summary"|"transport"' "$W/ib_hca_missing.json" >>"$S"
 
 if [ -n "$FAKEDIR" ]; then
-  for c in plain hca9 enomem einval; do
+  for c in plain hca9 enomem einval memlock; do
     case $c in
       plain) E=();;
       hca9) E=(NCCL_IB_HCA=mlx5_9);;
       enomem) E=(MRCHECK_FAKE_IBV_INJECT=reg_mr_iova2=ENOMEM);;
       einval) E=(MRCHECK_FAKE_IBV_INJECT=reg_mr_iova2=EINVAL);;
+      memlock) E=();;
     esac
     log "== fake libibverbs: $c ${E[*]:-}"
-    t=$(now); env LD_LIBRARY_PATH="$FAKEDIR" MRCHECK_FAKE_IBV_LOG="$W/fakeibv_$c.log" "${E[@]}" \
-      $M probe nccl --mode local-pair --timeout 25s --json --verbose >"$W/fake_$c.json" 2>&1
+    t=$(now)
+    if [ $c = memlock ]; then
+      # The real kernel rule: non-root, ulimit -l 64; the fake pins with mlock like ib_umem_get.
+      chmod 755 /tmp/b /tmp/b/cli /tmp/fk "$FAKEDIR"; chmod 777 "$W"
+      setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups env -i PATH=/usr/bin:/bin HOME=/tmp \
+        LD_LIBRARY_PATH="$FAKEDIR" MRCHECK_FAKE_IBV_LOG="$W/fakeibv_$c.log" \
+        bash -c "ulimit -l 64; exec $M probe nccl --mode local-pair --timeout 25s --json --verbose" >"$W/fake_$c.json" 2>&1
+    else
+      env LD_LIBRARY_PATH="$FAKEDIR" MRCHECK_FAKE_IBV_LOG="$W/fakeibv_$c.log" "${E[@]}" \
+        $M probe nccl --mode local-pair --timeout 15s --json --verbose >"$W/fake_$c.json" 2>&1
+    fi
     log "rc=$? $(ms_since $t) ms"; grep -E '"summary"|"transport"|"outcome"' "$W/fake_$c.json" >>"$S"
     sleep 0.2; log "processes left: $(pgrep -fc -- 'probe nccl' || true)"
   done
 fi
+
+log "== tests/gpu/nccl_pair_gpu_test.sh"
+bash tests/gpu/nccl_pair_gpu_test.sh "$M" "$FAKEDIR/libibverbs.so.1" >"$W/gpu_test.log" 2>&1; log "rc=$?"; cat "$W/gpu_test.log" >>"$S"
 
 cp "$S" "$W/"
 tar -C /tmp --exclude=minimal_pair -czf "$OUT/nccl.tar.gz" ncclrun

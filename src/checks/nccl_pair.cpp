@@ -1,6 +1,7 @@
 // Check "nccl_pair": the verdict on a 2-rank NCCL all-reduce (run_nccl_pair). A failure names what NCCL said
 // and, through the shared diagnosis, why and how to fix it.
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/nccl_log.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
 
@@ -49,28 +50,37 @@ node_evidence own_evidence() {
   return e;
 }
 
-// "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory" (NCCL's IBV_PTR_CHECK_ERRNO text,
-// facts.md §3.3) and the other NCCL failures the diagnosis knows, found in NCCL's WARN lines.
-std::optional<failure> failure_from_warnings(const std::vector<std::string>& warnings) {
-  for (const auto& w : warnings) {
-    std::size_t c = w.find("Call to ");
-    std::size_t f = w.find(" failed with error ");
-    if (c != std::string::npos && f != std::string::npos && f > c) {
-      failure fl;
-      fl.what = failure::kind::call;
-      fl.call = w.substr(c + 8, f - c - 8);
-      std::string text = w.substr(f + 19);
-      if (auto e = errno_from_message(text)) fl.err = *e;
-      if (auto e2 = errno_from_name(text)) fl.err = *e2;
-      return fl;
-    }
-    if (w.find("Duplicate GPU detected") != std::string::npos) {
-      failure fl;
-      fl.what = failure::kind::duplicate_gpu;
-      return fl;
+// The failure NCCL's own output names, through the shared scanner (include/mrcheck/nccl_log.h): a failed
+// verbs call first (with its errno), then a completion error, a duplicate GPU, an unattributed system error.
+// "NET/IB : No device found" is not a failure of the run (NCCL falls back to sockets); the pass path handles it.
+std::optional<failure> failure_from_logs(const nccl_pair_outcome& o) {
+  nccl_log_scanner scanner;
+  for (const auto& r : o.ranks) {
+    for (const std::string* text : {&r.out, &r.err}) {
+      std::string_view rest = *text;
+      while (!rest.empty()) {
+        std::size_t nl = rest.find('\n');
+        scanner.feed_line(rest.substr(0, nl));
+        rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+      }
     }
   }
-  return std::nullopt;
+  auto rank_of = [](failure::kind k) {
+    switch (k) {
+      case failure::kind::call: return 0;
+      case failure::kind::completion_error: return 1;
+      case failure::kind::duplicate_gpu: return 2;
+      case failure::kind::system_error: return 3;
+      case failure::kind::no_device: return 9;
+    }
+    return 9;
+  };
+  const nccl_group* best = nullptr;
+  for (const nccl_group* g : scanner.groups()) {
+    if (rank_of(g->what.what) < (best ? rank_of(best->what.what) : 9)) best = g;
+  }
+  if (!best) return std::nullopt;
+  return best->what;
 }
 
 std::string stage_text(std::string_view stage) {
@@ -195,7 +205,7 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
 
   c.result = verdict::fail;
   // What went wrong, most specific first.
-  std::optional<failure> fl = failure_from_warnings(f.warnings);
+  std::optional<failure> fl = failure_from_logs(o);
   const nccl_rank_run* first_bad = nullptr;
   for (const auto& r : o.ranks) {
     bool bad = !(r.exited && r.exit_code == 0 && r.report && r.report->ok);
@@ -226,9 +236,14 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
   }
   if (fl) {
     diagnosis d = diagnose(*fl, own_evidence());
-    std::string nccl_said = fl->what == failure::kind::call
-                                ? fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err))
-                                : "NCCL: " + std::string(to_string(d.what));
+    std::string nccl_said;
+    if (fl->what == failure::kind::call && fl->err != 0) {
+      nccl_said = fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err));
+    } else if (fl->what == failure::kind::call) {
+      nccl_said = fmt::format("NCCL: Call to {} failed", fl->call);
+    } else {
+      nccl_said = "NCCL: " + std::string(to_string(d.what));
+    }
     c.summary = fmt::format("{}: {}", nccl_said, d.summary);
     c.detail = what + "\n" + join(d.evidence, "\n") + "\n" + c.detail;
     c.hint = d.fix;
