@@ -1,13 +1,157 @@
-// Placeholder until this subcommand lands; it says so and fails, never pretends to work.
+// mrcheck explain [FILE|-] [--root DIR] [--json]: every NCCL failure in a log, with its cause and fix.
+//
+// Reads FILE (or stdin for "-" or no FILE when stdin is not a terminal) line by line in bounded memory, groups
+// repeated failures, and diagnoses each group with the shared diagnosis (src/diagnosis) using this node's facts,
+// or those of a `mrcheck dump` tree given with --root. For each finding it prints, in this order: the call and
+// errno, why (limits first, then versions, then max_map_count/hugepages), the fix, and the TCP fallback
+// (NCCL_IB_DISABLE=1) last with its cost.
+//
+// Exit: 0 no NCCL failure found, 1 at least one finding, 2 usage or I/O error.
+//
+// JSON (--json), stable; new keys may be added, none renamed or removed:
+//   {
+//     "source": "job.log",                  // the FILE argument, "-" for stdin
+//     "lines_read": 12345,
+//     "truncated_lines": 0,                 // lines longer than 64 KiB (only their first 64 KiB were read)
+//     "dropped_failures": 0,                // failures beyond 256 distinct groups (counted, not shown)
+//     "evidence_from": {"host": "gpu01", "root": false},   // root: true when read from --root DIR
+//     "findings": [                         // in order of first appearance in the log
+//       {
+//         "cause": "memlock",               // memlock | capability | pinning_resources | rdma_stack_mismatch |
+//                                           // gpu_peer_memory | dmabuf_unsupported | duplicate_gpu |
+//                                           // no_rdma_device | unknown
+//         "confirmed": true,                // node evidence backs the cause (false: inferred from errno alone)
+//         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error
+//         "call": "ibv_reg_mr_iova2",       // null when the log names no call
+//         "errno": 12,                      // null when the log prints none
+//         "errno_name": "ENOMEM",           // null when unknown
+//         "wc_status": null,                // ibv_wc_status of a completion error, else null
+//         "count": 16,                      // lines with this failure
+//         "lines": [120, 133],              // 1-based line numbers, the first 32
+//         "ranks": [0, 1, 2],               // from srun -l / [rankN] / OpenMPI prefixes or NCCL's "rank N nranks"
+//         "ranks_truncated": false,
+//         "hosts": ["gpu01"],               // from NCCL's host:pid:tid or pdsh prefixes
+//         "processes": 16,                  // distinct host:pid seen
+//         "consequences": 1,                // follow-up lines ("unhandled system error", ...) tied to it
+//         "example": "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+//         "summary": "registration of 4 MiB needs locked memory but ...",
+//         "evidence": ["ibv_reg_mr_iova2 failed with ENOMEM 12 (Cannot allocate memory)", "RLIMIT_MEMLOCK ..."],
+//         "evidence_applies": true,         // false: the node facts are from another host than the failures
+//         "fix": "set PropagateResourceLimitsExcept=MEMLOCK ...",
+//         "fallback": "last resort: NCCL_IB_DISABLE=1 ..."   // null when there is none
+//       }
+//     ]
+//   }
 #include "commands.h"
 
+#include <mrcheck/nccl_log.h>
+#include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
+
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace mrcheck::cli {
 
-int cmd_explain(const args&) {
-  fmt::print(stderr, "mrcheck: explain: not built yet\n");
-  return k_exit_usage;
+namespace {
+
+constexpr const char* k_explain_usage =
+    "usage: mrcheck explain [FILE|-] [--root DIR] [--json]\n"
+    "  FILE      a job or NCCL log (stdin when '-' or omitted)\n"
+    "  --root    judge with the facts of a `mrcheck dump` tree instead of this node\n"
+    "  --json    machine-readable findings\n"
+    "exit: 0 no NCCL failure found, 1 failures found, 2 usage or I/O error\n";
+
+// Closes the fd it owns; stdin is borrowed.
+struct input_fd {
+  int fd = -1;
+  bool owned = false;
+  ~input_fd() {
+    if (owned && fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+int cmd_explain(const args& a) {
+  bool json = false;
+  std::string root_dir;
+  std::string file;
+  bool have_file = false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string& o = a[i];
+    if (o == "--json") {
+      json = true;
+    } else if (o == "--root" && i + 1 < a.size()) {
+      root_dir = a[++i];
+    } else if (o.starts_with("--root=")) {
+      root_dir = o.substr(7);
+    } else if (o == "--help" || o == "-h") {
+      fmt::print("{}", k_explain_usage);
+      return k_exit_ok;
+    } else if ((o == "-" || !o.starts_with("-")) && !have_file) {
+      file = o;
+      have_file = true;
+    } else {
+      fmt::print(stderr, "mrcheck: explain: unknown or extra argument '{}'\n{}", escape_line(o, 64), k_explain_usage);
+      return k_exit_usage;
+    }
+  }
+  if (!have_file) {
+    if (::isatty(STDIN_FILENO)) {
+      fmt::print(stderr, "mrcheck: explain: no log given and stdin is a terminal\n{}", k_explain_usage);
+      return k_exit_usage;
+    }
+    file = "-";
+  }
+
+  sysroot root;
+  if (!root_dir.empty()) {
+    auto r = sysroot::open(root_dir);
+    if (!r) {
+      fmt::print(stderr, "mrcheck: explain: --root: {}\n", r.error().message());
+      return k_exit_usage;
+    }
+    root = *r;
+  }
+
+  input_fd in;
+  if (file == "-") {
+    in.fd = STDIN_FILENO;
+  } else {
+    in.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (in.fd < 0) {
+      fmt::print(stderr, "mrcheck: explain: open {}: {}\n", escape_line(file, 200), std::strerror(errno));
+      return k_exit_usage;
+    }
+    in.owned = true;
+  }
+
+  nccl_log_scanner scanner;
+  if (status s = scan_fd(in.fd, scanner); !s) {
+    fmt::print(stderr, "mrcheck: explain: {}: {}\n", escape_line(file, 200), s.message());
+    return k_exit_usage;
+  }
+
+  // Node facts are read only when there is something to explain: a clean log costs no dlopen of libcuda.
+  evidence_origin origin;
+  node_evidence evidence;
+  if (!scanner.groups().empty()) evidence = explain_evidence(root, origin);
+  std::vector<finding> findings = explain_groups(scanner, evidence, origin);
+
+  const std::string source = escape_line(file, 200);
+  if (json) {
+    nlohmann::json j = findings_to_json(findings, source, scanner, origin);
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print("{}", findings_to_text(findings, source, scanner));
+  }
+  return findings.empty() ? k_exit_ok : k_exit_fail;
 }
 
 }  // namespace mrcheck::cli

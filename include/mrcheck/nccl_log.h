@@ -26,6 +26,9 @@
 
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -127,5 +130,41 @@ class nccl_log_scanner {
 // (the rest of a longer line is skipped, counted in truncated_lines()). EINTR is retried. Error status with
 // the errno if read() fails; the lines read before it stay in the scanner.
 status scan_fd(int fd, nccl_log_scanner& scanner);
+
+// ---- Explaining: groups + node evidence -> findings (what `mrcheck explain` prints) ----
+
+// Where the node evidence came from, so a finding can say how far it applies.
+struct evidence_origin {
+  std::string hostname;   // the node the evidence describes ("" unknown)
+  bool from_root = false; // read from a --root tree (a dump of the node chosen by the user): applies as is
+};
+
+// Evidence for explain: collect_facts() on `root` (libraries loaded only on the host), plus CAP_IPC_LOCK from
+// /proc/<pid>/status, the rdma-core flavour from /var/lib/dpkg/status and container markers. Never fails;
+// unreadable facts stay unset.
+node_evidence explain_evidence(const sysroot& root, evidence_origin& origin);
+
+struct finding {
+  nccl_group group;
+  diagnosis diag;
+  bool evidence_applies = true;  // false: the log's hosts do not include the node the evidence is from
+};
+
+// One finding per group, in order of first line. When the evidence is from this host and the group's hosts
+// (from the log) do not include it, the node-specific evidence is dropped except a finite memlock limit of
+// this shell (srun propagates it to tasks by default), `confirmed` is cleared and an evidence line says so.
+std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                    const evidence_origin& origin);
+
+// "0-3,5,7-8"; "" for none.
+std::string format_ranks(const std::set<int>& ranks);
+
+// Human text: one block per finding, the cause and the call first, then why, evidence (errno, limits,
+// versions, resources), fix, and the fallback with its cost last.
+std::string findings_to_text(const std::vector<finding>& findings, std::string_view source,
+                             const nccl_log_scanner& scanner);
+// The stable JSON documented in cli/cmd_explain.cpp.
+nlohmann::json findings_to_json(const std::vector<finding>& findings, std::string_view source,
+                                const nccl_log_scanner& scanner, const evidence_origin& origin);
 
 }  // namespace mrcheck

@@ -160,6 +160,11 @@ struct builder {
     d.fallback = std::string(fallback);
   }
 
+  std::string whose_limit() const {
+    return e.memlock_source.empty() ? std::string("the task's RLIMIT_MEMLOCK soft limit")
+                                    : fmt::format("the RLIMIT_MEMLOCK soft limit of {}", e.memlock_source);
+  }
+
   std::string memlock_fix() const {
     std::string fix;
     if (!e.memlock_hop.empty()) fix = fmt::format("the limit was lowered at {}: ", e.memlock_hop);
@@ -227,8 +232,7 @@ struct builder {
     }
     if (f.size && *f.size > soft) {
       set(cause::memlock, true,
-          fmt::format("registration of {} needs locked memory but {}'s RLIMIT_MEMLOCK soft limit is {}",
-                      format_bytes(*f.size), e.memlock_source.empty() ? "the task" : e.memlock_source,
+          fmt::format("registration of {} needs locked memory but {} is {}", format_bytes(*f.size), whose_limit(),
                       limit_text(soft)),
           memlock_fix(), k_tcp_fallback);
       return;
@@ -245,9 +249,9 @@ struct builder {
     // Finite and below RAM: every MR of the process counts against it (pinned_vm), so NCCL's many buffers add
     // up past it even when each one fits. NCCL's documentation asks for unlimited.
     set(cause::memlock, true,
-        fmt::format("{} got ENOMEM and {}'s RLIMIT_MEMLOCK soft limit is {}: all of a process's registrations "
-                    "count against it, and NCCL needs unlimited",
-                    call, e.memlock_source.empty() ? "the task" : e.memlock_source, limit_text(soft)),
+        fmt::format("{} got ENOMEM and {} is {}: all of a process's registrations count against it, and NCCL "
+                    "needs unlimited",
+                    call, whose_limit(), limit_text(soft)),
         container ? std::string(k_container_fix) : memlock_fix(), k_tcp_fallback);
   }
 

@@ -1,0 +1,231 @@
+// From scanner groups to findings: the shared diagnosis applied with this node's evidence, then text or JSON.
+#include <mrcheck/facts.h>
+#include <mrcheck/nccl_log.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace mrcheck {
+
+namespace {
+
+std::string short_host(std::string_view h) { return std::string(h.substr(0, h.find('.'))); }
+
+bool log_mentions_host(const nccl_group& g, std::string_view host) {
+  if (g.hosts.empty() || host.empty()) return true;
+  const std::string want = short_host(host);
+  return std::any_of(g.hosts.begin(), g.hosts.end(), [&](const std::string& h) { return short_host(h) == want; });
+}
+
+std::string title(const failure& f) {
+  switch (f.what) {
+    case failure::kind::duplicate_gpu: return "Duplicate GPU detected";
+    case failure::kind::no_device: return "NET/IB : No device found";
+    case failure::kind::system_error: return "NCCL unhandled system error";
+    case failure::kind::completion_error: {
+      std::string_view name = wc_status_name(f.wc_status.value_or(-1));
+      return fmt::format("RDMA completion error {} ({})", name.empty() ? "status" : name, f.wc_status.value_or(-1));
+    }
+    case failure::kind::call: break;
+  }
+  std::string call = f.call.empty() ? "memory registration" : f.call;
+  if (f.err == 0) return fmt::format("{} failed (the log gives no errno)", call);
+  std::string_view name = errno_name(f.err);
+  return fmt::format("{} failed: {} ({})", call, name.empty() ? fmt::format("errno {}", f.err) : std::string(name),
+                     errno_message(f.err).empty() ? "unknown" : errno_message(f.err));
+}
+
+std::string join(const std::set<std::string>& s, std::size_t max) {
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& v : s) {
+    if (n == max) {
+      out += fmt::format(" (+{} more)", s.size() - max);
+      break;
+    }
+    out += (n++ ? " " : "") + v;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_ranks(const std::set<int>& ranks) {
+  std::string out;
+  auto it = ranks.begin();
+  while (it != ranks.end()) {
+    int start = *it;
+    int end = start;
+    auto next = std::next(it);
+    while (next != ranks.end() && *next == end + 1) {
+      end = *next;
+      ++next;
+    }
+    if (!out.empty()) out += ',';
+    out += start == end ? std::to_string(start) : fmt::format("{}-{}", start, end);
+    it = next;
+  }
+  return out;
+}
+
+node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
+  collect_options opts;
+  opts.load_libraries = root.is_host();
+  node_facts facts = collect_facts(root, opts);
+  node_evidence e = evidence_from_facts(facts);
+  origin.hostname = facts.hostname;
+  origin.from_root = !root.is_host();
+  if (!facts.chain.empty()) {
+    const process_fact& self = facts.chain.front();
+    e.memlock_source = origin.from_root
+                           ? fmt::format("pid {} ({}) in the --root tree", self.pid, escape_line(self.comm, 32))
+                           : fmt::format("this shell on {}", facts.hostname.empty() ? "this node" : facts.hostname);
+    if (auto st = root.read(fmt::format("/proc/{}/status", self.pid), 64 * 1024)) {
+      e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+    }
+  }
+  // The library's file name cannot tell MLNX/DOCA-OFED's rdma-core from the distribution's; dpkg can.
+  if (auto dpkg = root.read("/var/lib/dpkg/status", 64u << 20)) {
+    std::string version;
+    rdma_flavour fl = user_stack_from_dpkg_status(*dpkg, &version);
+    if (fl != rdma_flavour::unknown) {
+      e.user_stack = fl;
+      if (e.rdma_core_version.empty()) e.rdma_core_version = version;
+    }
+  }
+  bool container = root.exists("/.dockerenv") || root.exists("/run/.containerenv");
+  if (!container) {
+    if (auto cg = root.read("/proc/1/cgroup", 64 * 1024)) {
+      container = cg->find("docker") != std::string::npos || cg->find("kubepods") != std::string::npos ||
+                  cg->find("containerd") != std::string::npos || cg->find("libpod") != std::string::npos;
+    }
+  }
+  e.in_container = container;
+  return e;
+}
+
+std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                    const evidence_origin& origin) {
+  std::vector<finding> out;
+  for (const nccl_group* g : scanner.groups()) {
+    finding f;
+    f.group = *g;
+    f.evidence_applies = origin.from_root || log_mentions_host(*g, origin.hostname);
+    if (f.evidence_applies) {
+      f.diag = diagnose(g->what, evidence);
+    } else {
+      // The failures happened elsewhere: this node's modules and versions say nothing about them. This shell's
+      // finite memlock limit still matters, since srun propagates it by default.
+      node_evidence partial;
+      if (evidence.memlock_soft && *evidence.memlock_soft != k_unlimited) {
+        partial.memlock_soft = evidence.memlock_soft;
+        partial.memlock_hard = evidence.memlock_hard;
+        partial.memlock_source = evidence.memlock_source;
+      }
+      f.diag = diagnose(g->what, partial);
+      f.diag.confirmed = false;
+      if (partial.memlock_soft) {
+        f.diag.evidence.push_back("srun passes this shell's soft limit to the tasks unless slurm.conf has "
+                                  "PropagateResourceLimitsExcept=MEMLOCK");
+      }
+      f.diag.evidence.push_back(fmt::format(
+          "node facts are from {}, the failures from {}: run `mrcheck explain` there, or pass --root with a "
+          "`mrcheck dump` of that node",
+          origin.hostname.empty() ? "this node" : origin.hostname, join(g->hosts, 4)));
+    }
+    if (g->what.what == failure::kind::system_error && !g->context.empty()) {
+      for (const auto& w : g->context) f.diag.evidence.push_back("preceding NCCL WARN: " + w);
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string findings_to_text(const std::vector<finding>& findings, std::string_view source,
+                             const nccl_log_scanner& scanner) {
+  std::string out;
+  out += fmt::format("mrcheck: explain: {}: {} NCCL failure{} in {} lines", source, findings.size(),
+                     findings.size() == 1 ? "" : "s", scanner.lines());
+  if (scanner.truncated_lines()) out += fmt::format(" ({} over-long lines cut at 64 KiB)", scanner.truncated_lines());
+  if (scanner.dropped_events()) out += fmt::format(" ({} failures beyond the group limit not shown)", scanner.dropped_events());
+  out += '\n';
+  int n = 0;
+  for (const finding& f : findings) {
+    const nccl_group& g = f.group;
+    const diagnosis& d = f.diag;
+    out += fmt::format("\n{}. {}{} - {}\n", ++n, to_string(d.what), d.confirmed ? "" : " (likely)", title(g.what));
+    std::string where = fmt::format("{} time{}", g.count, g.count == 1 ? "" : "s");
+    if (!g.ranks.empty()) {
+      where += fmt::format(", rank{} {}{}", g.ranks.size() == 1 ? "" : "s", format_ranks(g.ranks),
+                           g.ranks_capped ? " (and more)" : "");
+    } else if (g.processes.size() > 1) {
+      where += fmt::format(", {} processes", g.processes.size());
+    }
+    if (!g.hosts.empty()) {
+      where += fmt::format(", host{} {}", g.hosts.size() == 1 ? "" : "s", join(g.hosts, 8));
+    }
+    std::string lines;
+    for (std::size_t i = 0; i < g.lines.size() && i < 8; ++i) lines += (i ? "," : "") + std::to_string(g.lines[i]);
+    if (g.count > 8) lines += ",...";
+    where += fmt::format("; line{} {}", g.count == 1 ? "" : "s", lines);
+    if (g.consequences) where += fmt::format("; {} follow-up error line{}", g.consequences, g.consequences == 1 ? "" : "s");
+    out += fmt::format("   seen:     {}\n", where);
+    out += fmt::format("   log:      {}\n", g.example);
+    out += fmt::format("   why:      {}\n", d.summary);
+    for (std::size_t i = 0; i < d.evidence.size(); ++i) {
+      out += fmt::format("   {}{}\n", i == 0 ? "evidence: " : "          ", d.evidence[i]);
+    }
+    out += fmt::format("   fix:      {}\n", d.fix);
+    if (!d.fallback.empty()) out += fmt::format("   fallback: {}\n", d.fallback);
+  }
+  return out;
+}
+
+nlohmann::json findings_to_json(const std::vector<finding>& findings, std::string_view source,
+                                const nccl_log_scanner& scanner, const evidence_origin& origin) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const finding& f : findings) {
+    const nccl_group& g = f.group;
+    const diagnosis& d = f.diag;
+    nlohmann::json j;
+    j["cause"] = to_string(d.what);
+    j["confirmed"] = d.confirmed;
+    j["kind"] = g.what.what == failure::kind::call               ? "call"
+                : g.what.what == failure::kind::completion_error ? "completion_error"
+                : g.what.what == failure::kind::duplicate_gpu    ? "duplicate_gpu"
+                : g.what.what == failure::kind::no_device        ? "no_device"
+                                                                 : "system_error";
+    j["call"] = g.what.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.call);
+    j["errno"] = g.what.err ? nlohmann::json(g.what.err) : nlohmann::json(nullptr);
+    j["errno_name"] = g.what.err && !errno_name(g.what.err).empty() ? nlohmann::json(errno_name(g.what.err))
+                                                                   : nlohmann::json(nullptr);
+    j["wc_status"] = g.what.wc_status ? nlohmann::json(*g.what.wc_status) : nlohmann::json(nullptr);
+    j["count"] = g.count;
+    j["lines"] = g.lines;
+    j["ranks"] = g.ranks;
+    j["ranks_truncated"] = g.ranks_capped;
+    j["hosts"] = g.hosts;
+    j["processes"] = g.processes.size();
+    j["consequences"] = g.consequences;
+    j["example"] = g.example;
+    j["summary"] = d.summary;
+    j["evidence"] = d.evidence;
+    j["evidence_applies"] = f.evidence_applies;
+    j["fix"] = d.fix;
+    j["fallback"] = d.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.fallback);
+    arr.push_back(std::move(j));
+  }
+  nlohmann::json out;
+  out["source"] = std::string(source);
+  out["lines_read"] = scanner.lines();
+  out["truncated_lines"] = scanner.truncated_lines();
+  out["dropped_failures"] = scanner.dropped_events();
+  out["evidence_from"] = {{"host", origin.hostname}, {"root", origin.from_root}};
+  out["findings"] = std::move(arr);
+  return out;
+}
+
+}  // namespace mrcheck
