@@ -167,8 +167,21 @@ result<std::vector<gpu_fact>> read_gpus(const sysroot& root) {
   return out;
 }
 
+// SlurmdPidFile may hold %n (node name) and %h (host name) for several slurmd on one host. slurmd's node name
+// is the short host name unless it was started with -N, so both expand to that; a -N node name differs and
+// then the file is simply not found (reported as such).
+std::string expand_pid_pattern(std::string pattern, const std::string& host) {
+  std::string shortname = host.substr(0, host.find('.'));
+  for (const char* k : {"%n", "%h"}) {
+    for (auto at = pattern.find(k); at != std::string::npos; at = pattern.find(k, at + shortname.size())) {
+      pattern.replace(at, 2, shortname);
+    }
+  }
+  return pattern;
+}
+
 result<process_fact> read_slurmd(const sysroot& root, const collect_options& opts, const nlohmann::json* recorded,
-                                 std::string& used) {
+                                 const std::string& host, std::string& used) {
   std::vector<std::string> candidates;
   if (recorded && recorded->contains("slurmd_pid_file") && recorded->at("slurmd_pid_file").is_string()) {
     candidates.push_back(recorded->at("slurmd_pid_file").get<std::string>());
@@ -179,7 +192,9 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
     sysroot quiet = root;
     quiet.set_recorder(nullptr);
     if (auto conf = quiet.read(opts.slurm_conf)) {
-      if (auto p = slurmd_pid_file_from_conf(*conf); !p.empty() && p.front() == '/') candidates.push_back(p);
+      if (auto p = slurmd_pid_file_from_conf(*conf); !p.empty() && p.front() == '/') {
+        candidates.push_back(expand_pid_pattern(p, host));
+      }
     }
   }
   candidates.push_back("/var/run/slurmd.pid");
@@ -302,7 +317,7 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
       f.cuda_driver_version = f.nccl_version = none;
     }
   }
-  f.slurmd = read_slurmd(root, opts, have_recorded ? &recorded : nullptr, f.slurmd_pid_file);
+  f.slurmd = read_slurmd(root, opts, have_recorded ? &recorded : nullptr, f.hostname, f.slurmd_pid_file);
   return f;
 }
 
