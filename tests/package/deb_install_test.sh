@@ -4,9 +4,12 @@
 #
 # usage: deb_install_test.sh SOURCE_DIR WORK_DIR
 # Exit 0 pass, 1 fail, 77 skipped (not root, no debootstrap, or no route to the Debian mirror).
-# Nothing is cached: WORK_DIR (a build tree and a Debian root) is removed at the end, mounts always
-# unmounted by the trap. Env: MRCHECK_DEBIAN_MIRROR (default http://deb.debian.org/debian),
-# MRCHECK_KEEP_ROOT=1 keeps the root for a look afterwards.
+# Nothing is cached: WORK_DIR (a build tree and a Debian root) is removed at the end, and every mount
+# under it is unmounted by the trap, always. Env:
+#   MRCHECK_DEBIAN_MIRROR      default http://deb.debian.org/debian
+#   MRCHECK_DEB=PATH           test this .deb instead of building one (CI that built it already)
+#   MRCHECK_DEBOOTSTRAP_CACHE  an absolute directory outside the repo to keep downloaded .debs between runs
+#   MRCHECK_KEEP_ROOT=1        keep the root for a look afterwards (mounts are still removed)
 set -uo pipefail
 
 src=${1:?usage: deb_install_test.sh SOURCE_DIR WORK_DIR}
@@ -55,12 +58,18 @@ fi
 rm -rf --one-file-system "$work"
 mkdir -p "$work" || exit 1
 
-phase "building the .deb (packaging/build-deb.sh)"
-log=$work/build.log
-if ! deb=$("$src/packaging/build-deb.sh" "$work/build" 2>"$log" | tail -n1) || [[ ! -f $deb ]]; then
-  tail -n 40 "$log"
-  say "FAIL: the .deb did not build"
-  exit 1
+if [[ -n ${MRCHECK_DEB:-} ]]; then
+  deb=$MRCHECK_DEB
+  [[ -f $deb ]] || { say "FAIL: MRCHECK_DEB=$deb does not exist"; exit 1; }
+  say "using the .deb given in MRCHECK_DEB: $deb"
+else
+  phase "building the .deb (packaging/build-deb.sh)"
+  log=$work/build.log
+  if ! deb=$("$src/packaging/build-deb.sh" "$work/build" 2>"$log" | tail -n1) || [[ ! -f $deb ]]; then
+    tail -n 40 "$log"
+    say "FAIL: the .deb did not build"
+    exit 1
+  fi
 fi
 say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 dpkg-deb --info "$deb" | sed 's/^/  /'
@@ -78,7 +87,9 @@ done
 listing=$(dpkg-deb --contents "$deb")
 
 phase "debootstrap --variant=minbase bookworm"
-if ! debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+cache=()
+[[ -n ${MRCHECK_DEBOOTSTRAP_CACHE:-} ]] && mkdir -p "$MRCHECK_DEBOOTSTRAP_CACHE" && cache=(--cache-dir="$MRCHECK_DEBOOTSTRAP_CACHE")
+if ! debootstrap "${cache[@]}" --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
   tail -n 20 "$work/debootstrap.log"
   # A mirror that answered the probe but fails mid-way is a failure, not a skip: say so plainly.
   say "FAIL: debootstrap failed (log above)"
