@@ -119,6 +119,32 @@ TEST_F(nccl_pair, registration_failure_is_explained_by_the_diagnosis) {
   EXPECT_EQ(out.log.transports, std::vector<std::string>{"NET/IB"});
 }
 
+// Captured as uid nobody under `ulimit -l 64` with the fake HCA: the real kernel's ENOMEM, through NCCL.
+TEST_F(nccl_pair, memlock_enomem_from_a_real_run_is_found_on_plain_ibv_reg_mr) {
+  fake(0, "action=fail,log=" + k_logs + "h200_fake_ibverbs_memlock64k_rank0.log");
+  fake(1, "action=fail,log=" + k_logs + "h200_fake_ibverbs_memlock64k_rank1.log");
+  nccl_pair_outcome out = run_nccl_pair(o_);
+  check_result c = judge_nccl_pair(out);
+  EXPECT_EQ(c.result, verdict::fail);
+  // NCCL's first MR is the small fifo one, registered with plain ibv_reg_mr (facts.md §3.3).
+  EXPECT_NE(c.summary.find("Call to ibv_reg_mr failed with error Cannot allocate memory"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("ENOMEM"), std::string::npos) << c.summary;
+}
+
+// NCCL on the fake HCA warns about ibv_post_recv and then hangs in ncclAllReduce: the timeout ends it and the
+// verdict names the call NCCL complained about, with the hang in the detail.
+TEST_F(nccl_pair, a_hang_after_a_warning_names_the_warning) {
+  o_.timeout = std::chrono::milliseconds(500);
+  fake(0, "action=hang,log=" + k_logs + "h200_fake_ibverbs_hang_rank0.log");
+  fake(1, "action=hang,log=" + k_logs + "h200_fake_ibverbs_hang_rank1.log");
+  nccl_pair_outcome out = run_nccl_pair(o_);
+  EXPECT_TRUE(out.timed_out);
+  check_result c = judge_nccl_pair(out);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find("Call to ibv_post_recv failed with error Operation not supported"), std::string::npos) << c.summary;
+  EXPECT_NE(c.detail.find("timed out"), std::string::npos) << c.detail;
+}
+
 TEST_F(nccl_pair, a_crashed_rank_stops_its_waiting_peer) {
   fake(0, "action=crash");
   fake(1, "action=hang");
