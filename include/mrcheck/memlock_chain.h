@@ -264,9 +264,10 @@ struct node_state {
 std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root,
                                            rlimit_ops& ops, node_state& st);
 
-// Runs `mrcheck probe <group> --json` as a child; a seam so tests can fake it.
-using probe_runner = std::function<check_result(const std::string& group, const task_facts& t,
-                                                const memlock_limit& limits)>;
+// Runs `mrcheck probe <group> --json` as a child and returns its checks (mr_host, dmabuf, nccl_pair, ...), or
+// one `error` result named after the group when it crashed, timed out or printed no report. A seam for tests.
+using probe_runner = std::function<std::vector<check_result>(const std::string& group, const task_facts& t,
+                                                             const memlock_limit& limits)>;
 probe_runner real_probe_runner(const config& c);
 
 struct task_verdict {

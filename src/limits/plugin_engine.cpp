@@ -131,9 +131,10 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
 }
 
 probe_runner real_probe_runner(const config& c) {
-  return [c](const std::string& group, const task_facts& t, const memlock_limit& limits) -> check_result {
+  return [c](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
     check_result r;
-    r.id = group == "nccl" ? "nccl" : "mr";
+    r.id = group;
+    r.result = verdict::error;
     child_spec spec;
     spec.argv = {c.helper_path(), "probe", group, "--json"};
     spec.env = t.job_env;
@@ -143,35 +144,25 @@ probe_runner real_probe_runner(const config& c) {
                                         limits.hard == k_unlimited ? RLIM_INFINITY : limits.hard});
     auto out = run_child(spec);
     if (!out) {
-      r.result = verdict::error;
       r.summary = fmt::format("probe {} could not start: {}", group, out.error().message());
-      return r;
+      return {r};
     }
-    if (out->timed_out || out->signaled || !out->exited || out->exit_code > 1) {
-      r.result = verdict::error;
+    // Contract of `mrcheck probe`: exit 0 pass/warn, 1 fail, 2 error; the report JSON on stdout.
+    if (out->timed_out || out->signaled || !out->exited || out->exit_code > 2) {
       std::string err = escape_line(out->err.substr(out->err.size() > 300 ? out->err.size() - 300 : 0), 300);
       r.summary = fmt::format("probe {} ({}) {}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
                               err.empty() ? "" : ": ", err);
-      return r;
+      return {r};
     }
     report rep;
     std::string error;
     nlohmann::json j = nlohmann::json::parse(out->out, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !report_from_json(j, rep, error)) {
-      r.result = verdict::error;
-      r.summary = fmt::format("probe {} printed no valid report ({})", group, escape_line(error, 200));
-      return r;
+    if (j.is_discarded() || !report_from_json(j, rep, error) || rep.checks.empty()) {
+      r.summary = fmt::format("probe {} ({}) printed no valid report{}", group, out->describe(),
+                              error.empty() ? "" : ": " + escape_line(error, 200));
+      return {r};
     }
-    if (rep.checks.size() == 1) return rep.checks.front();
-    r.result = rep.overall();
-    for (const auto& ch : rep.checks) {
-      if (ch.result == r.result && r.summary.empty()) {
-        r.summary = ch.id + ": " + ch.summary;
-        r.hint = ch.hint;
-      }
-    }
-    if (r.summary.empty()) r.summary = fmt::format("probe {}: {}", group, to_string(r.result));
-    return r;
+    return rep.checks;
   };
 }
 
@@ -182,8 +173,10 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   if (st.checks.memlock) v.rep.checks.push_back(judge_memlock(st.prediction, st.required, st.enf ? &*st.enf : nullptr));
   memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
   if (first) {
-    if (st.checks.mr) v.rep.checks.push_back(probe("mr", t, start));
-    if (st.checks.nccl) v.rep.checks.push_back(probe("nccl", t, start));
+    for (const char* group : {"mr", "nccl"}) {
+      if ((group[0] == 'm' && !st.checks.mr) || (group[0] == 'n' && !st.checks.nccl)) continue;
+      for (auto& ch : probe(group, t, start)) v.rep.checks.push_back(std::move(ch));
+    }
   }
   for (auto& ch : v.rep.checks) {
     if (ch.result == verdict::fail && c.on_fail == fail_policy::warn) ch.result = verdict::warn;

@@ -100,7 +100,9 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in, std::uint6
       p.hop = memlock_hop::submit_host;
       if (*idx == 0 && *idx + 1 < r.chain.size()) {
         const auto& parent = r.chain[1];
-        p.cause = fmt::format("{} pid {} on {} was started with soft {} by {} pid {} (submit-host propagation: {}; {})",
+        // The shell's `ulimit -l` and an exec of srun in the same process look alike here: say only what is seen.
+        p.cause = fmt::format("{} pid {} on {} runs with soft {}, lower than its parent {} pid {} (a `ulimit -l` "
+                              "in the shell that ran it, or its launcher; submit-host propagation: {}; {})",
                               r.tool, h.pid, r.host, format_bytes(h.memlock->soft), escape_line(parent.comm, 32),
                               parent.pid, sent, how);
       } else {

@@ -104,7 +104,7 @@ TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
   int probes = 0;
   probe_runner probe = [&](const std::string&, const task_facts&, const memlock_limit&) {
     ++probes;
-    return check_result{};
+    return std::vector<check_result>{};
   };
   auto v = node_task(site(), t, st, probe);
   EXPECT_EQ(v.rc, -1);
@@ -132,7 +132,7 @@ TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {
     r.id = g;
     r.result = verdict::error;
     r.summary = "probe mr killed by SIGSEGV";
-    return r;
+    return std::vector<check_result>{r};
   };
   auto warn = node_task(site(), task_facts{}, st, crash);
   EXPECT_EQ(warn.rc, 0);
@@ -144,9 +144,11 @@ TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
   config c = site("helper=/nonexistent/mrcheck");
   task_facts t;
   t.job_env = {"PATH=/usr/bin:/bin"};
-  auto r = real_probe_runner(c)("mr", t, memlock_limit{k8m, k8m});
-  EXPECT_EQ(r.result, verdict::error);
-  EXPECT_NE(r.summary.find("probe mr"), std::string::npos) << r.summary;
+  auto rs = real_probe_runner(c)("mr", t, memlock_limit{k8m, k8m});
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].result, verdict::error);
+  EXPECT_EQ(rs[0].id, "mr");
+  EXPECT_NE(rs[0].summary.find("probe mr"), std::string::npos) << rs[0].summary;
 }
 
 TEST(MemlockChainEngine, InactiveStateDoesNothing) {
