@@ -243,6 +243,7 @@ struct mr_probe_outcome {
   std::uint64_t memlock_hard = 0;
   bool is_root = false;
   std::optional<bool> cap_ipc_lock;
+  std::string slurm_rlimit_memlock;  // the job's SLURM_RLIMIT_MEMLOCK: the submit side's limit Slurm propagated
 };
 
 // GPU memory for the mr_gpu check, behind an interface (the CUDA driver API in cuda_gpu.cpp; a fake in tests).

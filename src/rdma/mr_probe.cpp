@@ -244,6 +244,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.is_root = geteuid() == 0;
 
   nccl_env env = load_nccl_env(req.env, req.home, req.nccl_etc_file);
+  o.slurm_rlimit_memlock = escape_line(env.get("SLURM_RLIMIT_MEMLOCK").value_or(""), 32);
   o.load_error = load_error;
   if (verbs == nullptr) {
     o.estimate = estimate_nccl_registration(env, 1);

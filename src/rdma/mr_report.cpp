@@ -84,6 +84,17 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     node_facts facts = collect_facts(sysroot{}, opts);
     e = evidence_from_facts(facts);
     e.memlock_hop = memlock_hop(facts.chain, o.memlock_soft);
+    // Under Slurm the value usually comes from the submitting shell: slurmstepd applies SLURM_RLIMIT_MEMLOCK
+    // (PropagateResourceLimits, facts.md §1.6) just before exec, so the chain alone shows only "its launcher".
+    std::string_view prop = o.slurm_rlimit_memlock;
+    if (!prop.empty() && (prop.front() == 'U' || prop.front() == 'u')) prop.remove_prefix(1);
+    std::uint64_t pv = 0;
+    if (!prop.empty() && std::from_chars(prop.data(), prop.data() + prop.size(), pv).ec == std::errc() &&
+        pv == o.memlock_soft) {
+      e.memlock_hop = fmt::format("the submitting shell: srun/sbatch propagated its `ulimit -l` as SLURM_RLIMIT_MEMLOCK={} "
+                                  "(PropagateResourceLimits), which slurmstepd applied to the task{}",
+                                  o.slurm_rlimit_memlock, e.memlock_hop.empty() ? "" : "; chain: " + e.memlock_hop);
+    }
   }
   // What this very process had when it registered - the numbers the kernel compared.
   e.memlock_soft = o.memlock_soft;

@@ -41,6 +41,7 @@ expect_contains "64 KiB: the errno" "$out" "ENOMEM"
 expect_contains "64 KiB: the limit" "$out" "64 KiB"
 expect_contains "64 KiB: the size" "$out" "1.5 MiB"
 expect_contains "64 KiB: a fix" "$out" "(fix: "
+expect_contains "64 KiB: the hop (srun's shell, propagated)" "$out" "SLURM_RLIMIT_MEMLOCK=65536"
 expect_not_contains "64 KiB: the task did not run" "$out" "task-ran"
 if ((rc != 0)); then e2e_pass "64 KiB: srun fails (rc $rc)"; else e2e_fail "64 KiB: srun rc 0: $out"; fi
 
