@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cstdlib>
@@ -29,8 +30,9 @@ constexpr std::string_view k_help =
     "\n"
     "Runs a 2-rank NCCL all-reduce through NCCL's network transport and checks the sum. Default mode: the best\n"
     "this allocation allows (2+ GPUs: gpu-pair, 1 GPU: local-pair). The job's NCCL_* settings apply.\n"
-    "node-pair: run once on each of two nodes; --pair-rank defaults to SLURM_NODEID, --job-id/--step-id to\n"
-    "SLURM_JOB_ID/SLURM_STEP_ID; rank 1 needs --peer (the first node).\n"
+    "node-pair: run once on each of the step's first two nodes; --pair-rank defaults to SLURM_NODEID, --peer to\n"
+    "the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), --job-id/--step-id to SLURM_JOB_ID/SLURM_STEP_ID;\n"
+    "they meet on a TCP port in 20000-28999 derived from job and step.\n"
     "exit: 0 pass, warn or skip; 1 fail; 2 usage or the probe itself broke\n";
 
 std::optional<std::uint64_t> to_u64(std::string_view s) {
@@ -117,7 +119,12 @@ int cmd_probe_nccl(const args& a) {
   std::optional<nccl_mode> mode;
   if (const char* j = env_or_null("SLURM_JOB_ID")) o.job_id = to_u64(j).value_or(0);
   if (const char* s = env_or_null("SLURM_STEP_ID")) o.step_id = to_u64(s).value_or(0);
-  if (const char* n = env_or_null("SLURM_NODEID")) o.pair_rank = to_int(n, 0, INT_MAX).value_or(0);
+  int node_id = 0;
+  if (const char* n = env_or_null("SLURM_NODEID")) node_id = to_int(n, 0, INT_MAX).value_or(0);
+  o.pair_rank = std::min(node_id, 2);
+  for (const char* list : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
+    if (const char* v = env_or_null(list); v && o.peer.empty()) o.peer = first_host_of_nodelist(v);
+  }
   for (std::size_t i = 0; i < a.size(); ++i) {
     std::string_view k = a[i];
     auto value = [&]() -> std::optional<std::string_view> {
@@ -180,6 +187,12 @@ int cmd_probe_nccl(const args& a) {
       rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
     }
     mode = choice.mode;
+  }
+  if (mode == nccl_mode::node_pair && o.pair_rank > 1) {
+    // Only the first task of the first two nodes pairs up; the others have nothing to do.
+    rep.checks.push_back({"nccl_pair", verdict::skip,
+                          fmt::format("node-pair runs on the step's first two nodes; this is node {}", node_id), "", ""});
+    mode.reset();
   }
   if (mode) {
     o.mode = *mode;

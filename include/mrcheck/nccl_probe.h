@@ -59,6 +59,10 @@ inline constexpr std::uint16_t k_nccl_port_base = 20000;
 inline constexpr std::uint16_t k_nccl_port_span = 9000;  // 20000..28999
 std::uint16_t nccl_pair_port(std::uint64_t job_id, std::uint64_t step_id, int attempt);
 
+// The first host of a Slurm node list ("gpu[003-005,9],cpu1" -> "gpu003"; "n1,n2" -> "n1"), the node-pair
+// rendezvous server (SLURM_STEP_NODELIST / SLURM_JOB_NODELIST). "" when the list is empty or malformed.
+std::string first_host_of_nodelist(std::string_view nodelist);
+
 // What NCCL's own log says (INFO with NCCL_DEBUG_SUBSYS=INIT,NET; WARN lines at any level).
 struct nccl_init_timing {
   int rank = -1;

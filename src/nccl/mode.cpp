@@ -104,6 +104,30 @@ std::uint16_t nccl_pair_port(std::uint64_t job_id, std::uint64_t step_id, int at
   return static_cast<std::uint16_t>(k_nccl_port_base + slot);
 }
 
+std::string first_host_of_nodelist(std::string_view list) {
+  // Slurm's hostlist syntax: prefix[ranges]suffix, entries separated by commas outside brackets.
+  std::size_t end = 0;
+  int depth = 0;
+  for (; end < list.size(); ++end) {
+    if (list[end] == '[') ++depth;
+    if (list[end] == ']') --depth;
+    if (list[end] == ',' && depth == 0) break;
+  }
+  std::string_view first = list.substr(0, end);
+  std::size_t open = first.find('[');
+  if (open == std::string_view::npos) {
+    if (first.find(']') != std::string_view::npos) return {};
+    return std::string(first);
+  }
+  std::size_t close = first.find(']', open);
+  if (close == std::string_view::npos || open == 0) return {};
+  std::string_view ranges = first.substr(open + 1, close - open - 1);
+  std::string_view lo = ranges.substr(0, ranges.find_first_of(",-"));
+  if (lo.empty() || !std::all_of(lo.begin(), lo.end(), [](unsigned char c) { return std::isdigit(c); })) return {};
+  // The number keeps its zero padding ("003"): Slurm pads every number of a range to the width written.
+  return std::string(first.substr(0, open)) + std::string(lo) + std::string(first.substr(close + 1));
+}
+
 std::string hex_encode(const unsigned char* data, std::size_t n) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string s;

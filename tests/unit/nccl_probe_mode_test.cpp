@@ -99,6 +99,18 @@ TEST(nccl_probe_port, jobs_and_steps_spread_over_the_range) {
   EXPECT_NE(nccl_pair_port(77, 0, 0), nccl_pair_port(0, 77, 0));
 }
 
+TEST(nccl_probe_nodelist, first_host) {
+  EXPECT_EQ(first_host_of_nodelist("gpu[003-005,9],cpu1"), "gpu003");
+  EXPECT_EQ(first_host_of_nodelist("n1,n2"), "n1");
+  EXPECT_EQ(first_host_of_nodelist("node7"), "node7");
+  EXPECT_EQ(first_host_of_nodelist("rack[2]-gpu[1-4]"), "rack2-gpu[1-4]");  // only the first bracket is expanded
+  EXPECT_EQ(first_host_of_nodelist("a[10,12]b"), "a10b");
+  EXPECT_EQ(first_host_of_nodelist(""), "");
+  EXPECT_EQ(first_host_of_nodelist("[1-2]"), "");
+  EXPECT_EQ(first_host_of_nodelist("gpu[x-y]"), "");
+  EXPECT_EQ(first_host_of_nodelist("gpu[1-2"), "");
+}
+
 TEST(nccl_probe_id, hex_round_trip_and_rejects) {
   unsigned char id[128];
   for (int i = 0; i < 128; ++i) id[i] = static_cast<unsigned char>(255 - i);

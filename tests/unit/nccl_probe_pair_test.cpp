@@ -354,6 +354,26 @@ TEST(nccl_probe_rendezvous, another_job_is_told_busy_and_nobody_times_out_cleanl
   EXPECT_NE(server.error().message().find("no peer"), std::string::npos) << server.error().message();
 }
 
+// The plugin kills `mrcheck probe nccl` (its own process group) at its timeout; the ranks sit in their own
+// groups and must die with it (PR_SET_PDEATHSIG), not linger holding the GPU.
+TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
+  if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
+  std::string tag = unique_tag();
+  child_spec s;
+  s.argv = {k_mrcheck, "probe", "nccl", "--timeout", "60s", "--fake0", "action=hang,tag=" + tag, "--fake1", "action=hang,tag=" + tag};
+  s.env = {"PATH=/usr/bin:/bin"};
+  s.timeout = std::chrono::milliseconds(700);
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_TRUE(o->timed_out);
+  int left = -1;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    left = processes_with(tag);
+    if (left != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(left, 0);
+}
+
 // The contract with the SPANK plugin: `mrcheck probe nccl --json` as a child, exit code and keys.
 TEST(nccl_probe_cli, json_report_and_exit_codes) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
