@@ -230,7 +230,8 @@ int run(int argc, char** argv) {
   copts.verbs_library = cfg.verbs_library;
   copts.load_libraries = root.is_host();
   node_facts facts = collect_facts(root, copts);
-  matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf");
+  matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
+                                            !facts.libibverbs.is_ok());
   report rep = judge_matrix(facts, *rules, extra);
   rep.checks.push_back(check_max_map_count(facts, cfg));
   rep.checks.push_back(check_hugepages(facts, cfg));
@@ -238,7 +239,8 @@ int run(int argc, char** argv) {
 
   desired_action want = plan_action(rep, cfg.on_error);
   bool fails = want.what == desired_action::kind::drain;
-  nlohmann::json j = report_to_json(rep);
+  nlohmann::json j;
+  if (o.json) j = report_to_json(rep);
   j["node"] = node;
   j["mode"] = mode_name;
   j["rules"] = rules->source;

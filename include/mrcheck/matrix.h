@@ -132,7 +132,10 @@ struct matrix_facts {
   // ("44.0", "2307mlnx47"...): seen the same way on the host and in a fixture tree.
   std::vector<std::string> rdma_core_files;
 };
-matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "");
+// `scan_library_dirs`: list the library directories for rdma_core_files. Only needed when node_facts has no
+// libibverbs fact (a tree without libraries.json, or dlopen failed): listing /usr/lib* is the slowest read.
+matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "",
+                                  bool scan_library_dirs = true);
 
 // One check_result per rule, in a stable order: rdma_stack, hca_fw, gpu_driver, gpudirect, cuda_driver,
 // nccl, bar1, slurmd_memlock, propagate_limits. Pure: reads nothing. A rule set to off gives skip.

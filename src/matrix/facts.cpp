@@ -136,10 +136,11 @@ result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path) {
   return out;
 }
 
-matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path) {
+matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path, bool scan_library_dirs) {
   matrix_facts m;
   m.slurm_conf = read_slurm_conf(root, slurm_conf_path);
   if (auto script = root.read("/usr/bin/ofed_info", 256 * 1024)) m.ofed_user_release = find_ofed_release(*script);
+  if (!scan_library_dirs) return m;
   for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"}) {
     auto names = root.list(dir);
     if (!names) continue;
