@@ -82,9 +82,14 @@ int on_option(int, const char* optarg, int remote) {
   s.option_seen = true;
   s.option = normalize_optarg(optarg);
   if (remote) return 0;  // validated again by the node side; never fail slurmstepd here
-  auto g = s.option ? parse_check_groups(std::string_view(*s.option)) : parse_check_groups(std::nullopt);
+  // Refuse here rather than in init_post_opt: srun ignores init_post_opt errors of an `optional` plugin, but
+  // an option callback error always stops srun/sbatch before launch.
+  check_request req;
+  req.option_seen = true;
+  req.option = s.option;
+  auto g = effective_checks(s.cfg, req);
   if (!g) {
-    slurm_error("mrcheck: --mr-check: %s", g.error().message().c_str());
+    slurm_error("mrcheck: %s", g.error().message().c_str());
     return -1;
   }
   return 0;
@@ -164,7 +169,7 @@ int on_task_init(spank_t sp, int, char**) {
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (v.watch_post_exec) {
     memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
-    auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, 2,
+    auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
                                      std::chrono::milliseconds(3000));
     if (!w) slurm_error("mrcheck: memlock: %s", w.message().c_str());
   }

@@ -193,6 +193,7 @@ struct post_exec_observation {
   std::optional<memlock_limit> later;
   std::string later_comm;     // comm of the task when `later` was read
   std::string task_prolog;    // TaskProlog= in force ("" = none)
+  bool batch_step = false;    // the task is the batch script: a later change is the script's own ulimit
 };
 // nullopt when the task runs with what was predicted; else a warn/fail result naming the override.
 std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required);
@@ -285,7 +286,8 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
 // runs with something other than `predicted` (TaskProlog override, wrapper). Bounded: exits when the task
 // exits or after `window`. Returns at once.
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
-                               const std::string& task_prolog, int fd, std::chrono::milliseconds window);
+                               const std::string& task_prolog, bool batch_step, int fd,
+                               std::chrono::milliseconds window);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded).
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window);

@@ -140,6 +140,13 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
   c.id = "memlock";
   if (o.later && o.at_exec && o.later->soft < o.at_exec->soft) {
     c.result = o.later->soft < required ? verdict::fail : verdict::warn;
+    if (o.batch_step) {
+      c.summary = fmt::format("the job script lowered its own memlock after it started: {} (at start: {}); every srun "
+                              "in it propagates that",
+                              show(*o.later), show(*o.at_exec));
+      c.hint = "remove or raise `ulimit -l` in the job script";
+      return c;
+    }
     c.summary = fmt::format("the task's own program ({}) lowered memlock after exec to {} (at exec: {}): a wrapper's "
                             "`ulimit -l`",
                             escape_line(o.later_comm, 32), show(*o.later), show(*o.at_exec));

@@ -84,7 +84,8 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
 }
 
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
-                               const std::string& task_prolog, int fd, std::chrono::milliseconds window) {
+                               const std::string& task_prolog, bool batch_step, int fd,
+                               std::chrono::milliseconds window) {
   pid_t mid = ::fork();
   if (mid < 0) return status::from_errno("fork post-exec watcher", errno);
   if (mid == 0) {
@@ -101,6 +102,7 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
     ::syscall(SYS_close_range, 3U, ~0U, 0U);
     try {
       auto o = observe_post_exec(task, predicted, task_prolog, window);
+      o.batch_step = batch_step;
       if (auto r = judge_post_exec(o, required)) {
         report rep;
         rep.checks.push_back(*r);

@@ -247,7 +247,8 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
     row.what = "task at exec (predicted)";
     row.memlock = p.start;
     if (!p.propagated) {
-      row.note = "no SLURM_RLIMIT_MEMLOCK: keeps slurmstepd's limit";
+      row.note = fmt::format("no SLURM_RLIMIT_MEMLOCK arrived (here: {}): keeps slurmstepd's limit",
+                             conf.propagate_setting);
     } else if (p.propagation_applies) {
       row.note = fmt::format("SLURM_RLIMIT_MEMLOCK={}{} applied ({})", p.propagated->user_requested ? "U" : "",
                              p.propagated->value, p.propagated->user_requested ? "srun --propagate" : conf.propagate_setting);

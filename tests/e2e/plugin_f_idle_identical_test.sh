@@ -1,0 +1,21 @@
+#!/bin/bash
+# Issue 3 scenario f: plugin loaded, option not given, no default_checks -> srun's output is byte-identical
+# to a run without the plugin, and the job sees no variable of ours.
+source "$(dirname "$0")/lib.sh"
+source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
+plugin_setup
+cmd=(bash -c "ulimit -S -l 64; srun -n2 -l bash -c 'echo out \$SLURM_PROCID; echo err >&2; ulimit -l; env | grep -c ^MRCHECK_ || true' | sort; exit \${PIPESTATUS[0]}")
+
+plugin_load none
+rm -f "$PLUGIN_DROPIN"
+run_user "${cmd[@]}"
+base_out=$OUT base_err=$ERR base_rc=$RC
+plugin_load optional memlock_min=8M enforce=yes on_fail=fail
+run_user "${cmd[@]}"
+show_run "f: idle"
+expect_eq "f: stdout identical" "$OUT" "$base_out"
+expect_eq "f: stderr identical" "$ERR" "$base_err"
+expect_eq "f: rc identical" "$RC" "$base_rc"
+expect_contains "f: no MRCHECK_ variable in the job" "$OUT" "0: 0"
+expect_contains "f: the propagated 64 KiB untouched (enforce=yes does nothing when idle)" "$OUT" "0: 64"
+e2e_done

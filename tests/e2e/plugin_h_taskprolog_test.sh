@@ -1,0 +1,25 @@
+#!/bin/bash
+# Issue 3 scenario h: a TaskProlog that prints `export SLURM_RLIMIT_MEMLOCK=65536` runs after every plugin
+# callback -> reported as a TaskProlog override with the real post-exec limit (read from /proc/PID/limits).
+source "$(dirname "$0")/lib.sh"
+source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
+plugin_setup
+((PLUGIN_HARD_KIB >= 8192)) || e2e_skip "hard memlock here is ${PLUGIN_HARD_KIB} KiB, below the 8 MiB policy"
+tp=$MRCHECK_SLURM_DIR/install/etc/plugin_h_taskprolog.sh
+mkdir -p "$(dirname "$tp")"
+printf '#!/bin/sh\necho "export SLURM_RLIMIT_MEMLOCK=65536"\n' >"$tp"
+chmod 755 "$tp"
+plugin_conf_set TaskProlog "$tp"
+plugin_load required memlock_min=8M
+
+run_user bash -c "srun --mr-check=memlock bash -c 'ulimit -l; sleep 0.2'; exit \$?"
+show_run "h"
+expect_eq "h: the task really runs with 64 KiB" "$OUT" "64"
+expect_contains "h: names the TaskProlog" "$ERR" "mrcheck: memlock: FAIL: TaskProlog $tp overrode memlock"
+expect_contains "h: with the real post-exec limit" "$ERR" "the task runs with soft 64 KiB hard 8 MiB after exec"
+expect_contains "h: and the fix" "$ERR" "remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog"
+
+# A task that exits at once is still seen (the watcher polls from before exec).
+run_user bash -c "srun --mr-check=memlock true; exit \$?"
+expect_contains "h: short task" "$ERR" "TaskProlog $tp overrode memlock"
+e2e_done
