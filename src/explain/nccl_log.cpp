@@ -295,7 +295,8 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
   if (!contains(line, "fail") && !contains(line, "Fail") && !contains(line, "completion") &&
       !contains(line, "Duplicate GPU") && !contains(line, "No device found") && !contains(line, "system error") &&
       !contains(line, "SystemError") && !contains(line, "register memory") && !contains(line, "ibv_") &&
-      !contains(line, "mlx5dv_") && !icontains(line, "dma-buf") && !icontains(line, "dmabuf")) {
+      !contains(line, "mlx5dv_") && !contains(line, "DMA-BUF") && !contains(line, "dmabuf") &&
+      !contains(line, "DMABUF") && !contains(line, "dma-buf") && !contains(line, "DmaBuf")) {
     return std::nullopt;
   }
   prefix_info pre = strip_prefixes(line);
