@@ -1,0 +1,88 @@
+// The whole path the prolog takes, on fixture trees: collect_facts + collect_matrix_facts through a sysroot,
+// judge_matrix with the shipped rules, plan_action. Each misalignment tree drains for its own check with the
+// exact reason; the aligned tree and the real H200 capture drain nothing.
+#include "matrix/node_action.h"
+
+#include <mrcheck/facts.h>
+#include <mrcheck/matrix.h>
+#include <mrcheck/sysroot.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace mrcheck {
+namespace {
+
+struct judged {
+  report rep;
+  desired_action action;
+};
+
+judged judge_tree(const std::string& name) {
+  auto root = sysroot::open(std::string(MRCHECK_FIXTURES_DIR) + "/" + name);
+  EXPECT_TRUE(root) << name;
+  collect_options opts;
+  node_facts f = collect_facts(*root, opts);
+  matrix_facts extra = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", !f.libibverbs.is_ok());
+  auto rules = load_matrix_rules(std::string(MRCHECK_FIXTURES_DIR) + "/../../etc/mrcheck-rules.conf");
+  EXPECT_TRUE(rules);
+  judged j;
+  j.rep = judge_matrix(f, *rules, extra);
+  j.action = plan_action(j.rep, fail_policy::warn);
+  return j;
+}
+
+struct fixture_case {
+  const char* tree;
+  const char* check;
+  const char* reason;
+};
+
+class MatrixFixture : public ::testing::TestWithParam<fixture_case> {};
+
+TEST_P(MatrixFixture, DrainsForItsCheckWithTheExactReason) {
+  const auto& c = GetParam();
+  auto j = judge_tree(c.tree);
+  const check_result* r = j.rep.find(c.check);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->result, verdict::fail) << r->summary;
+  EXPECT_FALSE(r->hint.empty());
+  EXPECT_EQ(j.action.what, desired_action::kind::drain);
+  EXPECT_EQ(j.action.reason, c.reason);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Trees, MatrixFixture,
+    ::testing::Values(
+        fixture_case{"matrix_inbox_under_ofed", "rdma_stack",
+                     "mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4"},
+        fixture_case{"matrix_ofed_under_inbox", "rdma_stack",
+                     "mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"},
+        fixture_case{"matrix_hca_fw_old", "hca_fw", "mrcheck: hca_fw: mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012"},
+        fixture_case{"matrix_no_gpudirect", "gpudirect",
+                     "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"},
+        fixture_case{"matrix_gpu_driver_old", "gpu_driver", "mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"},
+        fixture_case{"matrix_slurmd_memlock_8m", "slurmd_memlock",
+                     "mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"}));
+
+TEST(MatrixFixtureTrees, AlignedTreePassesEveryRule) {
+  auto j = judge_tree("matrix_aligned");
+  for (const auto& c : j.rep.checks) EXPECT_EQ(c.result, verdict::pass) << c.id << ": " << c.summary;
+  EXPECT_EQ(j.action.what, desired_action::kind::resume);
+}
+
+TEST(MatrixFixtureTrees, RealH200CaptureDrainsNothing) {
+  if (!std::filesystem::is_directory(std::string(MRCHECK_FIXTURES_DIR) + "/gpu_h200")) GTEST_SKIP() << "no gpu_h200 capture";
+  auto j = judge_tree("gpu_h200");
+  EXPECT_EQ(j.action.what, desired_action::kind::resume);
+  // What the capture shows (its README): open 580 driver, H200 BAR1 256 GiB, no RDMA device.
+  EXPECT_EQ(j.rep.find("gpu_driver")->result, verdict::pass);
+  EXPECT_EQ(j.rep.find("bar1")->summary, "1 GPU(s): BAR1 256 GiB >= memory 141 GiB");
+  EXPECT_EQ(j.rep.find("hca_fw")->result, verdict::skip);
+  EXPECT_EQ(j.rep.find("gpudirect")->result, verdict::skip);
+}
+
+}  // namespace
+}  // namespace mrcheck
