@@ -18,8 +18,13 @@ memory_verbs one_hca(bool iova2 = true, bool dmabuf = true) {
   return memory_verbs({{"mlx5_0", {active_port()}}}, iova2, dmabuf);
 }
 
+// Small NCCL buffers (1.5 MiB in the same 24 buffers) keep the probe's real mmap+touch cheap; a test's own
+// values come first and win, as the first definition of a name does in NCCL's environment.
 mr_probe_request request(std::vector<std::string> env = {}) {
   mr_probe_request r;
+  for (const char* small : {"NCCL_BUFFSIZE=65536", "NCCL_LL_BUFFSIZE=65536", "NCCL_LL128_BUFFSIZE=65536"}) {
+    env.emplace_back(small);
+  }
   r.env = std::move(env);
   r.nccl_etc_file = "/nonexistent/nccl.conf";
   r.sys_root = "/nonexistent";
