@@ -19,7 +19,8 @@ install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$stage/spank_mrchec
 install -m 0755 "$fake" "$stage/lib/libibverbs.so.1"
 chmod 0755 "$stage" "$stage/lib"
 dropin=$MRCHECK_SLURM_PLUGSTACK_D/mrcheck.conf
-cleanup() { rm -f "$dropin"; rm -rf "$stage"; }
+# Remove the drop-in only while it is still ours (another test on the shared cluster may have replaced it).
+cleanup() { grep -qs "$stage/" "$dropin" && rm -f "$dropin"; rm -rf "$stage"; }
 trap cleanup EXIT
 plugin() { echo "required $stage/spank_mrcheck.so helper=$stage/mrcheck probe_timeout=5s $*" >"$dropin"; }
 cd "$MRCHECK_SLURM_WORK"

@@ -6,6 +6,13 @@
 #
 #   tests/gpu/probe_gpu_test.sh [MRCHECK_BINARY [FAKE_LIBIBVERBS]]
 # defaults: $MRCHECK_BUILD_DIR/cli/mrcheck and the fake found under $MRCHECK_BUILD_DIR.
+#
+# The binary must be built WITH the CUDA headers (build_config.h: MRCHECK_HAVE_CUDA_HEADERS 1), else mr_gpu
+# skips "built without CUDA headers" and so does this test. On the GPU machine CMake's FindCUDAToolkit needs
+# nvcc on PATH, in a fresh build directory (a failed search is cached):
+#   PATH=/usr/local/cuda/bin:$PATH cmake -S . -B /tmp/bc -G Ninja -DMRCHECK_BUILD_TESTS=OFF && ninja -C /tmp/bc mrcheck
+#   cmake -S tests/fakes -B /tmp/f -G Ninja && ninja -C /tmp/f fake_ibverbs
+#   bash tests/gpu/probe_gpu_test.sh /tmp/bc/cli/mrcheck /tmp/f/fakes/lib/libibverbs.so.1
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${MRCHECK_BUILD_DIR:=$here/../../build}"
