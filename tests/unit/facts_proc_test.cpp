@@ -62,7 +62,8 @@ TEST(facts_limits, refuses_truncated_and_garbage) {
   EXPECT_FALSE(parse_memlock_from_limits("Max locked memory 12x 5 bytes\n").is_ok());
   EXPECT_FALSE(parse_memlock_from_limits("Max locked memory 99999999999999999999999 5 bytes\n").is_ok());
   EXPECT_FALSE(parse_memlock_from_limits("Max locked memory 5 5 pages\n").is_ok());
-  EXPECT_FALSE(parse_memlock_from_limits(std::string("Max locked memory \x01\xff\x00 5 bytes", 30)).is_ok());
+  constexpr char junk[] = "Max locked memory \x01\xff\x00 5 bytes";
+  EXPECT_FALSE(parse_memlock_from_limits(std::string(junk, sizeof junk - 1)).is_ok());
 }
 
 TEST(facts_stat, plain_and_hostile_comm) {
@@ -192,7 +193,8 @@ TEST_F(facts_chain, stat_naming_another_pid_is_refused) {
 TEST_F(facts_chain, garbage_files_do_not_crash) {
   proc(1, 0, "init", "unlimited", "unlimited");
   proc(9, 1, "junk", "1", "1");
-  std::ofstream(dir_ / "proc/9/limits") << std::string("\x00\x01\xff(()) Max locked memory", 27);
+  constexpr char junk[] = "\x00\x01\xff(()) Max locked memory";
+  std::ofstream(dir_ / "proc/9/limits") << std::string(junk, sizeof junk - 1);
   fs::remove(dir_ / "proc/9/status");
   fs::create_directories(dir_ / "proc/9/status");  // a directory where a file is expected
   auto c = read_chain(root(), 9);
