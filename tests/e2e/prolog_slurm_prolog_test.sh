@@ -23,17 +23,17 @@ node_reason() { scontrol show node "$node" | sed -n 's/^ *Reason=\(.*\) \[[^]]*\
 node_state() { sinfo -h -N -n "$node" -o '%T' | head -n1; }
 resume_node() {
   scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
-  local i
-  for i in $(seq 1 50); do
-    [[ "$(node_state)" == idle || "$(node_state)" == mixed ]] && return 0
+  local _
+  for _ in $(seq 1 50); do
+    case "$(node_state)" in idle | mixed | allocated | completing) return 0 ;; esac
     sleep 0.2
   done
 }
 cleanup() {
   local j
   for j in "${jobs[@]}"; do scancel "$j" >/dev/null 2>&1 || true; done
-  local i
-  for i in 1 2 3; do
+  local _
+  for _ in 1 2 3; do
     bash "$conf_set" Prolog '' >/dev/null 2>&1 && break
     sleep 2
   done
@@ -53,9 +53,9 @@ EOF
 
 job_state() { squeue -h -j "$1" -o '%T %r' 2>/dev/null; }
 wait_for() {  # wait_for SECONDS CMD...
-  local limit=$1 i
+  local limit=$1
   shift
-  for i in $(seq 1 $((limit * 5))); do
+  for _ in $(seq 1 $((limit * 5))); do
     "$@" && return 0
     sleep 0.2
   done
@@ -65,7 +65,7 @@ wait_for() {  # wait_for SECONDS CMD...
 resume_node
 use_fixture matrix_hca_fw_old
 bash "$conf_set" Prolog "$wrapper" >/dev/null
-cd "$MRCHECK_SLURM_WORK"
+cd "$MRCHECK_SLURM_WORK" || exit 1
 job=$($MRCHECK_AS_USER sbatch --parsable -N1 -w "$node" -o /dev/null --wrap true)
 jobs+=("$job")
 requeued() { [[ "$(job_state "$job")" == *"held"* ]]; }
