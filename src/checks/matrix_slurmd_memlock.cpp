@@ -12,8 +12,9 @@ namespace mrcheck::matrix {
 namespace {
 constexpr std::string_view k_id = "slurmd_memlock";
 constexpr std::string_view k_fix =
-    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (drop-in /etc/systemd/system/slurmd.service.d/"
-    "mrcheck.conf: [Service] LimitMEMLOCK=infinity), systemctl daemon-reload, restart slurmd";
+    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (install etc/systemd/slurmd.service.d/"
+    "mrcheck-memlock.conf as /etc/systemd/system/slurmd.service.d/mrcheck-memlock.conf), systemctl daemon-reload, "
+    "restart slurmd";
 }  // namespace
 
 check_result check_slurmd_memlock(const node_facts& f, const matrix_rules& r) {
