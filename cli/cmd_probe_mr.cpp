@@ -106,7 +106,7 @@ std::string home_dir() {
 }
 
 // The probe in this process.
-int run_here(const options& opt, const config& cfg, const std::string& library, bool explicit_library) {
+int run_here(const options& opt, const std::string& library, bool explicit_library) {
   stderr_log sink(opt.verbose || opt.child ? log_level::verbose : log_level::info);
   mr_probe_request req;
   req.size = opt.size;
@@ -114,7 +114,6 @@ int run_here(const options& opt, const config& cfg, const std::string& library, 
   req.gpu = opt.gpu;
   req.env = current_environment();
   req.home = home_dir();
-  (void)cfg;
 
   auto verbs = load_verbs(library);
   status load_error = verbs ? status::ok() : verbs.error();
@@ -238,9 +237,8 @@ int cmd_probe_mr(const args& a) {
   options opt;
   for (std::size_t i = 0; i < a.size(); ++i) {
     const std::string& arg = a[i];
-    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+    auto value = [&]() -> std::optional<std::string> {
       if (i + 1 >= a.size()) return std::nullopt;
-      (void)flag;
       return a[++i];
     };
     if (arg == "--help" || arg == "-h") {
@@ -255,26 +253,26 @@ int cmd_probe_mr(const args& a) {
     } else if (arg == "--isolated-child") {
       opt.child = true;
     } else if (arg == "--size") {
-      auto v = value(arg);
+      auto v = value();
       if (!v) return usage_error("--size needs a value (e.g. 4M)");
       auto b = parse_bytes(*v);
       if (!b) return usage_error(b.error().message());
       if (*b == 0 || *b == k_unlimited || *b > (1ull << 44)) return usage_error("--size must be between 1 byte and 16 TiB");
       opt.size = *b;
     } else if (arg == "--device") {
-      auto v = value(arg);
+      auto v = value();
       if (!v || v->empty() || v->size() > 64) return usage_error("--device needs an HCA name (e.g. mlx5_0)");
       opt.device = *v;
     } else if (arg == "--verbs-library") {
-      auto v = value(arg);
+      auto v = value();
       if (!v || v->empty()) return usage_error("--verbs-library needs a path or library name");
       opt.verbs_library = *v;
     } else if (arg == "--config") {
-      auto v = value(arg);
+      auto v = value();
       if (!v) return usage_error("--config needs a file");
       opt.config_file = *v;
     } else if (arg == "--timeout") {
-      auto v = value(arg);
+      auto v = value();
       if (!v) return usage_error("--timeout needs a duration (e.g. 30s)");
       auto d = parse_duration(*v);
       if (!d) return usage_error(d.error().message());
@@ -296,7 +294,7 @@ int cmd_probe_mr(const args& a) {
   bool explicit_library = library.find('/') != std::string::npos;
 
   if (opt.timeout && !opt.child) return run_isolated(opt, a);
-  return run_here(opt, cfg, library, explicit_library);
+  return run_here(opt, library, explicit_library);
 }
 
 }  // namespace mrcheck::cli

@@ -224,6 +224,7 @@ struct mr_probe_outcome {
   nccl_estimate estimate;
   std::uint64_t size = 0;           // what each HCA's host attempt registers in total
   bool size_from_user = false;
+  std::string device_requested;     // --device, "" = NCCL's choice
   std::vector<std::uint64_t> buffers;
   std::string library;              // libibverbs path, "" when it did not load
   status load_error = status::ok();

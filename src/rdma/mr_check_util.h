@@ -70,6 +70,14 @@ inline bool probe_ran(probe_check& c, const mr_probe_outcome& o, const node_evid
     c.result.summary = fmt::format("cannot list RDMA devices: {}", o.list_error.message());
     return false;
   }
+  if (o.selection.chosen.empty() && !o.device_requested.empty()) {
+    // The user named an HCA: its absence is a mistake to report, not "not applicable".
+    c.result.result = verdict::error;
+    c.result.summary = fmt::format("--device {}: no such RDMA device with a usable port (present: {})",
+                                   o.device_requested, o.devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(o.devices, ", ")));
+    for (const auto& s : o.selection.skipped) c.result.detail += fmt::format("skipped: {}\n", s);
+    return false;
+  }
   if (o.selection.chosen.empty()) {
     c.result.result = verdict::skip;
     c.result.summary = o.devices.empty()

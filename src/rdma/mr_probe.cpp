@@ -235,6 +235,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
                               const gpu_probe_result& gpu_setup, log_sink& sink) {
   mr_probe_outcome o;
   o.gpu_requested = req.gpu;
+  o.device_requested = req.device;
   o.gpu_setup = gpu_setup;
   rlimit rl{};
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {

@@ -248,6 +248,17 @@ TEST(MrProbe, NoDeviceIsSkipWithCause) {
   EXPECT_NE(c2[0].result.detail.find("DOWN"), std::string::npos);
 }
 
+TEST(MrProbe, UnknownDeviceNamedByTheUserIsAnError) {
+  memory_verbs v = one_hca();
+  auto r = request();
+  r.device = "mlx5_7";
+  auto checks = mr_probe_checks(run(v, r), user_evidence(k_unlimited));
+  EXPECT_EQ(checks[0].result.result, verdict::error);
+  EXPECT_NE(checks[0].result.summary.find("mlx5_7"), std::string::npos);
+  EXPECT_NE(checks[0].result.summary.find("mlx5_0"), std::string::npos);  // what is present
+  EXPECT_TRUE(v.calls_named("ibv_reg_mr_iova2").empty());
+}
+
 TEST(MrProbe, LibraryThatDoesNotLoad) {
   null_log log;
   mr_probe_outcome o = run_mr_probe(request(), nullptr, status::error("dlopen libibverbs.so.1: not found"), nullptr,
