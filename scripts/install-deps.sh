@@ -11,7 +11,9 @@ packages=(
   # the real local Slurm the end-to-end tests run on
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server
   # tools the tests and scripts use
-  procps iproute2 util-linux psmisc passwd
+  procps iproute2 util-linux psmisc passwd python3
+  # man pages (help2man from --help), the .deb test (debootstrap), the prolog's bench baseline tools
+  help2man man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod
 )
 
 missing=()
