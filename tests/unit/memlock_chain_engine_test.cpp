@@ -110,7 +110,10 @@ TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
   EXPECT_EQ(v.rc, -1);
   ASSERT_EQ(v.user_lines.size(), 1u);
   EXPECT_EQ(v.user_lines[0].rfind("mrcheck: memlock: FAIL: ", 0), 0u) << v.user_lines[0];
-  EXPECT_TRUE(v.watch_post_exec);
+  EXPECT_FALSE(v.watch_post_exec);  // no TaskProlog, not verbose
+  st.task_prolog = "/etc/slurm/taskprolog.sh";
+  EXPECT_TRUE(node_task(site(), t, st, probe).watch_post_exec);
+  st.task_prolog.clear();
   EXPECT_EQ(probes, 0);
   t.local_task_id = 1;
   auto other = node_task(site(), t, st, probe);
