@@ -1,0 +1,34 @@
+#!/bin/bash
+# --mr-check=mr runs `mrcheck probe mr --json` as the job user, with the job's environment and the task's
+# limits, under a timeout; its checks join the report. A helper that breaks is a verdict (on_error), never a
+# hung or crashed step.
+source "$(dirname "$0")/lib.sh"
+source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
+plugin_setup
+plugin_load optional memlock_min=64K
+run_user srun --mr-check=mr,verbose true
+show_run "probe: real helper"
+expect_eq "probe: rc" "$RC" "0"
+expect_contains "probe: the probe's own checks are reported" "$ERR" "mrcheck: mr_host: "
+
+# A helper that prints no report: an ERROR line (the checker broke; on_error=warn lets the task run).
+bad=$MRCHECK_SLURM_DIR/install/bin/plugin_probe_bad.sh
+printf '#!/bin/sh\necho "not json"\nexit 1\n' >"$bad"
+chmod 755 "$bad"
+echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$bad memlock_min=64K" >"$PLUGIN_DROPIN"
+run_user srun --mr-check=mr bash -c 'echo ran'
+show_run "probe: broken helper"
+expect_eq "probe: the task still ran" "$OUT" "ran"
+expect_contains "probe: an error verdict, reported" "$ERR" "mrcheck: mr: ERROR: probe mr (exit 1) printed no valid report"
+
+# A helper that hangs: killed at probe_timeout.
+printf '#!/bin/sh\nsleep 60\n' >"$bad"
+echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$bad memlock_min=64K probe_timeout=1s" >"$PLUGIN_DROPIN"
+start=$SECONDS
+run_user srun --mr-check=mr bash -c 'echo ran'
+show_run "probe: hanging helper"
+expect_eq "probe: the task still ran" "$OUT" "ran"
+expect_contains "probe: timeout is a verdict" "$ERR" "timed out"
+((SECONDS - start < 30)) && e2e_pass "probe: bounded" || e2e_fail "probe: took $((SECONDS - start)) s"
+rm -f "$bad"
+e2e_done
