@@ -85,16 +85,18 @@ set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_VENDOR "mrcheck")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "Slurm SPANK plugin, prolog and CLI against NCCL ibv_reg_mr failures")
-set(CPACK_PACKAGE_DESCRIPTION
-  "mrcheck keeps GPU training jobs on Slurm from dying with 'NCCL WARN Call to ibv_reg_mr_iova2 failed with
-error Cannot allocate memory' and, when they do, says why in one line and names the fix.
- .
- It ships spank_mrcheck.so (srun --mr-check: the locked-memory limit along the whole job chain, memory
- registration and NCCL probes as the job user), mrcheck-prolog (the RDMA/GPU driver and firmware matrix;
- drains misaligned nodes through slurmctld) and mrcheck (report, chain, probe, explain, dump).
- .
- Install it on login and compute nodes. libibverbs, CUDA, NCCL and NVML are loaded at run time when
- present.")
+# Extended description: CPack indents each line by one space; "." alone is Debian's paragraph break.
+set(CPACK_PACKAGE_DESCRIPTION [=[mrcheck keeps GPU training jobs on Slurm from dying with "NCCL WARN Call to
+ibv_reg_mr_iova2 failed with error Cannot allocate memory" and, when they do, says
+why in one line and names the fix.
+.
+It ships spank_mrcheck.so (srun --mr-check: the locked-memory limit along the
+whole job chain; memory registration and NCCL probes as the job user),
+mrcheck-prolog (the RDMA/GPU driver and firmware matrix; drains misaligned nodes
+through slurmctld) and mrcheck (report, chain, probe, explain, dump).
+.
+Install it on login and compute nodes. libibverbs, CUDA, NCCL and NVML are
+loaded at run time where present.]=])
 set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CPACK_GENERATOR "DEB")
 set(CPACK_STRIP_FILES ON)
@@ -126,7 +128,6 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS "${mrcheck_deb_depends}")
 # dlopen'd at run time only where present: one package for GPU nodes, CPU login nodes, nodes without rdma-core.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libibverbs1, ibverbs-providers")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libcuda1, libnvidia-ml1, libnccl2, man-db")
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://slurm.schedmd.com/spank.html")
 
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr" OR
    NOT MRCHECK_SLURM_PLUGIN_DIR STREQUAL "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm")

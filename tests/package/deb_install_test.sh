@@ -90,7 +90,10 @@ fi
 say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 dpkg-deb --info "$deb" | sed 's/^/  /'
 control=$(dpkg-deb --field "$deb" Depends Recommends Suggests)
-slurm=$(sed -n 's/^#define SLURM_VERSION_STRING "\(.*\)"/\1/p' /usr/include/slurm/slurm_version.h)
+# The Slurm the build machine's headers are (what the plugin is built against), spelled as Slurm does.
+vnum=$(sed -n 's/^#define SLURM_VERSION_NUMBER \(0x[0-9a-fA-F]*\).*/\1/p' /usr/include/slurm/slurm_version.h)
+[[ -n $vnum ]] || { say "FAIL: no SLURM_VERSION_NUMBER in /usr/include/slurm/slurm_version.h"; exit 1; }
+slurm=$(printf '%d.%02d.%d' $((vnum >> 16 & 255)) $((vnum >> 8 & 255)) $((vnum & 255)))
 mm=${slurm%.*}
 grep -q "slurm-wlm-basic-plugins (>= $mm)" <<<"$control" || fail "Depends does not pin slurm-wlm-basic-plugins >= $mm"
 grep -q "slurm-wlm-basic-plugins (<< " <<<"$control" || fail "Depends has no upper bound on slurm-wlm-basic-plugins"
@@ -181,8 +184,14 @@ phase "mrcheck --version in the root"
 ver=$(in_root /usr/bin/mrcheck --version 2>&1)
 say "  $ver"
 want_ver=$(sed -n 's/^project(mrcheck VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
-[[ $ver == "mrcheck $want_ver (built against Slurm $slurm)" ]] ||
+# Compared as numbers: "22.5.8" and "22.05.8" are the same Slurm (Slurm itself prints the second).
+if [[ $ver =~ ^mrcheck\ ([0-9.]+)\ \(built\ against\ Slurm\ ([0-9]+)\.([0-9]+)\.([0-9]+)\)$ ]]; then
+  [[ ${BASH_REMATCH[1]} == "$want_ver" ]] || fail "mrcheck --version says version ${BASH_REMATCH[1]}, the project is $want_ver"
+  got=$(((10#${BASH_REMATCH[2]} << 16) + (10#${BASH_REMATCH[3]} << 8) + 10#${BASH_REMATCH[4]}))
+  ((got == vnum)) || fail "mrcheck --version names Slurm ${BASH_REMATCH[2]}.${BASH_REMATCH[3]}.${BASH_REMATCH[4]}, the headers are $slurm"
+else
   fail "mrcheck --version says '$ver', want 'mrcheck $want_ver (built against Slurm $slurm)'"
+fi
 installed=$(in_root dpkg-query -W -f '${Version}' slurm-wlm-basic-plugins)
 [[ $installed == "$mm".* ]] || fail "the root got slurm-wlm-basic-plugins $installed for a plugin built against $slurm"
 in_root /usr/bin/mrcheck report --json >"$work/report.json" 2>"$work/report.err"
