@@ -4,7 +4,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 plugin_setup
-cmd=(bash -c "ulimit -S -l 64; srun -n2 -l bash -c 'echo out \$SLURM_PROCID; echo err >&2; ulimit -l; env | grep -c ^MRCHECK_ || true' | sort; exit \${PIPESTATUS[0]}")
+# Two tasks' lines interleave in any order: sort both streams; one task's output is compared byte for byte.
+cmd=(bash -c "ulimit -S -l 64; { srun -n2 -l bash -c 'echo out \$SLURM_PROCID; echo err >&2; ulimit -l; env | grep -c ^MRCHECK_ || true' 2>&1 1>&3 | sort >&2; } 3>&1 | sort; srun -n1 bash -c 'echo one; echo two >&2; ulimit -l'; exit \$?")
 
 plugin_load none
 rm -f "$PLUGIN_DROPIN"
