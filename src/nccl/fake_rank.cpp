@@ -9,6 +9,7 @@
 //          hang    (block in "init" forever) | crash (SIGSEGV in "init") | exit (exit 0 without a result) |
 //          noid    (rank 0: never send the id; others: same as hang) | flood (2 MiB to stdout, then pass) |
 //          early   (exit 3 with an error result before the id exchange, like a rank whose dlopen failed)
+//   delay=MS       sleep this long after the log, before the action (a slow rank)
 //   tag=TEXT       ignored; lets a test find its own rank processes in /proc
 //   version=N      ncclGetVersion value to report (default 22803)
 #include <mrcheck/nccl_probe.h>
@@ -141,6 +142,7 @@ int fake_rank_main(const nccl_rank_args& a) {
   ctl.line("stage init");
   std::string log = spec_value(a.fake, "log", "");
   if (!log.empty()) copy_file_to_stdout(log);
+  if (int delay = std::stoi(spec_value(a.fake, "delay", "0")); delay > 0) ::usleep(static_cast<useconds_t>(delay) * 1000);
   if (action == "hang" || action == "noid") block_forever();
   if (action == "crash") {
     ::signal(SIGSEGV, SIG_DFL);

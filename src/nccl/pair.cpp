@@ -297,6 +297,7 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
   int peer_fd = -1;
   std::string peer_buf;
   bool peer_failed = false;
+  bool peer_said_ok = false;
   std::vector<int> local_ranks = {0, 1};
   if (o.mode == nccl_mode::node_pair) {
     if (o.pair_rank != 0 && o.pair_rank != 1) {
@@ -456,7 +457,8 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
         if (p) {
           close_fd(k == 0 ? p->out : k == 1 ? p->err : p->ctl);
         } else {
-          if (!told_peer) peer_failed = peer_failed || !std::string_view(peer_buf).starts_with("peer-result ok");
+          // The other node hung up: fine once it reported success, a failure of its side otherwise.
+          if (!peer_said_ok) peer_failed = true;
           close_fd(peer_fd);
         }
         continue;
@@ -476,6 +478,8 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
               write_no_sigpipe(r1->id_w, line + "\n");
               close_fd(r1->id_w);
             }
+          } else if (line == "peer-result ok") {
+            peer_said_ok = true;
           } else if (line == "noid" || line == "peer-result fail") {
             peer_failed = true;
             if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);

@@ -274,6 +274,26 @@ TEST_F(nccl_pair, node_pair_meets_over_the_rendezvous_and_relays_the_id) {
   EXPECT_EQ(judge_nccl_pair(out_b).result, verdict::pass) << judge_nccl_pair(out_b).summary;
 }
 
+// The first node finishes and hangs up while the second is still in NCCL: that is success, not a peer failure.
+TEST_F(nccl_pair, node_pair_slow_second_node_is_not_stopped) {
+  std::uint64_t job = 500000 + static_cast<std::uint64_t>(::getpid()) % 90000;
+  nccl_pair_options a = o_, b = o_;
+  a.mode = b.mode = nccl_mode::node_pair;
+  a.job_id = b.job_id = job;
+  b.pair_rank = 1;
+  b.peer = "127.0.0.1";
+  a.fake[0] = "action=pass,tag=" + tag_;
+  b.fake[1] = "action=pass,delay=900,tag=" + tag_;  // three times the peer grace
+  nccl_pair_outcome out_b;
+  std::thread joiner([&] { out_b = run_nccl_pair(b); });
+  nccl_pair_outcome out_a = run_nccl_pair(a);
+  joiner.join();
+  EXPECT_EQ(judge_nccl_pair(out_a).result, verdict::pass);
+  ASSERT_EQ(out_b.ranks.size(), 1u);
+  EXPECT_FALSE(out_b.ranks[0].killed);
+  EXPECT_EQ(judge_nccl_pair(out_b).result, verdict::pass) << judge_nccl_pair(out_b).summary;
+}
+
 TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
   std::uint64_t job = 800000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   nccl_pair_options a = o_, b = o_;
