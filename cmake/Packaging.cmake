@@ -85,9 +85,10 @@ set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_VENDOR "mrcheck")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "Slurm SPANK plugin, prolog and CLI against NCCL ibv_reg_mr failures")
-# Extended description: CPack indents each line by one space; "." alone is Debian's paragraph break.
-set(CPACK_PACKAGE_DESCRIPTION [=[mrcheck keeps GPU training jobs on Slurm from dying with "NCCL WARN Call to
-ibv_reg_mr_iova2 failed with error Cannot allocate memory" and, when they do, says
+# Extended description: CPack indents each line by one space; "." alone is a paragraph break. No double
+# quotes: CPackConfig.cmake would split the text at them.
+set(CPACK_PACKAGE_DESCRIPTION [=[mrcheck keeps GPU training jobs on Slurm from dying with 'NCCL WARN Call to
+ibv_reg_mr_iova2 failed with error Cannot allocate memory' and, when they do, says
 why in one line and names the fix.
 .
 It ships spank_mrcheck.so (srun --mr-check: the locked-memory limit along the
