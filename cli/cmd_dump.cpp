@@ -45,7 +45,8 @@ class tree_copier {
     switch (kind) {
       case sysroot::access::dir: {
         auto phys = ensure(p, 0);
-        return phys ? status::ok() : phys.error();
+        if (!phys) return phys.error();
+        return skeleton(*phys);
       }
       case sysroot::access::link: {
         auto parent = ensure(p.parent_path(), 0);
@@ -111,6 +112,26 @@ class tree_copier {
       cur = next;
     }
     return cur;
+  }
+
+  // A listed directory replays only if its entries do: recreate each child as a symlink (same target text)
+  // or an empty directory. File contents are never copied here - only files that were read are.
+  status skeleton(const fs::path& dir) {
+    std::error_code ec;
+    std::size_t n = 0;
+    for (fs::directory_iterator it(src_.host_path(dir.string()), ec), end; !ec && it != end; it.increment(ec)) {
+      if (++n > 4096) break;  // sysfs directories we list are small; never walk a huge one
+      fs::path child = dir / it->path().filename();
+      std::error_code ec2;
+      auto st = it->symlink_status(ec2);
+      if (ec2) continue;
+      if (fs::is_symlink(st)) {
+        if (auto s = make_link(child); !s) return s;
+      } else if (fs::is_directory(st)) {
+        fs::create_directories(out_path(child), ec2);
+      }
+    }
+    return status::ok();
   }
 
   status copy_file(const fs::path& node, int depth) {

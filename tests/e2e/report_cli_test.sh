@@ -75,6 +75,13 @@ expect_eq "replay of a fresh dump equals the live facts" "$diff" "True True"
 ch=$("$M" chain --root "$TMP/dump" --json)
 expect_contains "chain --root replays the dumped chain" "$ch" '"pid": 1'
 
+# A dump of a fixture tree (--root) replays to the same facts: listed directories keep their entries.
+"$M" dump --root "$MRCHECK_SOURCE_DIR/tests/fixtures/hca_ofed_peermem" --out "$TMP/redump" 2>/dev/null
+"$M" report --json --root "$MRCHECK_SOURCE_DIR/tests/fixtures/hca_ofed_peermem" >"$TMP/fx.json" 2>/dev/null || true
+"$M" report --json --root "$TMP/redump" >"$TMP/redump.json" 2>/dev/null || true
+same=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["facts"]; b=json.load(open(sys.argv[2]))["facts"]; print([k for k in a if a[k] != b[k]])' "$TMP/fx.json" "$TMP/redump.json")
+expect_eq "dump --root of a fixture replays to the same facts" "$same" "[]"
+
 # --- slurmd through the local Slurm's SlurmdPidFile -------------------------------------------------------------
 if [[ ${MRCHECK_E2E_NO_SLURM:-0} != 1 ]]; then
   e2e_slurm_up
