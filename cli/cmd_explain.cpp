@@ -107,7 +107,7 @@ int cmd_explain(const args& a) {
       fmt::print(stderr, "mrcheck: explain: no log given and stdin is a terminal\n{}", k_explain_usage);
       return k_exit_usage;
     }
-    file = "-";
+    file.assign(1, '-');  // not `file = "-"`: g++ 12 -O2 -Wrestrict false positive (GCC PR 105329)
   }
 
   sysroot root;

@@ -12,8 +12,8 @@ packages=(
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server
   # tools the tests and scripts use
   procps iproute2 util-linux psmisc passwd python3
-  # man pages (help2man from --help), the .deb test (debootstrap), the prolog's bench baseline tools
-  help2man man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod
+  # man pages (rendered by the man test), the .deb test (debootstrap), the prolog's bench baseline tools
+  man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod time
 )
 
 missing=()

@@ -137,6 +137,11 @@ probe_runner real_probe_runner(const config& c) {
     r.result = verdict::error;
     child_spec spec;
     spec.argv = {c.helper_path(), "probe", group, "--json"};
+    // The site's verbs_library= must reach the probe child, or it registers through a different library.
+    if (group == "mr") {
+      spec.argv.push_back("--verbs-library");
+      spec.argv.push_back(c.verbs_library);
+    }
     spec.env = t.job_env;
     spec.timeout = group == "nccl" ? c.nccl_timeout : c.probe_timeout;
     // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
@@ -149,6 +154,10 @@ probe_runner real_probe_runner(const config& c) {
     }
     // Contract of `mrcheck probe`: exit 0 pass/warn, 1 fail, 2 error; the report JSON on stdout.
     if (out->timed_out || out->signaled || !out->exited || out->exit_code > 2) {
+      // A registration that hangs or crashes would hang or crash NCCL's init in the job too: that is a
+      // finding about the node (on_fail), not the checker breaking (on_error). An exec failure or a
+      // malformed report stays an error.
+      if (out->timed_out || out->signaled) r.result = verdict::fail;
       std::string err = escape_line(out->err.substr(out->err.size() > 300 ? out->err.size() - 300 : 0), 300);
       r.summary = fmt::format("probe {} ({}) {}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
                               err.empty() ? "" : ": ", err);
