@@ -8,6 +8,7 @@
 #include <mrcheck/checks.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
 
 #include <fmt/core.h>
@@ -28,10 +29,13 @@ void append(report& into, report more) {
   for (auto& c : more.checks) into.checks.push_back(std::move(c));
 }
 
-// Every group of checks `report` runs. A new group (judge_matrix, ...) is one more append() line here.
-report run_all_checks(const node_facts& facts, const config& cfg) {
+// Every group of checks `report` runs: the basic ones, then the driver/firmware matrix that mrcheck-prolog
+// judges (the same rules file, so `mrcheck report` on a node shows what its prolog would decide).
+report run_all_checks(const node_facts& facts, const config& cfg, const matrix_rules& rules,
+                      const matrix_facts& extra) {
   report r;
   append(r, run_basic_checks(facts, cfg));
+  append(r, judge_matrix(facts, rules, extra));
   return r;
 }
 
@@ -164,8 +168,14 @@ int cmd_report(const args& a) {
   if (root.is_host()) {
     if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
   }
+  auto rules = load_matrix_rules_or_default(cfg->rules);
+  if (!rules) {
+    fmt::print(stderr, "mrcheck: report: rules: {}\n", rules.error().message());
+    return k_exit_usage;
+  }
   node_facts facts = collect_facts(root, opts);
-  report r = run_all_checks(facts, *cfg);
+  matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, !facts.libibverbs.is_ok());
+  report r = run_all_checks(facts, *cfg, *rules, extra);
   if (json) {
     nlohmann::json j = report_to_json(r);
     j["facts"] = facts;
