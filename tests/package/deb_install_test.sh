@@ -1,6 +1,6 @@
 #!/bin/bash
 # The .deb installs into a fresh Debian 12 root with its dependencies, its files are where
-# man/README-install.md's "Files" section says, and `mrcheck --version` runs there.
+# README.md's "Files" section says, and `mrcheck --version` runs there.
 #
 # usage: deb_install_test.sh SOURCE_DIR WORK_DIR
 # Exit 0 pass, 1 fail, 77 skipped (not root, no debootstrap, or no route to the Debian mirror).
@@ -135,7 +135,7 @@ grep -E '^(Setting up|Unpacking) ' "$work/apt.log" | sed 's/^/  /' | head -n 40
 
 phase "checking the installed files"
 # Every absolute path the README's Files section names in backticks must be in the package and in the root.
-readme=$src/man/README-install.md
+readme=$src/README.md
 paths=$(sed -n '/^## Files/,/^## /p' "$readme" | grep -o '`/[^` ]*`' | tr -d '`' | sort -u)
 [[ -n $paths ]] || fail "no paths found in the Files section of $readme"
 for p in $paths; do
