@@ -36,14 +36,15 @@ if [[ -f $E2E_INSTALL/lib/slurm/spank_mrcheck.so ]]; then
   # enforced by raising the task's limit before it starts.
   policy=$MRCHECK_SLURM_DIR/mrcheck-demo.conf
   printf 'memlock_min=8M\nenforce=yes\non_fail=fail\n' >"$policy"
-  e2e_plugin "config=$policy"
+  # `required`: only a required plugin's task_init failure ends the task (Slurm ignores an optional one's).
+  E2E_PLUGIN_KIND=required e2e_plugin "config=$policy"
 
   echo
   echo "== srun --mr-check bash -c 'ulimit -l'   (as $E2E_USER; the plugin enforces memlock_min=8M)"
   as_user bash -c "ulimit -S -l 64; srun -N1 -n1 --mr-check bash -c 'echo task memlock: \$(ulimit -l) KiB'"
 
   echo
-  echo "== the same step without enforcement: the login shell's 64 KiB reaches the task"
+  echo "== the same step without enforcement: the login shell's 64 KiB would reach the task; mrcheck stops it"
   printf 'memlock_min=8M\nenforce=no\non_fail=fail\n' >"$policy"
   as_user bash -c "ulimit -S -l 64; srun -N1 -n1 --mr-check bash -c 'echo task memlock: \$(ulimit -l) KiB'"
   echo "(srun exit status: $?)"

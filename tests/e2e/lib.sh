@@ -65,7 +65,7 @@ e2e_plugin() {
   local dropin=$MRCHECK_SLURM_DIR/plugstack.conf.d/mrcheck.conf
   mkdir -p "$(dirname "$dropin")"
   if (($# == 1)) && [[ $1 == none ]]; then rm -f "$dropin"; return; fi
-  echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$MRCHECK_SLURM_DIR/install/bin/mrcheck $*" >"$dropin"
+  echo "${E2E_PLUGIN_KIND:-optional} $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$MRCHECK_SLURM_DIR/install/bin/mrcheck $*" >"$dropin"
 }
 
 # Runs a command as the unprivileged job user, keeping this shell's limits (setpriv, no PAM: a test sets
