@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include <charconv>
 
 namespace mrcheck {
@@ -142,6 +145,14 @@ result<submit_record> decode_submit_record(std::string_view text) {
   r.tool = *tool;
   auto host = unesc(*h);
   if (!host) return status::error("MRCHECK_SUBMIT: bad host: " + host.error().message());
+  // The record is user-controlled and the host is printed on the user's terminal and in admin logs: accept
+  // only what a hostname can be (fuzz finding F1: a forged "%0A..." host reached stderr unescaped).
+  if (host->empty() || host->size() > 255 ||
+      !std::all_of(host->begin(), host->end(), [](unsigned char ch) {
+        return std::isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
+      })) {
+    return status::error("MRCHECK_SUBMIT: bad host");
+  }
   r.host = *host;
   if (*s != "-") {
     auto sent = unesc(*s);

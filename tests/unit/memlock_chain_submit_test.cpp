@@ -31,13 +31,18 @@ TEST(MemlockChainSubmit, RoundTripKeepsEveryField) {
 
 TEST(MemlockChainSubmit, HostileCommIsEscapedAndRestored) {
   std::vector<process_fact> chain = {proc(10, 1, "a|b;c:d%e f\n", 1, 2)};
-  auto r = make_submit_record("sbatch", "h|x", std::nullopt, "77", chain);
+  auto r = make_submit_record("sbatch", "login-1.example", std::nullopt, "77", chain);
   auto text = encode_submit_record(r);
   EXPECT_EQ(text.find('\n'), std::string::npos);
   auto back = decode_submit_record(text);
   ASSERT_TRUE(back) << back.error().message();
   EXPECT_EQ(back->chain[0].comm, "a|b;c:d%e f\n");
-  EXPECT_EQ(back->host, "h|x");
+  EXPECT_EQ(back->host, "login-1.example");
+  // A forged host that is no hostname (newline, separators) makes the whole record invalid.
+  for (const char* bad : {"h|x", "h\nx", "h x", ""}) {
+    auto forged = encode_submit_record(make_submit_record("srun", bad, std::nullopt, "77", chain));
+    EXPECT_FALSE(decode_submit_record(forged)) << bad;
+  }
   EXPECT_EQ(back->job_id, "77");
   EXPECT_FALSE(back->sent.has_value());
 }
