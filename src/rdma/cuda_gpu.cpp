@@ -45,7 +45,9 @@ struct cuda_api {
 
 class cuda_gpu final : public gpu_memory {
  public:
-  cuda_gpu(cuda_api api, CUdevice dev, int ordinal, CUcontext ctx) : api_(api), dev_(dev), ordinal_(ordinal), ctx_(ctx) {
+  // The primary context was retained and made current by the caller; it stays current on this thread and is
+  // released with the device in the destructor, so it needs no member of its own.
+  cuda_gpu(cuda_api api, CUdevice dev, int ordinal, CUcontext /*current*/) : api_(api), dev_(dev), ordinal_(ordinal) {
     char bus[32] = {};
     if (api_.device_get_pci_bus_id(bus, sizeof bus, dev_) == CUDA_SUCCESS) {
       bdf_ = bus;
@@ -94,7 +96,6 @@ class cuda_gpu final : public gpu_memory {
   cuda_api api_;
   CUdevice dev_;
   int ordinal_;
-  CUcontext ctx_;
   std::string bdf_;
   int driver_ = 0;
   bool dmabuf_ = false;
