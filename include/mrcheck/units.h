@@ -22,6 +22,9 @@ std::string format_bytes(std::uint64_t bytes);
 // "30s", "500ms", "2m", or a bare number of seconds. Bounded to 1 hour.
 result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
+// `s` without leading and trailing whitespace (isspace: blanks, tabs, newlines, CR, VT, FF).
+std::string_view trim_space(std::string_view s);
+
 // Escapes text for one-line logs, drain reasons and AdminComment: printable ASCII kept, everything else
 // (newlines, control bytes, non-ASCII, and the characters in `also`) as \xNN; cut to `max` bytes with "...".
 std::string escape_line(std::string_view text, std::size_t max = 256, std::string_view also = "");

@@ -14,12 +14,6 @@ namespace mrcheck {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 constexpr std::size_t k_max_list = 128;
 
 result<bool> parse_bool(std::string_view v) {
@@ -135,8 +129,8 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
   if (eq == std::string_view::npos) {
     return fail(fmt::format("'{}' is not key=value", escape_line(item, 64)));
   }
-  std::string_view key = trim(item.substr(0, eq));
-  std::string_view value = trim(item.substr(eq + 1));
+  std::string_view key = trim_space(item.substr(0, eq));
+  std::string_view value = trim_space(item.substr(eq + 1));
   auto bad = [&](const status& s) { return fail(fmt::format("{}: {}", key, s.message())); };
 
   if (key == "default_checks") {
@@ -216,7 +210,7 @@ status load_config_file(config& c, const std::string& path) {
     std::string_view l = line;
     auto hash = l.find('#');
     if (hash != std::string_view::npos) l = l.substr(0, hash);
-    l = trim(l);
+    l = trim_space(l);
     if (l.empty()) continue;
     auto s = apply_config_item(c, l, fmt::format("{}:{}", path, lineno));
     if (!s) return s;
@@ -230,13 +224,13 @@ result<config> parse_config_args(std::span<const std::string_view> args, std::st
   config c;
   int config_index = -1;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = trim(args[i]);
+    std::string_view a = trim_space(args[i]);
     if (a.rfind("config=", 0) == 0) {
       if (config_index >= 0) {
         return status::error(fmt::format("{} argument {}: config= given twice", origin, i + 1));
       }
       config_index = static_cast<int>(i);
-      auto p = parse_abs_path(trim(a.substr(7)));
+      auto p = parse_abs_path(trim_space(a.substr(7)));
       if (!p) return status::error(fmt::format("{} argument {}: config: {}", origin, i + 1, p.error().message()));
       auto s = load_config_file(c, *p);
       if (!s) return s;
@@ -244,7 +238,7 @@ result<config> parse_config_args(std::span<const std::string_view> args, std::st
   }
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) == config_index) continue;
-    std::string_view a = trim(args[i]);
+    std::string_view a = trim_space(args[i]);
     if (a.empty()) continue;
     auto s = apply_config_item(c, a, fmt::format("{} argument {}", origin, i + 1));
     if (!s) return s;

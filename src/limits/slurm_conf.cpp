@@ -25,12 +25,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // Slurm's comment rule: '#' starts a comment unless escaped as "\#".
 std::string strip_comment(std::string_view line) {
   std::string out;
@@ -117,7 +111,7 @@ void parse_file(const sysroot& root, const std::string& path, const std::filesys
     auto toks = tokens(line);
     if (toks.empty()) continue;
     if (lower(toks[0]) == "include") {
-      if (toks.size() >= 2) include_files(root, trim(std::string_view(line).substr(line.find(toks[1]))), conf_dir,
+      if (toks.size() >= 2) include_files(root, trim_space(std::string_view(line).substr(line.find(toks[1]))), conf_dir,
                                           depth, st, problems);
       continue;
     }
@@ -151,7 +145,7 @@ result<bool> memlock_propagated_by(std::string_view list, bool except) {
   std::string_view l = list;
   while (true) {
     auto comma = l.find(',');
-    std::string name = lower(trim(l.substr(0, comma)));
+    std::string name = lower(trim_space(l.substr(0, comma)));
     if (name.rfind("rlimit_", 0) == 0) name = name.substr(7);
     if (name == "all") {
       all = true;

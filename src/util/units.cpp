@@ -16,16 +16,16 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
+}  // namespace
+
+std::string_view trim_space(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
 }
 
-}  // namespace
-
 result<std::uint64_t> parse_bytes(std::string_view text) {
-  std::string_view t = trim(text);
+  std::string_view t = trim_space(text);
   std::string l = lower(t);
   if (l == "unlimited" || l == "infinity") return k_unlimited;
   if (t.empty()) return status::error("empty size");
@@ -35,7 +35,7 @@ result<std::uint64_t> parse_bytes(std::string_view text) {
   if (ec != std::errc() || ptr == t.data()) {
     return status::error(fmt::format("'{}' is not a size (bytes, with K/M/G/T, or unlimited)", escape_line(t, 64)));
   }
-  std::string suffix = lower(trim(std::string_view(ptr, static_cast<size_t>(t.data() + t.size() - ptr))));
+  std::string suffix = lower(trim_space(std::string_view(ptr, static_cast<size_t>(t.data() + t.size() - ptr))));
   int shift = 0;
   if (suffix.empty() || suffix == "b") {
     shift = 0;
@@ -74,14 +74,14 @@ std::string format_bytes(std::uint64_t bytes) {
 }
 
 result<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  std::string_view t = trim(text);
+  std::string_view t = trim_space(text);
   if (t.empty()) return status::error("empty duration");
   std::uint64_t n = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
   if (ec != std::errc() || ptr == t.data()) {
     return status::error(fmt::format("'{}' is not a duration (e.g. 30s, 500ms, 2m)", escape_line(t, 64)));
   }
-  std::string suffix = lower(trim(std::string_view(ptr, static_cast<size_t>(t.data() + t.size() - ptr))));
+  std::string suffix = lower(trim_space(std::string_view(ptr, static_cast<size_t>(t.data() + t.size() - ptr))));
   std::uint64_t ms = 0;
   constexpr std::uint64_t k_max_ms = 3600 * 1000;
   if (n > k_max_ms) return status::error(fmt::format("duration '{}' is longer than 1 hour", escape_line(t, 64)));
