@@ -140,7 +140,9 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   std::int64_t max_p2p = nccl_param(env, "NCCL_MAX_P2P_NCHANNELS", k_maxchannels, &notes);
   e.p2p_channels = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(e.channels, max_p2p), 1, k_maxchannels));
   e.p2p_chunk = nccl_param(env, "NCCL_P2P_NET_CHUNKSIZE", k_p2p_net_chunk, &notes);
-  if (e.p2p_chunk * 8 > simple) e.p2p_chunk = simple / 8;  // init.cc l.721: chunk * NCCL_STEPS <= SIMPLE buffer
+  // init.cc l.721: chunk * NCCL_STEPS <= SIMPLE buffer. Compared by division: the chunk is the user's number and
+  // chunk * 8 overflows for |chunk| > 2^60 (same result as NCCL's product wherever that does not overflow).
+  if (e.p2p_chunk > simple / 8) e.p2p_chunk = simple / 8;
   std::int64_t per_peer = nccl_param(env, "NCCL_NCHANNELS_PER_NET_PEER", 0, &notes);
   e.nchannels_per_net_peer = per_peer > 0 ? static_cast<int>(std::min<std::int64_t>(per_peer, k_maxchannels)) : 0;
   e.p2p_bytes = 2ull * static_cast<std::uint64_t>(e.p2p_channels) * k_shared_steps *
