@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+#include <string>
+
 namespace mrcheck {
 
 void to_json(nlohmann::json& j, const nccl_rank_report& r) {
@@ -28,22 +31,50 @@ void to_json(nlohmann::json& j, const nccl_rank_report& r) {
                      {"phases", phases}};
 }
 
+namespace {
+
+// The rank children run the job's environment (LD_PRELOAD, NCCL plugins), so their result line is untrusted:
+// get<int>() on 1e300 is a float-cast overflow (UB) and on 2^40 a silent wrap. An integer field must be a JSON
+// integer within T's range; anything else throws a json exception, as a wrong type already does.
+template <class T>
+T integer_field(const nlohmann::json& j, const char* key, T def, bool required = false) {
+  if (!required && !j.contains(key)) return def;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) {
+    throw nlohmann::json::type_error::create(302, std::string(key) + " must be an integer, but is " + v.type_name(), &v);
+  }
+  bool fits = false;
+  if (v.is_number_unsigned()) {
+    fits = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    auto s = v.get<std::int64_t>();
+    fits = std::numeric_limits<T>::is_signed
+               ? s >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                     s <= static_cast<std::int64_t>(std::numeric_limits<T>::max())
+               : s >= 0;
+  }
+  if (!fits) throw nlohmann::json::out_of_range::create(406, std::string(key) + " is out of range", &v);
+  return v.get<T>();
+}
+
+}  // namespace
+
 void from_json(const nlohmann::json& j, nccl_rank_report& r) {
-  r.rank = j.at("rank").get<int>();
+  r.rank = integer_field<int>(j, "rank", -1, true);
   r.stage = j.value("stage", "");
   r.ok = j.value("ok", false);
   r.no_gpu = j.value("no_gpu", false);
   r.missing_library = j.value("missing_library", false);
   r.error = j.value("error", "");
-  r.nccl_result = j.value("nccl_result", 0);
+  r.nccl_result = integer_field<int>(j, "nccl_result", 0);
   r.nccl_last_error = j.value("nccl_last_error", "");
-  r.nccl_version = j.value("nccl_version", 0);
-  r.cuda_driver_version = j.value("cuda_driver_version", 0);
+  r.nccl_version = integer_field<int>(j, "nccl_version", 0);
+  r.cuda_driver_version = integer_field<int>(j, "cuda_driver_version", 0);
   r.nccl_library = j.value("nccl_library", "");
   r.device = j.value("device", "");
-  r.count = j.value("count", std::uint64_t{0});
-  r.mismatches = j.value("mismatches", std::uint64_t{0});
-  r.first_bad_index = j.value("first_bad_index", std::int64_t{-1});
+  r.count = integer_field<std::uint64_t>(j, "count", 0);
+  r.mismatches = integer_field<std::uint64_t>(j, "mismatches", 0);
+  r.first_bad_index = integer_field<std::int64_t>(j, "first_bad_index", -1);
   r.first_bad_value = j.value("first_bad_value", 0.0);
   r.expected = j.value("expected", 0.0);
   r.phases_ms.clear();
