@@ -50,6 +50,8 @@ std::string transport_of(std::string_view via) {
   return std::string(via.substr(0, slash));
 }
 
+constexpr std::size_t k_max_timing_parts = 32;
+
 // "Init timings - ncclCommInitRankConfig: rank 0 nranks 2 total 0.64 (kernels 0.30, alloc 0.01, ...)"
 std::optional<nccl_init_timing> parse_timings(std::string_view rest) {
   nccl_init_timing t;
@@ -70,12 +72,14 @@ std::optional<nccl_init_timing> parse_timings(std::string_view rest) {
   std::size_t close = rest.find(')', open == std::string_view::npos ? 0 : open);
   if (open != std::string_view::npos && close != std::string_view::npos) {
     std::string_view inside = rest.substr(open + 1, close - open - 1);
-    while (!inside.empty()) {
+    // The names come from a rank's output like everything else here: escaped and bounded (NCCL 2.28 prints
+    // about ten parts with names of one word; a line of thousands of "x 1," must not become thousands of parts).
+    while (!inside.empty() && t.parts.size() < k_max_timing_parts) {
       std::size_t comma = inside.find(',');
       std::string_view item = trim(inside.substr(0, comma));
       std::size_t sp = item.rfind(' ');
       if (sp != std::string_view::npos) {
-        if (auto v = to_double(item.substr(sp + 1))) t.parts.emplace_back(std::string(trim(item.substr(0, sp))), *v);
+        if (auto v = to_double(item.substr(sp + 1))) t.parts.emplace_back(escape_line(trim(item.substr(0, sp)), 64), *v);
       }
       if (comma == std::string_view::npos) break;
       inside.remove_prefix(comma + 1);
