@@ -10,6 +10,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
@@ -34,16 +35,13 @@ struct slurm_conf_facts {
   std::string task_prolog;         // TaskProlog= ("" = none)
   std::string slurmd_pid_file = "/run/slurmd.pid";  // SlurmdPidFile= (may hold %n / %h)
   bool use_pam = false;            // UsePAM=1: pam_limits applies limits.conf to slurmstepd
+  std::vector<std::string> problems;  // includes that could not be read, cycles (slurm_conf.h)
 };
 
-// Parses slurm.conf at `path` (through `root`), following `include` lines (relative to the file's
-// directory, globs allowed, depth-bounded). Keys are case-insensitive as in Slurm; the last setting wins.
-// Error if the main file cannot be read; an unreadable include is skipped (slurmstepd would have failed).
-result<slurm_conf_facts> read_slurm_conf(const sysroot& root, const std::string& path);
-
-// The rule of Slurm's parse_rlimits(): is MEMLOCK in "ALL", "NONE", "MEMLOCK,NOFILE", ...? `except` is the
-// PropagateResourceLimitsExcept form. Error on an unknown limit name.
-result<bool> memlock_propagated_by(std::string_view list, bool except);
+// Reads slurm.conf at `path` (through `root`) with the one slurm.conf reader (slurm_conf.h) and keeps what
+// decides the task's limit. Error if the main file cannot be read or the propagation setting is not one
+// Slurm accepts (memlock_propagation_of); problems with includes are kept in `problems`.
+result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::string& path);
 
 // "/run/slurmd-%n.pid" with %n = node name, %h = host name.
 std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view node, std::string_view host);

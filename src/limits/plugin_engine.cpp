@@ -92,7 +92,7 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
   in.node = t.node;
   in.job = t.batch_step ? fmt::format("job {} batch", t.job_id) : fmt::format("job {} step {}", t.job_id, t.step_id);
   in.batch_step = t.batch_step;
-  in.conf = read_slurm_conf(root, t.slurm_conf_path);
+  in.conf = read_slurm_conf_facts(root, t.slurm_conf_path);
   if (in.conf) st.task_prolog = in.conf->task_prolog;
   std::string pid_file = expand_slurmd_pid_file(in.conf ? in.conf->slurmd_pid_file : "/run/slurmd.pid", t.node, t.host);
   auto pid_text = root.read_value(pid_file);

@@ -181,6 +181,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   slurm_conf_facts conf;
   if (in.conf) {
     conf = *in.conf;
+    for (const auto& pr : conf.problems) p.notes.push_back(fmt::format("slurm.conf: {}", pr));
   } else {
     p.notes.push_back(fmt::format("slurm.conf unreadable ({}); assuming Slurm's default PropagateResourceLimits=ALL",
                                   in.conf.error().message()));

@@ -1,12 +1,14 @@
-// The slurm.conf keys that decide a task's RLIMIT_MEMLOCK. We parse the file rather than ask slurmctld:
-// the compute node's own file is what its slurmstepd used, and an RPC per task would load the controller.
+// slurm.conf, read the way Slurm 22.05 reads it (src/common/parse_config.c: _get_next_line, _strip_comments,
+// _strip_escapes, keyvalue_pattern, _parse_include_directive; slurm_rlimits_info.c: parse_rlimits). One
+// reader for the plugin and the prolog: two readers had disagreed on `\#`, NONE,MEMLOCK and RLIMIT_MEMLOCK
+// (fuzz finding F4). We parse the file rather than ask slurmctld: the compute node's own file is what its
+// slurmstepd used, and an RPC per task would load the controller.
 #include <mrcheck/memlock_chain.h>
+#include <mrcheck/slurm_conf.h>
 
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
-
-#include <glob.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +20,8 @@ namespace mrcheck {
 namespace {
 
 constexpr int k_max_include_depth = 8;
+constexpr std::size_t k_max_files = 64;
+constexpr std::size_t k_max_file_size = 16u << 20;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -25,165 +29,276 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Slurm's comment rule: '#' starts a comment unless escaped as "\#".
-std::string strip_comment(std::string_view line) {
-  std::string out;
+bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+// _strip_comments: '#' after an even number of backslashes ends the line.
+std::string_view strip_comment(std::string_view line) {
+  int backslashes = 0;
   for (std::size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '#') {
-      out.push_back('#');
-      ++i;
-    } else if (line[i] == '#') {
-      break;
-    } else {
-      out.push_back(line[i]);
+    if (line[i] == '#' && backslashes % 2 == 0) return line.substr(0, i);
+    backslashes = line[i] == '\\' ? backslashes + 1 : 0;
+  }
+  return line;
+}
+
+// _strip_continuation: an odd number of backslashes at the end (trailing blanks allowed) joins the next
+// line; returns the length to keep, or npos for no continuation.
+std::size_t continuation(std::string_view line) {
+  std::size_t end = line.size();
+  while (end > 0 && is_space(line[end - 1])) --end;
+  std::size_t bs = 0;
+  while (bs < end && line[end - 1 - bs] == '\\') ++bs;
+  if (bs % 2 == 1) return end - 1;
+  return std::string_view::npos;
+}
+
+// _strip_escapes: "\x" -> "x".
+std::string strip_escapes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      if (++i == s.size()) break;
     }
+    out.push_back(s[i]);
   }
   return out;
 }
 
-std::vector<std::string_view> tokens(std::string_view s) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    std::size_t start = i;
-    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
+bool is_key_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
 
-struct conf_state {
-  slurm_conf_facts facts;
-  std::optional<std::string> propagate;         // value, where
-  std::string propagate_where;
-  std::optional<std::string> propagate_except;
-  std::string except_where;
-  // Files already read: an include cycle (slurm.conf including itself) would otherwise be re-read to the depth
-  // limit with a fan-out per level - 57 s for three such lines in the fuzzer (finding F5), in slurmstepd.
-  std::set<std::string> visited;
+struct key_value {
+  std::string key;
+  std::string value;
 };
 
-void parse_file(const sysroot& root, const std::string& path, const std::filesystem::path& conf_dir, int depth,
-                conf_state& st, std::vector<std::string>& problems);
-
-void include_files(const sysroot& root, std::string_view pattern, const std::filesystem::path& conf_dir, int depth,
-                   conf_state& st, std::vector<std::string>& problems) {
-  std::filesystem::path p(pattern);
-  if (p.is_relative()) p = conf_dir / p;
-  std::string host_pattern = root.host_path(p.string()).string();
-  glob_t g{};
-  int rc = glob(host_pattern.c_str(), 0, nullptr, &g);
-  if (rc == 0) {
-    std::string prefix = root.is_host() ? std::string() : root.root().string();
-    for (std::size_t i = 0; i < g.gl_pathc; ++i) {
-      std::string hit = g.gl_pathv[i];
-      if (!prefix.empty() && hit.rfind(prefix, 0) == 0) hit = hit.substr(prefix.size());
-      parse_file(root, hit, conf_dir, depth + 1, st, problems);
-    }
+// keyvalue_pattern: ^\s*([[:alnum:]_.]+)\s*([-*+/]?)=\s*("([^"]*)"|\S+)(\s|$). Advances `rest` past the pair.
+std::optional<key_value> next_key_value(std::string_view& rest) {
+  std::size_t i = 0;
+  while (i < rest.size() && is_space(rest[i])) ++i;
+  std::size_t k = i;
+  while (i < rest.size() && is_key_char(rest[i])) ++i;
+  if (i == k) return std::nullopt;
+  key_value kv{std::string(rest.substr(k, i - k)), {}};
+  while (i < rest.size() && is_space(rest[i])) ++i;
+  if (i < rest.size() && std::string_view("-*+/").find(rest[i]) != std::string_view::npos) ++i;
+  if (i >= rest.size() || rest[i] != '=') return std::nullopt;
+  ++i;
+  while (i < rest.size() && is_space(rest[i])) ++i;
+  if (i < rest.size() && rest[i] == '"') {
+    auto close = rest.find('"', i + 1);
+    if (close == std::string_view::npos) return std::nullopt;
+    kv.value = std::string(rest.substr(i + 1, close - i - 1));
+    i = close + 1;
+  } else {
+    std::size_t v = i;
+    while (i < rest.size() && !is_space(rest[i])) ++i;
+    if (i == v) return std::nullopt;
+    kv.value = std::string(rest.substr(v, i - v));
   }
-  globfree(&g);
+  if (i < rest.size() && !is_space(rest[i])) return std::nullopt;
+  rest.remove_prefix(i);
+  return kv;
 }
 
-void parse_file(const sysroot& root, const std::string& path, const std::filesystem::path& conf_dir, int depth,
-                conf_state& st, std::vector<std::string>& problems) {
-  if (depth > k_max_include_depth) {
-    problems.push_back(fmt::format("{}: includes nested deeper than {}", path, k_max_include_depth));
+// Lines that describe one object each (S_P_EXPLINE/S_P_LINE in read_config.c): the rest of the line is theirs.
+bool object_line_key(std::string_view key_lower) {
+  return key_lower == "nodename" || key_lower == "partitionname" || key_lower == "downnodes" ||
+         key_lower == "frontendname" || key_lower == "nodeset";
+}
+
+struct parser {
+  const sysroot* root = nullptr;  // nullptr: text only, includes are not followed
+  slurm_conf_settings& out;
+  std::set<std::string> visited;
+
+  void parse(std::string_view text, const std::string& file, int depth);
+  void include(std::string_view name, const std::string& file, const std::string& where, int depth);
+};
+
+void parser::include(std::string_view name, const std::string& file, const std::string& where, int depth) {
+  // _parse_for_format: %c is ClusterName, lower-cased, as set before this line.
+  std::string path;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '%' && i + 1 < name.size() && name[i + 1] == 'c') {
+      const auto* cluster = out.find("ClusterName");
+      if (!cluster) {
+        out.problems.push_back(fmt::format("{}: include {}: %c without a ClusterName before it", where,
+                                           escape_line(name, 128)));
+        return;
+      }
+      path += lower(cluster->value);
+      ++i;
+    } else {
+      path.push_back(name[i]);
+    }
+  }
+  std::filesystem::path p(path);
+  if (p.is_relative()) p = std::filesystem::path(file).parent_path() / p;
+  path = p.lexically_normal().string();
+  if (!root) {
+    out.problems.push_back(fmt::format("{}: include {} not followed", where, escape_line(path, 128)));
     return;
   }
-  if (!st.visited.insert(path).second || st.visited.size() > 64) {
-    problems.push_back(fmt::format("{}: included more than once or too many included files; skipped", path));
+  if (depth >= k_max_include_depth) {
+    out.problems.push_back(fmt::format("{}: include {}: nested deeper than {}", where, escape_line(path, 128),
+                                       k_max_include_depth));
     return;
   }
-  auto text = root.read(path);
+  // A file already read (slurm.conf including itself) is a cycle: Slurm would recurse without end, and
+  // re-reading would cost k^depth parses (fuzz finding F5), in slurmstepd.
+  if (visited.count(path) || out.files.size() >= k_max_files) {
+    out.problems.push_back(fmt::format("{}: include {}: already read or too many files; skipped", where,
+                                       escape_line(path, 128)));
+    return;
+  }
+  auto text = root->read(path, k_max_file_size);
   if (!text) {
-    problems.push_back(text.error().message());
+    // Slurm 22.05 has no glob here: "include conf.d/*.conf" names a file called "*.conf".
+    bool glob = path.find_first_of("*?[") != std::string::npos;
+    out.problems.push_back(fmt::format("{}: include: {}{}", where, escape_line(text.error().message(), 200),
+                                       glob ? " (Slurm 22.05 does not expand globs in slurm.conf)" : ""));
     return;
   }
-  std::string_view rest = *text;
+  visited.insert(path);
+  out.files.push_back(path);
+  parse(*text, path, depth + 1);
+}
+
+void parser::parse(std::string_view text, const std::string& file, int depth) {
   int line_no = 0;
-  while (!rest.empty()) {
-    auto nl = rest.find('\n');
-    std::string_view raw = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
-    ++line_no;
-    std::string line = strip_comment(raw);
-    auto toks = tokens(line);
-    if (toks.empty()) continue;
-    if (lower(toks[0]) == "include") {
-      if (toks.size() >= 2) include_files(root, trim_space(std::string_view(line).substr(line.find(toks[1]))), conf_dir,
-                                          depth, st, problems);
+  while (!text.empty()) {
+    // _get_next_line: comments go first, then continuations join lines, then escapes go.
+    std::string joined;
+    int first_line = line_no + 1;
+    while (!text.empty()) {
+      auto nl = text.find('\n');
+      std::string_view raw = text.substr(0, nl);
+      text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+      ++line_no;
+      std::string_view line = strip_comment(raw);
+      if (auto keep = continuation(line); keep != std::string_view::npos && !text.empty()) {
+        joined += line.substr(0, keep);
+        continue;
+      }
+      joined += line;
+      break;
+    }
+    std::string line = strip_escapes(joined);
+    std::string where = fmt::format("{}:{}", file, first_line);
+    std::string_view rest = line;
+    if (rest.size() > 7 && lower(rest.substr(0, 7)) == "include" && is_space(rest[7])) {
+      rest.remove_prefix(7);
+      while (!rest.empty() && is_space(rest.front())) rest.remove_prefix(1);
+      std::size_t end = 0;
+      while (end < rest.size() && !is_space(rest[end])) ++end;
+      std::string_view name = rest.substr(0, end);
+      if (name.empty()) {
+        out.problems.push_back(fmt::format("{}: include without a file name", where));
+      } else {
+        include(name, file, where, depth);
+      }
       continue;
     }
-    for (auto tok : toks) {
-      auto eq = tok.find('=');
-      if (eq == std::string_view::npos) continue;
-      std::string key = lower(tok.substr(0, eq));
-      std::string value(tok.substr(eq + 1));
-      std::string where = fmt::format("{}:{}", path, line_no);
-      if (key == "propagateresourcelimits") {
-        st.propagate = value;
-        st.propagate_where = where;
-      } else if (key == "propagateresourcelimitsexcept") {
-        st.propagate_except = value;
-        st.except_where = where;
-      } else if (key == "taskprolog") {
-        st.facts.task_prolog = value;
-      } else if (key == "slurmdpidfile") {
-        st.facts.slurmd_pid_file = value;
-      } else if (key == "usepam") {
-        st.facts.use_pam = value == "1" || lower(value) == "yes";
+    while (auto kv = next_key_value(rest)) {
+      std::string key = lower(kv->key);
+      if (object_line_key(key)) {
+        rest = {};
+        break;
       }
+      out.settings[key] = slurm_conf_setting{std::move(kv->value), where};
+    }
+    if (trim_space(rest).size() > 0) {
+      out.problems.push_back(fmt::format("{}: not Key=Value: {}", where, escape_line(trim_space(rest), 64)));
     }
   }
 }
+
+const char* const k_rlimit_names[] = {"CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE", "MEMLOCK", "AS"};
 
 }  // namespace
 
-result<bool> memlock_propagated_by(std::string_view list, bool except) {
-  bool all = false, none = false, memlock = false;
-  std::string_view l = list;
-  while (true) {
-    auto comma = l.find(',');
-    std::string name = lower(trim_space(l.substr(0, comma)));
-    if (name.rfind("rlimit_", 0) == 0) name = name.substr(7);
-    if (name == "all") {
-      all = true;
-    } else if (name == "none") {
-      none = true;
-    } else if (name == "memlock") {
-      memlock = true;
-    } else if (name != "cpu" && name != "fsize" && name != "data" && name != "stack" && name != "core" &&
-               name != "rss" && name != "nproc" && name != "nofile" && name != "as") {
-      return status::error(fmt::format("'{}' is not a resource limit name", escape_line(name, 32)));
-    }
-    if (comma == std::string_view::npos) break;
-    l = l.substr(comma + 1);
-  }
-  bool listed = all || memlock;
-  if (none && !listed) return except;  // NONE: nothing listed
-  return except ? !listed : listed;
+const slurm_conf_setting* slurm_conf_settings::find(std::string_view key) const {
+  auto it = settings.find(lower(key));
+  return it == settings.end() ? nullptr : &it->second;
 }
 
-result<slurm_conf_facts> read_slurm_conf(const sysroot& root, const std::string& path) {
-  conf_state st;
-  std::vector<std::string> problems;
-  if (auto main = root.read(path); !main) return main.error().with_context("slurm.conf");
-  parse_file(root, path, std::filesystem::path(path).parent_path(), 0, st, problems);
-  if (st.propagate_except) {
-    auto v = memlock_propagated_by(*st.propagate_except, true);
-    if (!v) return v.error().with_context(st.except_where);
-    st.facts.memlock_propagated = *v;
-    st.facts.propagate_setting =
-        fmt::format("PropagateResourceLimitsExcept={} ({})", escape_line(*st.propagate_except, 64), st.except_where);
-  } else if (st.propagate) {
-    auto v = memlock_propagated_by(*st.propagate, false);
-    if (!v) return v.error().with_context(st.propagate_where);
-    st.facts.memlock_propagated = *v;
-    st.facts.propagate_setting =
-        fmt::format("PropagateResourceLimits={} ({})", escape_line(*st.propagate, 64), st.propagate_where);
+void parse_slurm_conf_text(std::string_view text, const std::string& file, slurm_conf_settings& out) {
+  if (out.path.empty()) out.path = file;
+  parser p{nullptr, out, {}};
+  p.parse(text, file, 0);
+}
+
+result<slurm_conf_settings> read_slurm_conf_settings(const sysroot& root, const std::string& path) {
+  auto text = root.read(path, k_max_file_size);
+  if (!text) return text.error().with_context("slurm.conf");
+  slurm_conf_settings out;
+  out.path = path;
+  out.files.push_back(path);
+  parser p{&root, out, {path}};
+  p.parse(*text, path, 0);
+  return out;
+}
+
+result<bool> memlock_propagated_by(std::string_view list, bool except) {
+  // parse_rlimits(): NONE and ALL are whole values; a list names limits, the rest get the opposite flag.
+  std::string whole = lower(trim_space(list));
+  if (whole == "all") return !except;
+  if (whole == "none") return except;
+  bool memlock = false;
+  std::size_t i = 0;
+  bool any = false;
+  while (i < list.size()) {
+    while (i < list.size() && (list[i] == ',' || is_space(list[i]))) ++i;
+    std::size_t start = i;
+    while (i < list.size() && list[i] != ',' && !is_space(list[i])) ++i;
+    if (i == start) break;
+    std::string name = lower(list.substr(start, i - start));
+    while (name.rfind("rlimit_", 0) == 0) name.erase(0, 7);
+    auto known = std::find_if(std::begin(k_rlimit_names), std::end(k_rlimit_names),
+                              [&](const char* n) { return lower(n) == name; });
+    if (known == std::end(k_rlimit_names)) {
+      return status::error(fmt::format("'{}' is not a resource limit name{}", escape_line(list.substr(start, i - start), 32),
+                                       name == "all" || name == "none" ? " inside a list (ALL and NONE stand alone)"
+                                                                       : ""));
+    }
+    any = true;
+    memlock = memlock || name == "memlock";
   }
-  return st.facts;
+  if (!any) return status::error("empty list of resource limits");
+  return except ? !memlock : memlock;
+}
+
+result<memlock_propagation> memlock_propagation_of(const slurm_conf_settings& conf) {
+  memlock_propagation m;
+  // read_config.c: PropagateResourceLimitsExcept, when set, is the only one parsed.
+  if (const auto* ex = conf.find("PropagateResourceLimitsExcept")) {
+    auto v = memlock_propagated_by(ex->value, true);
+    if (!v) return v.error().with_context(fmt::format("PropagateResourceLimitsExcept ({})", ex->where));
+    m.propagated = *v;
+    m.setting = fmt::format("PropagateResourceLimitsExcept={} ({})", escape_line(ex->value, 64), ex->where);
+  } else if (const auto* p = conf.find("PropagateResourceLimits")) {
+    auto v = memlock_propagated_by(p->value, false);
+    if (!v) return v.error().with_context(fmt::format("PropagateResourceLimits ({})", p->where));
+    m.propagated = *v;
+    m.setting = fmt::format("PropagateResourceLimits={} ({})", escape_line(p->value, 64), p->where);
+  }
+  return m;
+}
+
+result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::string& path) {
+  auto conf = read_slurm_conf_settings(root, path);
+  if (!conf) return conf.error();
+  auto prop = memlock_propagation_of(*conf);
+  if (!prop) return prop.error();
+  slurm_conf_facts f;
+  f.memlock_propagated = prop->propagated;
+  f.propagate_setting = std::move(prop->setting);
+  if (const auto* s = conf->find("TaskProlog")) f.task_prolog = s->value;
+  if (const auto* s = conf->find("SlurmdPidFile")) f.slurmd_pid_file = s->value;
+  if (const auto* s = conf->find("UsePAM")) f.use_pam = s->value == "1" || lower(s->value) == "yes";
+  f.problems = std::move(conf->problems);
+  return f;
 }
 
 std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view node, std::string_view host) {

@@ -2,6 +2,7 @@
 // user space, and the rdma-core library files on disk. All read through the sysroot, so a fixture tree
 // replays them exactly.
 #include <mrcheck/matrix.h>
+#include <mrcheck/slurm_conf.h>
 
 #include <fmt/format.h>
 
@@ -12,78 +13,13 @@ namespace mrcheck {
 
 namespace {
 
-constexpr int k_max_include_depth = 4;
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
+// slurm.conf is read by the one reader of the core (slurm_conf.h), shared with the plugin (fuzz finding F4).
+slurm_conf_fact fact_from(const slurm_conf_settings& c) {
+  slurm_conf_fact out;
+  out.path = c.path;
+  if (const auto* v = c.find("PropagateResourceLimits")) out.propagate = v->value;
+  if (const auto* v = c.find("PropagateResourceLimitsExcept")) out.propagate_except = v->value;
   return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) { return upper(a) == upper(b); }
-
-std::vector<std::string_view> split_any(std::string_view s, std::string_view seps) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && seps.find(s[i]) != std::string_view::npos) ++i;
-    std::size_t start = i;
-    while (i < s.size() && seps.find(s[i]) == std::string_view::npos) ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
-
-bool list_contains(std::string_view list, std::string_view word) {
-  for (auto w : split_any(list, ", ")) {
-    if (iequals(w, word)) return true;
-  }
-  return false;
-}
-
-void parse_slurm_conf_into(std::string_view text, slurm_conf_fact& out, std::vector<std::string>* includes) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    auto words = split_any(line, " \t\r");
-    if (words.empty()) continue;
-    if (iequals(words[0], "include")) {
-      if (includes && words.size() >= 2) includes->emplace_back(words[1]);
-      continue;
-    }
-    for (auto w : words) {
-      auto eq = w.find('=');
-      if (eq == std::string_view::npos) continue;
-      auto key = w.substr(0, eq);
-      auto value = w.substr(eq + 1);
-      // The last setting wins, as in Slurm's own parser.
-      if (iequals(key, "PropagateResourceLimits")) out.propagate = std::string(value);
-      if (iequals(key, "PropagateResourceLimitsExcept")) out.propagate_except = std::string(value);
-    }
-  }
-}
-
-status read_slurm_conf_rec(const sysroot& root, const std::string& path, slurm_conf_fact& out, int depth) {
-  auto text = root.read(path);
-  if (!text) return text.error();
-  std::vector<std::string> includes;
-  parse_slurm_conf_into(*text, out, &includes);
-  for (const auto& inc : includes) {
-    if (depth >= k_max_include_depth) return status::error(fmt::format("{}: Include nested too deep", path));
-    std::filesystem::path p(inc);
-    if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
-    // A glob is not expanded; the include is reported rather than silently missed.
-    if (inc.find_first_of("*?[") != std::string::npos) {
-      return status::error(fmt::format("{}: Include with a glob ({}) is not supported", path, escape_line(inc, 64)));
-    }
-    if (auto s = read_slurm_conf_rec(root, p.string(), out, depth + 1); !s) return s;
-  }
-  return status::ok();
 }
 
 // "MLNX_OFED_LINUX-5.8-3.0.7.0" / "OFED-internal-24.10-1.1.4" / "DOCA-...": the first release string in the
@@ -108,21 +44,18 @@ std::optional<std::string> find_ofed_release(std::string_view script) {
 }  // namespace
 
 bool slurm_conf_fact::memlock_propagated() const {
-  if (propagate_except) {
-    return !(list_contains(*propagate_except, "MEMLOCK") || list_contains(*propagate_except, "ALL"));
-  }
-  if (propagate) {
-    if (list_contains(*propagate, "NONE")) return false;
-    return list_contains(*propagate, "ALL") || list_contains(*propagate, "MEMLOCK");
-  }
-  return true;  // slurm.conf.5: the default is ALL
+  // The one rule (slurm_conf.h). A value Slurm refuses reads as Slurm's default, ALL; read_slurm_conf()
+  // reports it as an error.
+  auto r = propagate_except ? memlock_propagated_by(*propagate_except, true)
+           : propagate      ? memlock_propagated_by(*propagate, false)
+                            : result<bool>(true);
+  return r ? *r : true;
 }
 
 slurm_conf_fact parse_slurm_conf(std::string_view text, std::string path) {
-  slurm_conf_fact out;
-  out.path = std::move(path);
-  parse_slurm_conf_into(text, out, nullptr);
-  return out;
+  slurm_conf_settings c;
+  parse_slurm_conf_text(text, path, c);
+  return fact_from(c);
 }
 
 result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path) {
@@ -130,10 +63,11 @@ result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path) {
     const char* env = std::getenv("SLURM_CONF");
     path = env && *env ? env : "/etc/slurm/slurm.conf";
   }
-  slurm_conf_fact out;
-  out.path = path;
-  if (auto s = read_slurm_conf_rec(root, path, out, 0); !s) return s;
-  return out;
+  auto c = read_slurm_conf_settings(root, path);
+  if (!c) return c.error();
+  if (!c->problems.empty()) return status::error(c->problems.front());
+  if (auto m = memlock_propagation_of(*c); !m) return m.error();
+  return fact_from(*c);
 }
 
 matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path, bool scan_library_dirs) {

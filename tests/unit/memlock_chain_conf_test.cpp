@@ -1,5 +1,8 @@
-// slurm.conf: PropagateResourceLimits[Except], TaskProlog, SlurmdPidFile, through `include` lines.
+// slurm.conf: PropagateResourceLimits[Except], TaskProlog, SlurmdPidFile, through `include` lines; the one
+// reader (slurm_conf.h) that the plugin and the prolog's matrix share (fuzz finding F4).
+#include <mrcheck/matrix.h>
 #include <mrcheck/memlock_chain.h>
+#include <mrcheck/slurm_conf.h>
 
 #include <gtest/gtest.h>
 
@@ -22,7 +25,7 @@ class MemlockChainConf : public ::testing::Test {
   result<slurm_conf_facts> read() {
     auto root = sysroot::open(dir_);
     EXPECT_TRUE(root);
-    return read_slurm_conf(*root, "/etc/slurm/slurm.conf");
+    return read_slurm_conf_facts(*root, "/etc/slurm/slurm.conf");
   }
   std::filesystem::path dir_;
 };
@@ -37,7 +40,7 @@ TEST_F(MemlockChainConf, DefaultIsAllPropagated) {
 }
 
 TEST_F(MemlockChainConf, ExceptMemlockInAnIncludedFileWins) {
-  write("etc/slurm/slurm.conf", "include conf.d/*.conf\n# PropagateResourceLimitsExcept=NONE\nTaskProlog=/x/tp.sh\n");
+  write("etc/slurm/slurm.conf", "include conf.d/limits.conf\n# PropagateResourceLimitsExcept=NONE\nTaskProlog=/x/tp.sh\n");
   write("etc/slurm/conf.d/limits.conf", "  propagateresourcelimitsexcept=NOFILE,MEMLOCK   # the fix\n");
   auto c = read();
   ASSERT_TRUE(c) << c.error().message();
@@ -62,6 +65,100 @@ TEST_F(MemlockChainConf, ListsAndBadNames) {
 }
 
 TEST_F(MemlockChainConf, MissingFileIsAnError) { EXPECT_FALSE(read()); }
+
+// Finding F6: the include path is the word after `include`, not the first place its text occurs in the line.
+TEST_F(MemlockChainConf, IncludePathIsTheWordAfterInclude) {
+  write("etc/slurm/slurm.conf", "Include inc\nClusterName=Blue\ninclude   %c.conf   \n");
+  write("etc/slurm/inc", "TaskProlog=/from/inc\n");
+  write("etc/slurm/blue.conf", "PropagateResourceLimitsExcept=MEMLOCK\n");
+  auto c = read();
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(c->task_prolog, "/from/inc");
+  EXPECT_FALSE(c->memlock_propagated) << c->propagate_setting;
+  EXPECT_NE(c->propagate_setting.find("/etc/slurm/blue.conf:1"), std::string::npos) << c->propagate_setting;
+  EXPECT_TRUE(c->problems.empty()) << c->problems.front();
+}
+
+TEST_F(MemlockChainConf, IncludeCyclesGlobsAndMissingFilesAreProblemsNotErrors) {
+  write("etc/slurm/slurm.conf",
+        "include slurm.conf\ninclude slurm.conf\ninclude conf.d/*.conf\ninclude /nope.conf\n"
+        "PropagateResourceLimitsExcept=MEMLOCK\n");
+  write("etc/slurm/conf.d/a.conf", "PropagateResourceLimitsExcept=NONE\n");
+  auto c = read();
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_FALSE(c->memlock_propagated);  // the glob is not expanded: a.conf is never read (Slurm 22.05)
+  ASSERT_EQ(c->problems.size(), 4u);
+  EXPECT_NE(c->problems[0].find("slurm.conf:1: include /etc/slurm/slurm.conf: already read"), std::string::npos)
+      << c->problems[0];
+  EXPECT_NE(c->problems[2].find("does not expand globs"), std::string::npos) << c->problems[2];
+  EXPECT_NE(c->problems[3].find("slurm.conf:4: include"), std::string::npos) << c->problems[3];
+}
+
+TEST(SlurmConfText, CommentsEscapesContinuationsQuotesAndObjectLines) {
+  slurm_conf_settings c;
+  parse_slurm_conf_text(
+      "Prolog=/a\\#b # comment\n"                     // `\#` is a literal '#'
+      "Epilog=/x\\\\#c\n"                             // `\\` then a comment
+      "PropagateResourceLimits=CORE,\\\nMEMLOCK\n"     // continued line: the value is glued back
+      "  SlurmdPidFile = \"/run/with space.pid\"  UsePAM=1\n"
+      "NodeName=n1 TaskProlog=/not/global CPUs=2\n"
+      "taskprolog=/last/wins junk\n",
+      "/etc/slurm/slurm.conf", c);
+  ASSERT_NE(c.find("TaskProlog"), nullptr);
+  EXPECT_EQ(c.find("TaskProlog")->value, "/last/wins");
+  EXPECT_EQ(c.find("TaskProlog")->where, "/etc/slurm/slurm.conf:7");
+  EXPECT_EQ(c.find("Prolog")->value, "/a#b");
+  EXPECT_EQ(c.find("epilog")->value, "/x\\");
+  EXPECT_EQ(c.find("PropagateResourceLimits")->value, "CORE,MEMLOCK");
+  EXPECT_EQ(c.find("PropagateResourceLimits")->where, "/etc/slurm/slurm.conf:3");
+  EXPECT_EQ(c.find("SlurmdPidFile")->value, "/run/with space.pid");
+  EXPECT_EQ(c.find("UsePAM")->value, "1");
+  EXPECT_EQ(c.find("CPUs"), nullptr);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find(":7: not Key=Value: junk"), std::string::npos) << c.problems[0];
+}
+
+TEST(SlurmConfText, PropagationIsSlurmsParseRlimits) {
+  EXPECT_TRUE(*memlock_propagated_by("RLIMIT_MEMLOCK", false));
+  EXPECT_TRUE(*memlock_propagated_by("core memlock", false));
+  EXPECT_FALSE(*memlock_propagated_by("RLIMIT_MEMLOCK,NOFILE", true));
+  // NONE and ALL stand alone in Slurm; inside a list they are "Bad rlimit name" (slurm_rlimits_info.c).
+  auto bad = memlock_propagated_by("NONE,MEMLOCK", false);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("ALL and NONE stand alone"), std::string::npos) << bad.error().message();
+  EXPECT_FALSE(memlock_propagated_by("ALL,MEMLOCK", true));
+  EXPECT_FALSE(memlock_propagated_by("", false));
+  EXPECT_FALSE(memlock_propagated_by(",", false));
+}
+
+// Finding F4: the plugin's facts and the prolog's matrix read the same file the same way, and both headers
+// can be included in one file without an ambiguous read_slurm_conf().
+TEST_F(MemlockChainConf, PluginAndPrologAgree) {
+  const char* cases[] = {
+      "PropagateResourceLimits=NONE\n",
+      "PropagateResourceLimits=RLIMIT_MEMLOCK\n",
+      "PropagateResourceLimits=CORE\n",
+      "PropagateResourceLimitsExcept=NOFILE,memlock\n",
+      "PropagateResourceLimitsExcept=CORE\nPropagateResourceLimits=NONE\n",
+      "PropagateResourceLimitsExcept=MEMLOCK\\#x\n",
+      "ClusterName=c\n",
+  };
+  for (const char* text : cases) {
+    write("etc/slurm/slurm.conf", text);
+    auto chain = read();
+    auto root = sysroot::open(dir_);
+    ASSERT_TRUE(root);
+    auto matrix = read_slurm_conf(*root, std::string("/etc/slurm/slurm.conf"));
+    ASSERT_EQ(chain.is_ok(), matrix.is_ok()) << text;
+    if (!chain) continue;
+    EXPECT_EQ(chain->memlock_propagated, matrix->memlock_propagated()) << text;
+    EXPECT_EQ(chain->memlock_propagated, parse_slurm_conf(text, "x").memlock_propagated()) << text;
+  }
+  write("etc/slurm/slurm.conf", "PropagateResourceLimits=NONE,MEMLOCK\n");
+  auto root = sysroot::open(dir_);
+  EXPECT_FALSE(read());
+  EXPECT_FALSE(read_slurm_conf(*root, std::string("/etc/slurm/slurm.conf")));
+}
 
 TEST(MemlockChainPidFile, Expands) {
   EXPECT_EQ(expand_slurmd_pid_file("/run/slurmd-%n-%h.pid", "n1", "host1"), "/run/slurmd-n1-host1.pid");

@@ -1,0 +1,62 @@
+// slurm.conf as Slurm 22.05's own parser reads it (src/common/parse_config.c, slurm_rlimits_info.c), in one
+// place for every part of mrcheck that needs it: the plugin (memlock_chain.h) and the prolog's matrix
+// (matrix.h) decide limit propagation with the same rule (fuzz finding F4).
+#pragma once
+
+#include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+// One `Key=Value` of slurm.conf: the value (quotes removed) and where it was set ("/etc/slurm/slurm.conf:12").
+struct slurm_conf_setting {
+  std::string value;
+  std::string where;
+};
+
+// The top-level settings of a slurm.conf and the files it includes. Lines that start with NodeName=,
+// PartitionName=, DownNodes=, FrontendName= or NodeSet= describe one object each and are not kept.
+struct slurm_conf_settings {
+  std::string path;                                   // the main file
+  std::map<std::string, slurm_conf_setting> settings;  // key in lower case (Slurm's keys are case-insensitive)
+  std::vector<std::string> files;                     // every file read, the main file first
+  // What Slurm itself would refuse or could not read: a missing include, an include cycle, a line too deep.
+  // The settings read elsewhere are still kept.
+  std::vector<std::string> problems;
+
+  // The last setting of `key` (any case); nullptr when not set.
+  const slurm_conf_setting* find(std::string_view key) const;
+};
+
+// Parses slurm.conf text as Slurm 22.05 does: `\` at the end of a line continues it; `#` starts a comment
+// unless escaped as `\#`; `\x` stands for x; keys are case-insensitive and the last setting wins; a value is
+// either "quoted, with spaces" or a run without spaces. `include FILE` (case-insensitive, at the start of
+// a line) names one file - no glob - relative to the including file's directory, with %c replaced by the
+// lower-cased ClusterName set before it. This text-only form does not follow includes: each is a problem.
+void parse_slurm_conf_text(std::string_view text, const std::string& file, slurm_conf_settings& out);
+
+// Reads PATH (at most 16 MiB, as every include) through the sysroot and parses it with its includes (depth
+// at most 8, each file once). Error only when the main file cannot be read.
+result<slurm_conf_settings> read_slurm_conf_settings(const sysroot& root, const std::string& path);
+
+// Whether srun/sbatch propagate the submit host's RLIMIT_MEMLOCK to tasks, by Slurm's parse_rlimits():
+// PropagateResourceLimitsExcept (when set) wins over PropagateResourceLimits; unset means ALL. NONE and ALL
+// are whole values; otherwise a list of CPU, FSIZE, DATA, STACK, CORE, RSS, NPROC, NOFILE, MEMLOCK, AS (an
+// RLIMIT_ prefix allowed; separated by commas or blanks). Names are compared regardless of case (Slurm 22.05
+// compares them case-sensitively and refuses the whole file otherwise; the intent is clear either way). Error
+// for anything else - NONE or ALL inside a list, an unknown name - naming the setting and where it is.
+struct memlock_propagation {
+  bool propagated = true;
+  std::string setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
+};
+result<memlock_propagation> memlock_propagation_of(const slurm_conf_settings& conf);
+// The rule above for one value. `except`: the value of PropagateResourceLimitsExcept.
+result<bool> memlock_propagated_by(std::string_view list, bool except);
+
+}  // namespace mrcheck
