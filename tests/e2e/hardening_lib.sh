@@ -62,7 +62,12 @@ hard_clean_stderr() {
 # Processes and descriptors, for the leak checks. Several engineers' clusters share this machine (and the
 # user mrtest), so a process counts as ours when its environment names this cluster's slurm.conf: the daemons
 # run with it, slurmstepd inherits slurmd's, and tasks and srun get it from the job.
-hard_ours() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qx "SLURM_CONF=$MRCHECK_SLURM_DIR/slurm.conf"; }
+# (No `tr | grep -q` pipe: with pipefail, grep -q leaving early makes tr's SIGPIPE the pipe's status.)
+hard_ours() {
+  local env
+  env=$(tr '\0' '\n' 2>/dev/null <"/proc/$1/environ") || return 1
+  [[ $'\n'$env$'\n' == *$'\n'"SLURM_CONF=$MRCHECK_SLURM_DIR/slurm.conf"$'\n'* ]]
+}
 hard_stepd_pids() {
   local pid
   for pid in $(pgrep -x slurmstepd 2>/dev/null || true); do hard_ours "$pid" && echo "$pid"; done
