@@ -51,9 +51,15 @@ struct config {
   std::string state_dir = "/var/lib/mrcheck";        // state_dir= prolog's pending drain/resume state
   std::string rules;                                 // rules= matrix rules file for mrcheck-prolog
   std::string prometheus_textfile;                   // prometheus_textfile= node_exporter textfile ("" = off)
+  bool admin_comment = false;                        // admin_comment=yes|no: the step's record in AdminComment
+  std::string admin_helper;                          // admin_helper= absolute path of mrcheck-prolog, run as root
+                                                     //   to write it ("" = <sbindir>/mrcheck-prolog of this build)
+  std::uint64_t admin_comment_max = 4096;            // admin_comment_max= bytes of AdminComment mrcheck may fill
+  std::chrono::milliseconds report_timeout{10000};   // report_timeout= how long node 0 waits for other nodes
   std::string config_file;                           // the file this config was read from, if any
 
   std::string helper_path() const;
+  std::string admin_helper_path() const;
 };
 
 // Applies one "key=value" item. `where` names its origin for errors ("/etc/slurm/mrcheck.conf:12",

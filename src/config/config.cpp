@@ -9,6 +9,7 @@
 #include <fstream>
 
 #define MRCHECK_HELPER_DEFAULT MRCHECK_INSTALL_BINDIR "/mrcheck"
+#define MRCHECK_ADMIN_HELPER_DEFAULT MRCHECK_INSTALL_SBINDIR "/mrcheck-prolog"
 
 namespace mrcheck {
 
@@ -37,7 +38,7 @@ result<std::string> parse_abs_path(std::string_view v) {
   return std::string(v);
 }
 
-constexpr std::array<config_key_doc, 14> k_keys{{
+constexpr std::array<config_key_doc, 18> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
     {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
@@ -52,6 +53,10 @@ constexpr std::array<config_key_doc, 14> k_keys{{
     {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
     {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
     {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)"},
+    {"admin_comment", "no", "write each checked step's verdict for all its nodes into the job's AdminComment (sacct)"},
+    {"admin_helper", MRCHECK_ADMIN_HELPER_DEFAULT, "absolute path of mrcheck-prolog, run as root to collect and write the step's record"},
+    {"admin_comment_max", "4096", "bytes of AdminComment mrcheck may fill; older steps are summarised first (at most 65535)"},
+    {"report_timeout", "10s", "how long node 0 waits for the other nodes' verdicts before it reports them as no report"},
 }};
 
 }  // namespace
@@ -176,15 +181,30 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
       if (!p) return bad(p.error());
     }
     c.verbs_library = std::string(value);
-  } else if (key == "helper" || key == "report_dir" || key == "state_dir" || key == "rules" ||
+  } else if (key == "admin_comment") {
+    auto v = parse_bool(value);
+    if (!v) return bad(v.error());
+    c.admin_comment = *v;
+  } else if (key == "admin_comment_max") {
+    auto v = parse_bytes(value);
+    if (!v) return bad(v.error());
+    // Slurm keeps AdminComment in a TEXT column (65535 bytes); below 256 not even one step record fits.
+    if (*v < 256 || *v > 65535) return bad(status::error("must be between 256 and 65535 bytes"));
+    c.admin_comment_max = *v;
+  } else if (key == "report_timeout") {
+    auto v = parse_duration(value);
+    if (!v) return bad(v.error());
+    c.report_timeout = *v;
+  } else if (key == "helper" || key == "admin_helper" || key == "report_dir" || key == "state_dir" || key == "rules" ||
              key == "prometheus_textfile") {
     std::string v;
-    if (!value.empty() || key == "helper" || key == "state_dir") {
+    if (!value.empty() || key == "helper" || key == "admin_helper" || key == "state_dir") {
       auto p = parse_abs_path(value);
       if (!p) return bad(p.error());
       v = std::move(*p);
     }
     if (key == "helper") c.helper = v;
+    if (key == "admin_helper") c.admin_helper = v;
     if (key == "report_dir") c.report_dir = v;
     if (key == "state_dir") c.state_dir = v;
     if (key == "rules") c.rules = v;
@@ -257,5 +277,9 @@ result<config> parse_config_args(std::span<const std::string_view> args, std::st
 std::span<const config_key_doc> config_keys() { return k_keys; }
 
 std::string config::helper_path() const { return helper.empty() ? std::string(MRCHECK_HELPER_DEFAULT) : helper; }
+
+std::string config::admin_helper_path() const {
+  return admin_helper.empty() ? std::string(MRCHECK_ADMIN_HELPER_DEFAULT) : admin_helper;
+}
 
 }  // namespace mrcheck
