@@ -15,6 +15,7 @@
 //   2  usage, configuration or rules error, or an unsafe state_dir: nothing was judged or changed. In prolog
 //      mode Slurm drains the node with "Prolog error": a typo in the rules shows at once instead of silently
 //      disabling the checks. Validate a rules file first with `mrcheck-prolog --dry-run --rules FILE`.
+#include "admin_collect.h"
 #include "slurm_control.h"
 
 #include "../src/matrix/node_action.h"
@@ -318,6 +319,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    // The SPANK plugin's root collector for AdminComment/report_dir (issue 7): a mode of its own.
+    if (argc > 1 && std::strcmp(argv[1], "admin-collect") == 0) return mrcheck::prolog::admin_collect_main(argc - 2, argv + 2);
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mrcheck: prolog: internal error: %s\n", escape_line(e.what(), 200).c_str());

@@ -8,12 +8,15 @@
 //   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
 //                                    SLURM_RLIMIT_MEMLOCK (set_user_limits() re-applies it after us)
 //   task_init       task, job user   verdicts, probes as the user, one line per node; post-exec watcher
+//   user_init, task_post_fork, task_exit, exit (slurmstepd)  the admins' record: AdminComment + report_dir
+//                                    through a root collector (admin_glue.h says which hook does what)
 //
 // Never an error from remote init/init_post_opt: a batch step would drain the node (facts.md §1.5).
 extern "C" {
 #include <slurm/spank.h>
 }
 
+#include "admin_glue.h"
 #include "engine.h"
 #include "job_info.h"
 
@@ -165,6 +168,7 @@ int on_task_init(spank_t sp, int, char**) {
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
   task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg));
+  admin_task_record(s.cfg, t, s.node, v.rep);
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (v.watch_post_exec) {
@@ -174,6 +178,27 @@ int on_task_init(spank_t sp, int, char**) {
     if (!w) slurm_error("mrcheck: memlock: %s", w.message().c_str());
   }
   return v.rc;
+}
+
+// The admins' record (issue 7), slurmstepd only: same idle gate as task_init_privileged.
+int on_user_init(spank_t sp, int, char**) {
+  auto& s = state();
+  if (spank_context() != S_CTX_REMOTE) return 0;
+  bool maybe = s.option_seen || s.cfg.default_checks.any() || job_getenv(sp, "MRCHECK_CHECKS");
+  admin_user_init(sp, s.cfg, maybe);
+  return 0;
+}
+int on_task_post_fork(spank_t sp, int, char**) {
+  admin_task_post_fork(sp, state().cfg);
+  return 0;
+}
+int on_task_exit(spank_t sp, int, char**) {
+  admin_task_exit(sp, state().cfg);
+  return 0;
+}
+int on_spank_exit(spank_t, int, char**) {
+  if (spank_context() == S_CTX_REMOTE) admin_exit();
+  return 0;
 }
 
 }  // namespace
@@ -198,5 +223,18 @@ __attribute__((visibility("default"))) int slurm_spank_task_init_privileged(span
 }
 __attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   return guarded("task_init", hook_kind::may_fail, [&] { return mrcheck::spank_glue::on_task_init(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int ac, char** av) {
+  return guarded("user_init", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_user_init(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_task_post_fork(spank_t sp, int ac, char** av) {
+  return guarded("task_post_fork", hook_kind::never_fail,
+                 [&] { return mrcheck::spank_glue::on_task_post_fork(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_task_exit(spank_t sp, int ac, char** av) {
+  return guarded("task_exit", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_task_exit(sp, ac, av); });
+}
+__attribute__((visibility("default"))) int slurm_spank_exit(spank_t sp, int ac, char** av) {
+  return guarded("exit", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_spank_exit(sp, ac, av); });
 }
 }

@@ -1,0 +1,339 @@
+// `mrcheck-prolog admin-collect`: the root collector of one node of one checked job step (issue 7).
+//
+// Started by the SPANK plugin in slurmstepd (task_post_fork of local task 0, as root) with
+//   fd 3  the read end of a pipe; local task 0 writes its node record (one JSON line), the node's report
+//         (one JSON line) and "end" before it execs
+//   fd 4  the write end of a pipe slurmstepd reads: our "mrcheck: ..." log lines; its EOF says we are done
+// Node 0 listens for the other nodes' records (admin_accept_record), waits for them at most report_timeout
+// after its own, formats the step record, and does one slurm_load_job + one slurm_update_job: the controller
+// sees two RPCs per step whatever the number of tasks and nodes. Other nodes send their record to node 0.
+// Every node writes its JSON report to report_dir= when set.
+//
+// Trust: the arguments come from slurmstepd (root); the pipe's content from the task child, which runs as the
+// job user before exec, so it is parsed strictly and re-escaped - it can only change what its own node says.
+// The environment is slurmstepd's, never the job's. alarm() bounds the whole run, libslurm included.
+#include "admin_collect.h"
+
+#include <mrcheck/admin_record.h>
+#include <mrcheck/nccl_probe.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifdef MRCHECK_HAVE_SLURM
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+// Exported by libslurm (src/common/read_config.c) but not declared in slurm.h: the NodeAddr slurm.conf gives
+// a node name, which is how slurmd itself reaches a node whose name does not resolve. Returns xmalloc'd text.
+char* slurm_conf_get_nodeaddr(const char* node_hostname);
+}
+#endif
+
+namespace mrcheck::prolog {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr int k_record_fd = 3;
+constexpr int k_log_fd = 4;
+constexpr std::size_t k_pipe_max = 96 * 1024;
+
+struct collect_args {
+  std::uint32_t job = 0;
+  std::uint32_t step = 0;
+  std::uint32_t node_id = 0;
+  std::uint32_t nnodes = 1;
+  std::string node;        // SLURMD_NODENAME of this node
+  std::string nodelist;    // the step's node list, for naming silent nodes
+  bool admin_comment = false;
+  std::string report_dir;
+  std::size_t max = 4096;
+  std::chrono::milliseconds timeout{10000};  // report_timeout
+  std::chrono::milliseconds own{120000};     // how long the task may take to hand in its record (probes)
+};
+
+// "E mrcheck: ..." (slurm_error in slurmd's log) or "I mrcheck: ..." (slurm_info). Non-blocking: a line that
+// does not fit the pipe is dropped rather than holding the collector.
+void log_line(char level, const std::string& s) {
+  std::string l = fmt::format("{} {}\n", level, escape_line(s, 1000));
+  ssize_t w = ::write(k_log_fd, l.data(), l.size());
+  (void)w;
+}
+
+template <class... A>
+void logf(fmt::format_string<A...> f, A&&... a) {
+  log_line('E', fmt::format(f, std::forward<A>(a)...));
+}
+template <class... A>
+void logi(fmt::format_string<A...> f, A&&... a) {
+  log_line('I', fmt::format(f, std::forward<A>(a)...));
+}
+
+template <class T>
+bool parse_num(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::optional<collect_args> parse(int argc, char** argv) {
+  collect_args a;
+  for (int i = 0; i + 1 < argc; i += 2) {
+    std::string_view k = argv[i];
+    std::string_view v = argv[i + 1];
+    bool ok = true;
+    std::uint64_t ms = 0;
+    if (k == "--job") ok = parse_num(v, a.job);
+    else if (k == "--step") ok = parse_num(v, a.step);
+    else if (k == "--node-id") ok = parse_num(v, a.node_id);
+    else if (k == "--nnodes") ok = parse_num(v, a.nnodes) && a.nnodes > 0 && a.nnodes <= 100000;
+    else if (k == "--node") a.node = std::string(v.substr(0, 64));
+    else if (k == "--nodelist") a.nodelist = std::string(v.substr(0, 64 * 1024));
+    else if (k == "--admin-comment") a.admin_comment = v == "1";
+    else if (k == "--report-dir") a.report_dir = std::string(v);
+    else if (k == "--max") ok = parse_num(v, a.max);
+    else if (k == "--timeout-ms") ok = parse_num(v, ms), a.timeout = std::chrono::milliseconds(ms);
+    else if (k == "--own-ms") ok = parse_num(v, ms), a.own = std::chrono::milliseconds(ms);
+    else ok = false;
+    if (!ok) {
+      logf("mrcheck: admin: collector: bad argument {} '{}'", escape_line(k, 32), escape_line(v, 64));
+      return std::nullopt;
+    }
+  }
+  return a;
+}
+
+// The node name as a file name part for report_dir ([A-Za-z0-9._-]), else "node<id>".
+std::string file_node(const collect_args& a) {
+  bool ok = !a.node.empty() && a.node.size() <= 64 && a.node != "." && a.node != ".." &&
+            std::all_of(a.node.begin(), a.node.end(), [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
+  return ok ? a.node : fmt::format("node{}", a.node_id);
+}
+
+#ifdef MRCHECK_HAVE_SLURM
+std::vector<std::string> expand_nodelist(const std::string& list, std::uint32_t max) {
+  std::vector<std::string> out;
+  if (list.empty()) return out;
+  hostlist_t hl = slurm_hostlist_create(list.c_str());
+  if (!hl) return out;
+  while (out.size() < max) {
+    char* h = slurm_hostlist_shift(hl);
+    if (!h) break;
+    out.emplace_back(h);
+    std::free(h);
+  }
+  slurm_hostlist_destroy(hl);
+  return out;
+}
+
+std::string node_address(const std::string& name) {
+  char* addr = slurm_conf_get_nodeaddr(name.c_str());
+  if (!addr) return name;
+  std::string s(addr);
+  // xmalloc'd by libslurm; this process ends in moments, so it is not freed through slurm_xfree.
+  return s.empty() ? name : s;
+}
+
+status write_admin_comment(std::uint32_t job, const std::string& record, std::size_t max) {
+  job_info_msg_t* msg = nullptr;
+  if (slurm_load_job(&msg, job, SHOW_ALL) != SLURM_SUCCESS) {
+    int e = slurm_get_errno();
+    return status::error(fmt::format("slurm_load_job {}: {}", job, escape_line(slurm_strerror(e), 200)));
+  }
+  std::string current;
+  if (msg && msg->record_count > 0 && msg->job_array[0].admin_comment) current = msg->job_array[0].admin_comment;
+  slurm_free_job_info_msg(msg);
+  auto next = append_admin_comment(current, record, max);
+  if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
+  job_desc_msg_t d;
+  slurm_init_job_desc_msg(&d);
+  d.job_id = job;
+  d.admin_comment = next->data();
+  if (slurm_update_job(&d) != SLURM_SUCCESS) {
+    int e = slurm_get_errno();
+    return status::error(fmt::format("slurm_update_job {}: {}", job, escape_line(slurm_strerror(e), 200)));
+  }
+  return status::ok();
+}
+#endif
+
+struct own_message {
+  std::optional<node_record> record;
+  std::string report_json;
+  bool done = false;  // "end" or EOF seen
+};
+
+void take_pipe_lines(std::string& buf, own_message& m, const collect_args& a) {
+  std::size_t nl;
+  while (!m.done && (nl = buf.find('\n')) != std::string::npos) {
+    std::string line = buf.substr(0, nl);
+    buf.erase(0, nl + 1);
+    if (line == "end") {
+      m.done = true;
+    } else if (!m.record) {
+      auto r = decode_node_record(line);
+      if (!r) {
+        logf("mrcheck: admin: job {} {}: the task's node record is not valid: {}", a.job, step_label(a.step),
+             r.error().message());
+        m.done = true;
+        return;
+      }
+      // Who and where come from slurmstepd, not from the task.
+      r->node_id = a.node_id;
+      r->node = a.node;
+      m.record = std::move(*r);
+    } else if (m.report_json.empty()) {
+      m.report_json = std::move(line);
+    }
+  }
+}
+
+void write_report(const collect_args& a, const own_message& m) {
+  if (a.report_dir.empty() || !m.record) return;
+  nlohmann::json j = nlohmann::json::parse(m.report_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("checks")) {
+    // The verdicts without the detail: still the report's schema.
+    j = nlohmann::json::object();
+    report rep;
+    for (const auto& c : m.record->checks) rep.checks.push_back({c.id, c.result, c.token, "", ""});
+    j = report_to_json(rep);
+  }
+  j["slurm"] = {{"job_id", a.job}, {"step", step_label(a.step)}, {"node", a.node}, {"node_id", a.node_id},
+                {"nnodes", a.nnodes}};
+  auto s = write_node_report(a.report_dir, a.job, step_label(a.step), file_node(a),
+                             j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace));
+  if (!s) logf("mrcheck: admin: {}", s.message());
+}
+
+int collect(const collect_args& a) {
+  auto start = clock::now();
+  std::string step = step_label(a.step);
+  std::optional<admin_listener> listener;
+  bool node0 = a.node_id == 0;
+  if (a.admin_comment && node0 && a.nnodes > 1) {
+    auto l = admin_listener::open(a.job, a.step);
+    if (l) {
+      listener.emplace(std::move(*l));
+    } else {
+      logf("mrcheck: admin: job {} {}: {}", a.job, step, l.error().message());
+    }
+  }
+  own_message own;
+  std::string buf;
+  std::vector<node_record> others;
+  std::optional<clock::time_point> deadline;  // node 0: own record + report_timeout
+  auto own_deadline = start + a.own;
+  bool pipe_open = true;
+  for (;;) {
+    auto now = clock::now();
+    if (own.done && !deadline) deadline = now + a.timeout;
+    if (own.done && (!node0 || !listener || others.size() + 1 >= a.nnodes)) break;
+    if (deadline && now >= *deadline) break;
+    if (!own.done && now >= own_deadline) {
+      own.done = true;
+      continue;
+    }
+    auto until = deadline ? *deadline : own_deadline;
+    int wait = static_cast<int>(std::clamp<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count(), 1, 1 << 30));
+    struct pollfd p[2] = {{pipe_open ? k_record_fd : -1, POLLIN, 0}, {listener ? listener->fd() : -1, POLLIN, 0}};
+    int n = ::poll(p, 2, wait);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (p[0].revents) {
+      char chunk[8192];
+      ssize_t r = ::read(k_record_fd, chunk, sizeof chunk);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        pipe_open = false;
+        own.done = true;
+      } else if (buf.size() < k_pipe_max) {
+        buf.append(chunk, static_cast<std::size_t>(r));
+        take_pipe_lines(buf, own, a);
+      }
+    }
+    if (listener && (p[1].revents & POLLIN)) {
+      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000));
+      if (!r) {
+        logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
+      } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
+                 std::any_of(others.begin(), others.end(), [&](const node_record& o) { return o.node_id == r->node_id; })) {
+        logf("mrcheck: admin: job {} {}: ignored a record for node index {}", a.job, step, r->node_id);
+      } else {
+        others.push_back(std::move(*r));
+      }
+    }
+  }
+  ::close(k_record_fd);
+  write_report(a, own);
+  if (!a.admin_comment) return 0;
+  if (!node0) {
+    if (!own.record) return 0;  // this node did not check the step: nothing to hand in
+#ifdef MRCHECK_HAVE_SLURM
+    slurm_init(nullptr);
+    // Node 0 is the first node of the step's list (Slurm numbers a step's nodes in list order).
+    std::vector<std::string> first = expand_nodelist(a.nodelist, 1);
+    if (first.empty()) {
+      logf("mrcheck: admin: job {} {}: no step node list: cannot reach node 0", a.job, step);
+      return 1;
+    }
+    std::string host = node_address(first.front());
+#else
+    std::string host = first_host_of_nodelist(a.nodelist);
+#endif
+    auto s = admin_send_record(host, a.job, a.step, *own.record, clock::now() + a.timeout);
+    if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
+    return s ? 0 : 1;
+  }
+  if (!own.record && others.empty()) return 0;  // the step was not checked here
+  std::vector<node_record> all = std::move(others);
+  if (own.record) all.push_back(*own.record);
+#ifdef MRCHECK_HAVE_SLURM
+  slurm_init(nullptr);
+  std::vector<std::string> names = expand_nodelist(a.nodelist, a.nnodes);
+  if (names.empty() || names.front() != a.node) names.clear();  // not this step's list: name by index
+  std::string record = format_step_record(step, a.nnodes, all, names);
+  auto s = write_admin_comment(a.job, record, a.max);
+  if (!s) {
+    logf("mrcheck: admin: job {} {}: AdminComment not written: {}", a.job, step, s.message());
+    return 1;
+  }
+  logi("mrcheck: admin: job {} {}: AdminComment: {}", a.job, step, record);
+  return 0;
+#else
+  logf("mrcheck: admin: job {} {}: built without libslurm, AdminComment not written", a.job, step);
+  return 1;
+#endif
+}
+
+}  // namespace
+
+int admin_collect_main(int argc, char** argv) {
+  ::fcntl(k_log_fd, F_SETFL, ::fcntl(k_log_fd, F_GETFL) | O_NONBLOCK);
+  auto a = parse(argc, argv);
+  if (!a) return 2;
+  // The bound of the whole run, libslurm's own retries included (default SIGALRM action: terminate).
+  auto total = a->own + a->timeout * 2 + std::chrono::seconds(10);
+  ::signal(SIGALRM, SIG_DFL);
+  ::alarm(static_cast<unsigned>(std::chrono::duration_cast<std::chrono::seconds>(total).count()));
+  ::signal(SIGPIPE, SIG_IGN);
+  return collect(*a);
+}
+
+}  // namespace mrcheck::prolog

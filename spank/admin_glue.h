@@ -1,0 +1,27 @@
+// The SPANK side of the admins' record (issue 7): pipes and the root collector around the step's tasks.
+// plugin.cpp calls these from its hooks; the logic of the record lives in the core (admin_record.h) and in
+// the collector (prolog/admin_collect.cpp, `mrcheck-prolog admin-collect`).
+//
+//   user_init        slurmstepd, before the tasks fork: the record pipe (inherited by the task children)
+//   task_post_fork   slurmstepd (root), task 0: start the collector with the pipe's read end
+//   task_init        task child of local task 0 (job user, before exec): write the node record, close
+//   task_exit        slurmstepd, last local task: wait for the collector (bounded) so node 0's AdminComment
+//                    update lands before srun hears the step ended (and the job may complete)
+//   exit             slurmstepd: kill and reap whatever is left; close everything
+#pragma once
+
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include <mrcheck/memlock_chain.h>
+
+namespace mrcheck::spank_glue {
+
+void admin_user_init(spank_t sp, const config& c, bool maybe_checked);
+void admin_task_record(const config& c, const task_facts& t, const node_state& st, const report& rep);
+void admin_task_post_fork(spank_t sp, const config& c);
+void admin_task_exit(spank_t sp, const config& c);
+void admin_exit();
+
+}  // namespace mrcheck::spank_glue
