@@ -40,8 +40,9 @@ extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 // Exported by libslurm (src/common/read_config.c) but not declared in slurm.h: the NodeAddr slurm.conf gives
-// a node name, which is how slurmd itself reaches a node whose name does not resolve. Returns xmalloc'd text.
-char* slurm_conf_get_nodeaddr(const char* node_hostname);
+// a NodeName, which is how Slurm itself reaches a node whose name does not resolve. Returns xmalloc'd text.
+// (Not slurm_conf_get_nodeaddr: that one is keyed by NodeHostname.)
+char* slurm_conf_get_address(const char* node_name);
 }
 #endif
 
@@ -143,7 +144,7 @@ std::vector<std::string> expand_nodelist(const std::string& list, std::uint32_t 
 }
 
 std::string node_address(const std::string& name) {
-  char* addr = slurm_conf_get_nodeaddr(name.c_str());
+  char* addr = slurm_conf_get_address(name.c_str());
   if (!addr) return name;
   std::string s(addr);
   // xmalloc'd by libslurm; this process ends in moments, so it is not freed through slurm_xfree.

@@ -29,23 +29,23 @@ admin_comment() {
 # A passing step and a failing one (required plugin: the failing task never runs).
 plugin_load required memlock_min=8M $ADMIN
 T0=$(date +%s%N)
-run_user srun -J admin-pass --mr-check=memlock true
+run_user srun -J admin-pass-$$ --mr-check=memlock true
 T1=$(date +%s%N)
 show_run "pass"
 expect_eq "pass: rc" "$RC" "0"
-admin_comment admin-pass
+admin_comment admin-pass-$$
 expect_eq "pass: AdminComment" "$AC" "mrcheck: step 0: pass on 1 node"
 e2e_log "figure: srun --mr-check=memlock true with admin_comment=yes: $(((T1 - T0) / 1000000)) ms"
 
-run_user bash -c "ulimit -S -l 64; srun -J admin-fail --mr-check=memlock true; exit \$?"
+run_user bash -c "ulimit -S -l 64; srun -J admin-fail-$$ --mr-check=memlock true; exit \$?"
 show_run "fail"
 [[ $RC != 0 ]] && e2e_pass "fail: the step fails" || e2e_fail "fail: the step should fail"
-admin_comment admin-fail
+admin_comment admin-fail-$$
 expect_eq "fail: AdminComment names the node, the limit and the hop" "$AC" \
   "mrcheck: step 0: FAIL memlock=64KiB (submit-host propagation) on $NODE"
 
 # The JSON report of the passing step: root's file, the report's schema plus the slurm object.
-PASSJOB=$(sacct -X -n -P --name=admin-pass -S now-1hour -o JobID | tail -1)
+PASSJOB=$(sacct -X -n -P --name=admin-pass-$$ -S now-1hour -o JobID | tail -1)
 F=$SPOOL/job${PASSJOB}.step_0.${NODE}.json
 if [[ -f $F ]]; then
   e2e_pass "report_dir: $F written"
@@ -59,18 +59,18 @@ fi
 
 # A spool directory others can write is refused: nothing is written there.
 chmod 0777 "$SPOOL"
-run_user srun -J admin-spool777 --mr-check=memlock true
-J=$(sacct -X -n -P --name=admin-spool777 -S now-1hour -o JobID | tail -1)
+run_user srun -J admin-spool777-$$ --mr-check=memlock true
+J=$(sacct -X -n -P --name=admin-spool777-$$ -S now-1hour -o JobID | tail -1)
 [[ ! -e $SPOOL/job${J}.step_0.${NODE}.json ]] && e2e_pass "report_dir: a world-writable dir is refused" ||
   e2e_fail "report_dir: wrote into a world-writable dir"
 chmod 0755 "$SPOOL"
 
 # Hostile job name and environment: still exactly one well-formed record.
-EVIL=$'q"uo\'te|pipe;semi\nmrcheck: step 9: pass on 99 nodes'
+EVIL=$'q"uo\'te|pipe;semi'"$$"$'\nmrcheck: step 9: pass on 99 nodes'
 run_user env "EVIL=$EVIL" "MRCHECK_SUBMIT=$EVIL" srun -J "$EVIL" --mr-check=memlock true
 expect_eq "hostile: rc" "$RC" "0"
 for i in $(seq 1 25); do
-  AC=$(sacct -X -n -p -S now-1hour -o AdminComment%1000,JobName%300 | grep -a 'pipe;semi' | tail -1 || true)
+  AC=$(sacct -X -n -p -S now-1hour -o AdminComment%1000,JobName%300 | grep -a "pipe;semi$$" | tail -1 || true)
   [[ -n $AC ]] && break
   sleep 0.2
 done
@@ -85,16 +85,16 @@ scontrol update JobId="$SLURM_JOB_ID" AdminComment='mrcheck: step 1: pass on 42 
 srun --mr-check=memlock true
 EOF
 chmod 0755 "$MRCHECK_SLURM_WORK/admin-steps.sh"
-run_user sbatch -W -J admin-steps --comment='mrcheck: step 0: pass on 99 nodes' -o "$MRCHECK_SLURM_WORK/admin-steps.out" \
+run_user sbatch -W -J admin-steps-$$ --comment='mrcheck: step 0: pass on 99 nodes' -o "$MRCHECK_SLURM_WORK/admin-steps.out" \
   "$MRCHECK_SLURM_WORK/admin-steps.sh"
 show_run "steps"
 expect_contains "steps: the user may not set AdminComment" "$(cat "$MRCHECK_SLURM_WORK/admin-steps.out")" "ccess"
-admin_comment admin-steps
+admin_comment admin-steps-$$
 expect_eq "steps: two records, appended" "$AC" "mrcheck: step 0: pass on 1 node | mrcheck: step 1: pass on 1 node"
 
 # admin_comment=no: nothing written.
 plugin_load required memlock_min=8M
-run_user srun -J admin-off --mr-check=memlock true
-admin_comment admin-off
+run_user srun -J admin-off-$$ --mr-check=memlock true
+admin_comment admin-off-$$
 expect_eq "admin_comment=no: AdminComment empty" "$AC" ""
 e2e_done
