@@ -217,6 +217,7 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
   if (attempts <= 0) attempts = k_attempts;
   std::string msg = hello(job_id, step_id) + "\n" + encode_node_record(r) + "\n";
   std::string last = "nobody answered";
+  int round = 0;
   for (;;) {
     for (int k = 0; k < attempts; ++k) {
       if (clock::now() >= deadline) {
@@ -267,7 +268,9 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
       }
       if (res) ::freeaddrinfo(res);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, ms_until(deadline))));
+    // Node 0's collector starts at the same moment as ours: retry soon at first, then every 200 ms.
+    round = std::min(round + 1, 8);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(25 * round, ms_until(deadline))));
   }
 }
 
