@@ -1,6 +1,9 @@
 # Finds the Slurm headers (slurm/spank.h) and libslurm, and reads SLURM_VERSION_NUMBER from slurm/slurm_version.h.
 # Defines Slurm_FOUND, Slurm_VERSION, Slurm::headers (for the SPANK plugin: headers only, never -lslurm)
 # and Slurm::slurm (for mrcheck-prolog, which calls slurmctld through libslurm).
+# Also Slurm_PLUGIN_DIR: where this machine's Slurm keeps its plugins (Debian's slurm-wlm-basic-plugins:
+# /usr/lib/<multiarch>/slurm-wlm; upstream's default PluginDir: <libdir>/slurm), found by a plugin every
+# Slurm ships (auth_munge.so); empty when none is installed.
 find_path(Slurm_INCLUDE_DIR slurm/spank.h)
 find_library(Slurm_LIBRARY NAMES slurm)
 if(Slurm_INCLUDE_DIR AND EXISTS "${Slurm_INCLUDE_DIR}/slurm/slurm_version.h")
@@ -29,4 +32,14 @@ if(Slurm_FOUND)
       INTERFACE_INCLUDE_DIRECTORIES "${Slurm_INCLUDE_DIR}")
   endif()
 endif()
-mark_as_advanced(Slurm_INCLUDE_DIR Slurm_LIBRARY)
+if(Slurm_LIBRARY)
+  get_filename_component(_slurm_libdir "${Slurm_LIBRARY}" DIRECTORY)
+  find_path(Slurm_PLUGIN_DIR auth_munge.so
+    PATHS "${_slurm_libdir}/slurm-wlm" "${_slurm_libdir}/slurm" "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm"
+          /usr/lib64/slurm /usr/lib/slurm /usr/local/lib/slurm
+    NO_DEFAULT_PATH)
+  if(NOT Slurm_PLUGIN_DIR)
+    set(Slurm_PLUGIN_DIR "")
+  endif()
+endif()
+mark_as_advanced(Slurm_INCLUDE_DIR Slurm_LIBRARY Slurm_PLUGIN_DIR)

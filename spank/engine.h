@@ -4,6 +4,8 @@
 
 #include <mrcheck/memlock_chain.h>
 
+#include <unistd.h>
+
 namespace mrcheck::spank_glue {
 
 struct engine {
@@ -12,6 +14,8 @@ struct engine {
   std::optional<std::string> (*privileged)(const config&, const task_facts&, const sysroot&, rlimit_ops&,
                                            node_state&) = node_privileged;
   task_verdict (*task)(const config&, const task_facts&, node_state&, const probe_runner&) = node_task;
+  // Ends the task child before exec when a task hook fails (slurmstepd's own _exit(1)); a test records it.
+  void (*end_task)(int status) = ::_exit;
 };
 engine& current_engine();
 

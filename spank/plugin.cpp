@@ -1,7 +1,8 @@
 // spank_mrcheck.so: `--mr-check[=LIST]` for srun, sbatch and salloc. The hooks are thin: hook -> adapter
 // (job_info.cpp) -> core (src/limits/). Which hook does what, and why there (facts.md §1):
 //
-//   init            all contexts     load config; register --mr-check (local, allocator, remote)
+//   init            all contexts     check the Slurm version, log the load line; load config; register
+//                                    --mr-check (local, allocator, remote)
 //   option cb       srun/sbatch      a bad LIST is refused here, before anything is launched
 //   init_post_opt   srun/sbatch      refuse `off` when the site forbids it; record the submit chain
 //                                    (MRCHECK_SUBMIT) and, for sbatch/salloc, MRCHECK_CHECKS for inner sruns
@@ -20,10 +21,12 @@ extern "C" {
 #include "engine.h"
 #include "job_info.h"
 
+#include <mrcheck/build_config.h>
 #include <mrcheck/memlock_chain.h>
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -54,6 +57,7 @@ struct plugin_state {
   bool option_seen = false;
   std::optional<std::string> option;
   node_state node;
+  bool inert = false;  // loaded into a Slurm of another major.minor: every hook does nothing
 };
 plugin_state& state() {
   static plugin_state s;
@@ -67,6 +71,7 @@ enum class hook_kind { may_fail, never_fail };
 template <class F>
 int guarded(const char* hook, hook_kind kind, F&& body) noexcept {
   try {
+    if (state().inert && std::string_view(hook) != "init") return 0;
     return body();
   } catch (const std::exception& e) {
     slurm_error("mrcheck: %s: internal error: %s", hook, e.what());
@@ -111,6 +116,25 @@ int on_init(spank_t sp, int ac, char** av) {
   spank_context_t ctx = spank_context();
   if (ctx == S_CTX_JOB_SCRIPT) return 0;
   state() = plugin_state{};  // init comes first in every process that loads the plugin, before options
+  auto version = check_slurm_version(SLURM_VERSION_NUMBER, slurm_version_item(sp, S_SLURM_VERSION_MAJOR),
+                                     slurm_version_item(sp, S_SLURM_VERSION_MINOR),
+                                     slurm_version_item(sp, S_SLURM_VERSION_MICRO), MRCHECK_VERSION);
+  if (!version.ok) {
+    slurm_error("%s", version.line.c_str());
+    state().inert = true;
+    if (ctx != S_CTX_REMOTE) return -1;
+    // slurmstepd: never an error from remote init (a batch step would drain the node, facts.md §1.5), and the
+    // option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
+    spank_option_register(sp, &k_option);
+    return 0;
+  }
+  // The load line goes to the daemons' log: info in slurmd (once, at its start), verbose in slurmstepd
+  // (once per step) and in srun/sbatch (shown with -v only: the user's terminal stays untouched).
+  if (ctx == S_CTX_SLURMD) {
+    slurm_info("%s", version.line.c_str());
+  } else {
+    slurm_verbose("%s", version.line.c_str());
+  }
   std::vector<std::string_view> args(av, av + ac);
   auto c = current_engine().load_config(args, "plugstack.conf spank_mrcheck.so");
   if (c) {
@@ -127,12 +151,24 @@ int on_init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
-int on_init_post_opt(spank_t, int, char**) {
+// slurmstepd, once per step before the tasks fork (root): what is the same for every task, so the task
+// children do not each read slurm.conf and slurmd's limits again.
+int prefetch_step(spank_t sp) {
+  auto& s = state();
+  if (!s.option_seen && !s.cfg.default_checks.any() && !job_getenv(sp, "MRCHECK_CHECKS")) return 0;  // idle
+  task_facts t = read_task_facts(sp, false);
+  if (t.extern_step) return 0;
+  prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
+  return 0;
+}
+
+int on_init_post_opt(spank_t sp, int, char**) {
   spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_REMOTE) return prefetch_step(sp);
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
   auto& s = state();
+  if (!s.option_seen && !std::getenv("MRCHECK_CHECKS") && !s.cfg.default_checks.any()) return 0;  // idle
   submit_inputs in = read_submit_inputs(ctx);
-  if (!s.option_seen && !in.request.env_checks && !s.cfg.default_checks.any()) return 0;  // idle
   in.request.option_seen = s.option_seen;
   in.request.option = s.option;
   auto plan = current_engine().submit(s.cfg, in, sysroot{});
@@ -217,12 +253,19 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
   return guarded("init_post_opt", hook_kind::never_fail,
                  [&] { return mrcheck::spank_glue::on_init_post_opt(sp, ac, av); });
 }
+// A task hook's failure ends the task here, as slurmstepd does for a `required` plugin (task.c exec_task,
+// mgr.c _fork_all_tasks: _exit(1) in the task child): Slurm ignores an `optional` plugin's error
+// (facts.md §1.5), and on_fail=fail must stop the task however the plugin is loaded.
 __attribute__((visibility("default"))) int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
-  return guarded("task_init_privileged", hook_kind::may_fail,
-                 [&] { return mrcheck::spank_glue::on_task_init_privileged(sp, ac, av); });
+  int rc = guarded("task_init_privileged", hook_kind::may_fail,
+                   [&] { return mrcheck::spank_glue::on_task_init_privileged(sp, ac, av); });
+  if (rc != 0) mrcheck::spank_glue::current_engine().end_task(1);
+  return rc;
 }
 __attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int ac, char** av) {
-  return guarded("task_init", hook_kind::may_fail, [&] { return mrcheck::spank_glue::on_task_init(sp, ac, av); });
+  int rc = guarded("task_init", hook_kind::may_fail, [&] { return mrcheck::spank_glue::on_task_init(sp, ac, av); });
+  if (rc != 0) mrcheck::spank_glue::current_engine().end_task(1);
+  return rc;
 }
 __attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   return guarded("user_init", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_user_init(sp, ac, av); });

@@ -55,6 +55,40 @@ result<check_groups> effective_checks(const config& c, const check_request& req)
   return g;
 }
 
+slurm_version_check check_slurm_version(std::uint32_t built, const char* major, const char* minor, const char* micro,
+                                        std::string_view mrcheck_version) {
+  unsigned b_major = (built >> 16) & 0xff, b_minor = (built >> 8) & 0xff, b_micro = built & 0xff;
+  std::string built_text = fmt::format("{}.{:02}.{}", b_major, b_minor, b_micro);
+  slurm_version_check r;
+  auto number = [](const char* s) -> std::optional<unsigned> {
+    if (s == nullptr) return std::nullopt;
+    std::string_view v(s);
+    unsigned n = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || v.empty()) return std::nullopt;
+    return n;
+  };
+  auto r_major = number(major), r_minor = number(minor);
+  if (!r_major || !r_minor) {
+    r.line = fmt::format("mrcheck: spank_mrcheck.so {} built against Slurm {}, loaded into a Slurm that does not say "
+                         "its version", escape_line(mrcheck_version, 32), built_text);
+    return r;
+  }
+  std::string running = fmt::format("{}.{:02}", *r_major, *r_minor);
+  if (auto m = number(micro)) running += fmt::format(".{}", *m);
+  if (*r_major != b_major || *r_minor != b_minor) {
+    r.ok = false;
+    r.line = fmt::format("mrcheck: spank_mrcheck.so {} was built against Slurm {}.{:02} and cannot run in Slurm {}: "
+                         "rebuild and reinstall mrcheck against this Slurm's headers (a SPANK plugin's major.minor "
+                         "must match); the plugin stays inactive",
+                         escape_line(mrcheck_version, 32), b_major, b_minor, running);
+    return r;
+  }
+  r.line = fmt::format("mrcheck: spank_mrcheck.so {} built against Slurm {}, loaded into Slurm {}",
+                       escape_line(mrcheck_version, 32), built_text, running);
+  return r;
+}
+
 result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const sysroot& root) {
   auto g = effective_checks(c, in.request);
   if (!g) return g.error();
@@ -75,6 +109,35 @@ result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const 
   return plan;
 }
 
+void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path, const std::string& node,
+                         const std::string& host, node_state& st) {
+  st.step_read = true;
+  st.step_conf = read_slurm_conf_facts(root, slurm_conf_path);
+  std::string pid_file =
+      expand_slurmd_pid_file(st.step_conf ? st.step_conf->slurmd_pid_file : "/run/slurmd.pid", node, host);
+  auto pid_text = root.read_value(pid_file);
+  if (!pid_text) {
+    st.step_slurmd = pid_text.error().with_context("slurmd pid file");
+    return;
+  }
+  pid_t pid = 0;
+  auto [p, ec] = std::from_chars(pid_text->data(), pid_text->data() + pid_text->size(), pid);
+  if (ec != std::errc() || pid <= 0) {
+    st.step_slurmd = status::error(fmt::format("slurmd pid file {}: no pid", pid_file));
+    return;
+  }
+  // slurmd alone, not its ancestors: the prediction compares slurmd with slurmstepd and the task.
+  auto proc = read_process(root, pid);
+  if (!proc) {
+    st.step_slurmd = proc.error();
+  } else if (proc->comm != "slurmd") {
+    st.step_slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
+                                               escape_line(proc->comm, 32)));
+  } else {
+    st.step_slurmd = std::move(*proc);
+  }
+}
+
 std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root,
                                            rlimit_ops& ops, node_state& st) {
   auto g = effective_checks(c, t.request);
@@ -92,26 +155,10 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
   in.node = t.node;
   in.job = t.batch_step ? fmt::format("job {} batch", t.job_id) : fmt::format("job {} step {}", t.job_id, t.step_id);
   in.batch_step = t.batch_step;
-  in.conf = read_slurm_conf_facts(root, t.slurm_conf_path);
+  if (!st.step_read) prefetch_step_facts(root, t.slurm_conf_path, t.node, t.host, st);
+  in.conf = st.step_conf;
+  in.slurmd = st.step_slurmd;
   if (in.conf) st.task_prolog = in.conf->task_prolog;
-  std::string pid_file = expand_slurmd_pid_file(in.conf ? in.conf->slurmd_pid_file : "/run/slurmd.pid", t.node, t.host);
-  auto pid_text = root.read_value(pid_file);
-  if (!pid_text) {
-    in.slurmd = pid_text.error().with_context("slurmd pid file");
-  } else {
-    pid_t pid = 0;
-    auto [p, ec] = std::from_chars(pid_text->data(), pid_text->data() + pid_text->size(), pid);
-    if (ec != std::errc() || pid <= 0) {
-      in.slurmd = status::error(fmt::format("slurmd pid file {}: no pid", pid_file));
-    } else if (auto ch = read_chain(root, pid); !ch || ch->empty()) {
-      in.slurmd = ch ? status::error("slurmd: empty chain") : ch.error();
-    } else if (ch->front().comm != "slurmd") {
-      in.slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
-                                            escape_line(ch->front().comm, 32)));
-    } else {
-      in.slurmd = ch->front();
-    }
-  }
   if (auto ch = read_chain(root, t.task_pid)) in.task_chain = std::move(*ch);
   auto now = ops.get();
   if (now) {

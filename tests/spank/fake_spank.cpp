@@ -40,10 +40,22 @@ spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
 
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   auto& h = fake_spank::the_host();
-  if (h.context != S_CTX_REMOTE) return err(ESPANK_NOT_REMOTE);
   va_list ap;
   va_start(ap, item);
   spank_err_t rc = err(ESPANK_SUCCESS);
+  // plugstack.c: the S_SLURM_VERSION* items are valid in every context, the rest only in slurmstepd.
+  if (item == S_SLURM_VERSION_MAJOR || item == S_SLURM_VERSION_MINOR || item == S_SLURM_VERSION_MICRO) {
+    const std::string& v = item == S_SLURM_VERSION_MAJOR   ? h.version_major
+                           : item == S_SLURM_VERSION_MINOR ? h.version_minor
+                                                           : h.version_micro;
+    *va_arg(ap, char**) = const_cast<char*>(v.c_str());
+    va_end(ap);
+    return rc;
+  }
+  if (h.context != S_CTX_REMOTE) {
+    va_end(ap);
+    return err(ESPANK_NOT_REMOTE);
+  }
   switch (item) {
     case S_JOB_ID: *va_arg(ap, std::uint32_t*) = h.job_id; break;
     case S_JOB_STEPID: *va_arg(ap, std::uint32_t*) = h.step_id; break;
@@ -93,8 +105,18 @@ void slurm_spank_log(const char* fmt, ...) {
   fake_spank::the_host().user_lines.push_back(vformat(fmt, ap));
   va_end(ap);
 }
-void slurm_info(const char*, ...) {}
-void slurm_verbose(const char*, ...) {}
+void slurm_info(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fake_spank::the_host().info_lines.push_back(vformat(fmt, ap));
+  va_end(ap);
+}
+void slurm_verbose(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fake_spank::the_host().verbose_lines.push_back(vformat(fmt, ap));
+  va_end(ap);
+}
 void slurm_debug(const char*, ...) {}
 void slurm_debug2(const char*, ...) {}
 void slurm_debug3(const char*, ...) {}

@@ -23,6 +23,10 @@ struct host {
   std::vector<std::string> errors;
   std::vector<std::string> user_lines;
   std::vector<std::string> setenv_calls;
+  std::vector<std::string> info_lines;     // slurm_info
+  std::vector<std::string> verbose_lines;  // slurm_verbose
+  // S_SLURM_VERSION_MAJOR/MINOR/MICRO of the Slurm this host pretends to be (valid in every context).
+  std::string version_major = "22", version_minor = "05", version_micro = "8";
 };
 host& the_host();
 void reset(spank_context_t ctx);

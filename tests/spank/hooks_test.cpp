@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace {
 
@@ -93,18 +94,25 @@ TEST(SpankHooks, EveryHookSurvivesAThrowingCoreInEveryContext) {
 
 TEST(SpankHooks, OnErrorFailMakesTaskHooksFailButNotInit) {
   restore_engine r;
+  static int ended = 0;
+  ended = 0;
+  auto no_exit = [] { current_engine().end_task = [](int) { ++ended; }; };
   fake_spank::reset(S_CTX_REMOTE);
   current_engine() = engine{};
+  no_exit();
   ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K", "on_error=fail"}), 0);
   make_core_throw();
   EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), -1);
+  EXPECT_EQ(ended, 1);  // the task child ends itself, as slurmstepd would for a required plugin
   // task_init reaches the core only on an active step: activate it with the real core, then throw.
   current_engine() = engine{};
+  no_exit();
   fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
   ASSERT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   make_core_throw();
   EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_EQ(ended, 2);
 }
 
 TEST(SpankHooks, IdleWhenNothingIsAskedForTouchesNothing) {
@@ -143,6 +151,98 @@ TEST(SpankHooks, EnforceRewritesTheJobsSlurmRlimitMemlock) {
   ASSERT_EQ(fake_spank::the_host().setenv_calls.size(), 1u);
   EXPECT_EQ(fake_spank::the_host().setenv_calls[0].rfind("SLURM_RLIMIT_MEMLOCK=", 0), 0u);
   EXPECT_NE(fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"], "65536");
+}
+
+// Issue 11: one line at load with mrcheck's version and the Slurm it was built against, in the daemons' log
+// (info in slurmd, verbose elsewhere - never on the user's terminal at the default level).
+TEST(SpankHooks, LoadLineNamesBothVersions) {
+  restore_engine r;
+  for (auto ctx : {S_CTX_SLURMD, S_CTX_LOCAL, S_CTX_REMOTE}) {
+    fake_spank::reset(ctx);
+    ASSERT_EQ(call_init({}), 0) << ctx;
+    const auto& h = fake_spank::the_host();
+    const auto& lines = ctx == S_CTX_SLURMD ? h.info_lines : h.verbose_lines;
+    ASSERT_EQ(lines.size(), 1u) << ctx;
+    EXPECT_EQ(lines[0].rfind("mrcheck: spank_mrcheck.so ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(" built against Slurm 22.05."), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("loaded into Slurm 22.05.8"), std::string::npos) << lines[0];
+    EXPECT_TRUE(h.errors.empty());
+    if (ctx != S_CTX_SLURMD) {
+      EXPECT_TRUE(h.info_lines.empty()) << "slurm_info outside slurmd reaches the user's terminal (srun)";
+    }
+  }
+}
+
+// Loaded into another major.minor: srun/sbatch/slurmd fail with a message that says so; slurmstepd logs it,
+// returns success (never an error from remote init) and every later hook does nothing.
+TEST(SpankHooks, AnotherSlurmMajorMinorFailsOutsideSlurmstepdAndIsInertInside) {
+  restore_engine r;
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_SLURMD}) {
+    fake_spank::reset(ctx);
+    fake_spank::the_host().version_major = "23";
+    fake_spank::the_host().version_minor = "02";
+    fake_spank::the_host().version_micro = "1";
+    EXPECT_EQ(call_init({"default_checks=memlock"}), -1) << ctx;
+    ASSERT_EQ(fake_spank::the_host().errors.size(), 1u) << ctx;
+    EXPECT_NE(fake_spank::the_host().errors[0].find("was built against Slurm 22.05 and cannot run in Slurm 23.02.1"),
+              std::string::npos)
+        << fake_spank::the_host().errors[0];
+  }
+  fake_spank::reset(S_CTX_REMOTE);
+  fake_spank::the_host().version_minor = "11";
+  ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K", "enforce=yes"}), 0);
+  ASSERT_EQ(fake_spank::the_host().errors.size(), 1u);
+  EXPECT_NE(fake_spank::the_host().errors[0].find("cannot run in Slurm 22.11.8"), std::string::npos);
+  ASSERT_NE(fake_spank::the_host().registered, nullptr);  // a step launched with --mr-check still starts
+  int calls = 0;
+  static int* counter = nullptr;
+  counter = &calls;
+  current_engine().privileged = [](const mrcheck::config&, const mrcheck::task_facts&, const mrcheck::sysroot&,
+                                   mrcheck::rlimit_ops&, mrcheck::node_state&) -> std::optional<std::string> {
+    ++*counter;
+    return std::nullopt;
+  };
+  fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"] = "65536";
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(fake_spank::the_host().setenv_calls.empty());
+  // A later init in a matching Slurm (slurmd reloads the stack) is active again.
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K"}), 0);
+  EXPECT_TRUE(fake_spank::the_host().errors.empty());
+}
+
+// on_fail=fail ends the task before exec whether the plugin is `required` or `optional` (Slurm ignores an
+// optional plugin's error): the task child exits with status 1, as slurmstepd's own _exit(1).
+TEST(SpankHooks, FailingVerdictEndsTheTaskItself) {
+  restore_engine r;
+  static std::vector<int> ended;
+  ended.clear();
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  current_engine().end_task = [](int status) { ended.push_back(status); };
+  struct rlimit rl{};
+  ::getrlimit(RLIMIT_MEMLOCK, &rl);
+  if (rl.rlim_max == RLIM_INFINITY) GTEST_SKIP() << "no finite hard memlock limit to fail against";
+  // A minimum above this process's hard limit, no enforcement: the memlock check fails.
+  std::string min = "memlock_min=" + std::to_string(rl.rlim_max + 4096);
+  ASSERT_EQ(call_init({"default_checks=memlock", min, "on_fail=warn"}), 0);
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
+  EXPECT_TRUE(ended.empty());  // warn: the task runs
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(call_init({"default_checks=memlock", min, "on_fail=fail"}), 0);
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0], 1);
+  bool said = false;
+  for (const auto& l : fake_spank::the_host().user_lines) said = said || l.find("mrcheck: memlock: FAIL: ") == 0;
+  EXPECT_TRUE(said) << "the FAIL line comes before the task ends";
 }
 
 }  // namespace

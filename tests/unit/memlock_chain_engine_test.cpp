@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <sys/prctl.h>
@@ -195,6 +198,76 @@ TEST(MemlockChainPostExecWatch, SeesTheLimitAChildExecsWith) {
   auto c = judge_post_exec(o, 1 << 20);
   ASSERT_TRUE(c.has_value());
   EXPECT_NE(c->summary.find("TaskProlog /etc/tp.sh"), std::string::npos);
+}
+
+// The step-constant facts are read once per step (slurmstepd, before the tasks fork) and every task uses them:
+// a task reading a tree without slurm.conf still sees the prefetched TaskProlog and slurmd.
+TEST(MemlockChainEngine, StepFactsPrefetchedOnceServeEveryTask) {
+  auto dir = std::filesystem::temp_directory_path() / ("mrcheck_prefetch_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "etc/slurm");
+  std::filesystem::create_directories(dir / "run");
+  std::filesystem::create_directories(dir / "proc/4242");
+  std::filesystem::create_directories(dir / "empty");
+  std::ofstream(dir / "etc/slurm/slurm.conf") << "TaskProlog=/x/tp.sh\nSlurmdPidFile=/run/slurmd-%n.pid\n";
+  std::ofstream(dir / "run/slurmd-node7.pid") << "4242\n";
+  std::ofstream(dir / "proc/4242/stat") << "4242 (slurmd) S 1 4242 4242 0 -1 4194560 0 0 0 0\n";
+  std::ofstream(dir / "proc/4242/limits")
+      << "Limit                     Soft Limit           Hard Limit           Units     \n"
+         "Max locked memory         4194304              4194304              bytes     \n";
+  std::ofstream(dir / "proc/4242/status") << "Name:\tslurmd\nUid:\t0\t0\t0\t0\n";
+  auto tree = sysroot::open(dir);
+  auto empty = sysroot::open(dir / "empty");
+  ASSERT_TRUE(tree && empty);
+
+  node_state st;
+  prefetch_step_facts(*tree, "/etc/slurm/slurm.conf", "node7", "host7", st);
+  ASSERT_TRUE(st.step_read);
+  ASSERT_TRUE(st.step_conf) << st.step_conf.error().message();
+  ASSERT_TRUE(st.step_slurmd) << st.step_slurmd.error().message();
+  EXPECT_EQ(st.step_slurmd->pid, 4242);
+  ASSERT_TRUE(st.step_slurmd->memlock);
+  EXPECT_EQ(st.step_slurmd->memlock->hard, 4u << 20);
+
+  task_facts t;
+  t.node = "node7";
+  t.host = "host7";
+  t.task_pid = ::getpid();
+  t.slurm_conf_path = "/etc/slurm/slurm.conf";
+  t.request.env_checks = "memlock";
+  struct fixed : rlimit_ops {
+    result<memlock_limit> get() override { return memlock_limit{k8m, k8m}; }
+    status set(const memlock_limit&) override { return status::ok(); }
+  } ops;
+  node_state task = st;  // what the forked task child inherits
+  node_privileged(site("memlock_min=16M"), t, *empty, ops, task);
+  EXPECT_EQ(task.task_prolog, "/x/tp.sh");
+  EXPECT_EQ(task.prediction.hop, memlock_hop::slurmd) << task.prediction.cause;  // slurmd's 4 MiB < 16 MiB
+  // Without the prefetch the task reads for itself (here: nothing there).
+  node_state cold;
+  node_privileged(site("memlock_min=8M"), t, *empty, ops, cold);
+  EXPECT_TRUE(cold.step_read);
+  EXPECT_FALSE(cold.step_conf);
+  EXPECT_TRUE(cold.task_prolog.empty());
+  std::filesystem::remove_all(dir);
+}
+
+// The watcher holds the task's stderr: it must let go as soon as the task exits, not at the end of its window.
+TEST(MemlockChainPostExecWatch, EndsWhenTheTaskExitsNotAtTheEndOfTheWindow) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(15 /* PR_SET_NAME */, "slurmstepd", 0, 0, 0);
+    ::usleep(20 * 1000);
+    ::execl("/bin/sleep", "sleep", "0.1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto o = observe_post_exec(pid, memlock_limit{k8m, k8m}, "", std::chrono::milliseconds(5000));
+  auto took = std::chrono::steady_clock::now() - t0;
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(o.at_exec.has_value());
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
 }
 
 }  // namespace
