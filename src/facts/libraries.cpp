@@ -4,6 +4,7 @@
 #include <mrcheck/facts.h>
 
 #include "facts/internal.h"
+#include "facts/libraries.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,37 @@ result<int> call_version(const std::string& name, const char* fn_name, library_f
   if (rc != 0) return status::error(fmt::format("{}() in {} returned error {}", fn_name, name, rc));
   if (lib_out) lib_out->symbols[fn_name] = true;
   return v;
+}
+
+library_facts load_library_facts(const std::string& verbs_library) {
+  library_facts l;
+  try {
+    l.libibverbs = load_library(verbs_library, {"ibv_get_device_list@IBVERBS_1.1", "ibv_reg_mr_iova2@IBVERBS_1.8",
+                                                "ibv_reg_dmabuf_mr@IBVERBS_1.12"});
+    library_fact cuda;
+    l.cuda_driver_version = call_version("libcuda.so.1", "cuDriverGetVersion", &cuda);
+    l.libcuda = cuda.path.empty() && !l.cuda_driver_version ? result<library_fact>(l.cuda_driver_version.error())
+                                                            : result<library_fact>(cuda);
+    library_fact nccl;
+    l.nccl_version = call_version("libnccl.so.2", "ncclGetVersion", &nccl);
+    l.libnccl = nccl.path.empty() && !l.nccl_version ? result<library_fact>(l.nccl_version.error())
+                                                     : result<library_fact>(nccl);
+  } catch (const std::exception& e) {
+    // Only an allocation can throw here, and on a second thread an escaping exception is std::terminate:
+    // report every library fact as unknown instead.
+    status s = status::error(fmt::format("loading the libraries: {}", escape_line(e.what(), 200)));
+    l.libibverbs = l.libcuda = l.libnccl = s;
+    l.cuda_driver_version = l.nccl_version = s;
+  }
+  return l;
+}
+
+void apply_library_facts(library_facts&& l, node_facts& f) {
+  f.libibverbs = std::move(l.libibverbs);
+  f.libcuda = std::move(l.libcuda);
+  f.libnccl = std::move(l.libnccl);
+  f.cuda_driver_version = std::move(l.cuda_driver_version);
+  f.nccl_version = std::move(l.nccl_version);
 }
 
 namespace {
