@@ -94,6 +94,21 @@ struct matrix_rules {
   rule_action slurmd_memlock = rule_action::fail;
   std::uint64_t slurmd_memlock_min = k_unlimited;           // hard limit slurmd must have
   rule_action propagate_limits = rule_action::warn;
+
+  // max_map_count: vm.max_map_count below max_map_count_min gives this action (a value lowered below the
+  // kernel default 65530), below max_map_count_recommended a warning.
+  rule_action max_map_count = rule_action::fail;
+  std::optional<std::uint64_t> max_map_count_min = 65530;
+  std::optional<std::uint64_t> max_map_count_recommended = 262144;
+
+  // hugepages: a reserved pool (HugePages_Total x Hugepagesize) above hugepages_reserved_max percent of
+  // MemTotal gives this action (memory no 4 KiB allocation, pinned buffer or registration can use), above
+  // hugepages_reserved_warn percent a warning; a reserved pool with fewer than hugepages_free_min free pages
+  // a warning.
+  rule_action hugepages = rule_action::fail;
+  std::optional<std::uint64_t> hugepages_reserved_max_pct = 90;
+  std::optional<std::uint64_t> hugepages_reserved_warn_pct = 50;
+  std::uint64_t hugepages_free_min = 1;
 };
 
 // The defaults compiled in; the same values as the shipped etc/mrcheck-rules.conf (a unit test keeps them
@@ -145,5 +160,11 @@ report judge_matrix(const node_facts& facts, const matrix_rules& rules);
 
 // The ids judge_matrix reports, in order.
 const std::vector<std::string>& matrix_check_ids();
+
+// The node's memory checks with the rules' thresholds (src/checks/max_map_count.cpp, hugepages.cpp), run by
+// mrcheck-prolog after judge_matrix. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
+// checks.h taking a config are these with default_matrix_rules().
+check_result check_max_map_count(const node_facts& f, const matrix_rules& r);
+check_result check_hugepages(const node_facts& f, const matrix_rules& r);
 
 }  // namespace mrcheck

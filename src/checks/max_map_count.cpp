@@ -8,32 +8,57 @@
 // include/linux/mm.h). No NCCL or rdma-core document gives a figure (searched: none found); 262144 is the
 // minimum that memory-heavy servers document (Elasticsearch's bootstrap check; memgraph recommends one map
 // per 128 KiB of RAM, https://github.com/memgraph/documentation/pull/1417), and the H200 node measured in
-// facts.md §6.1 ships 8250344. So: warn below 262144, never fail - it is a ceiling few jobs reach.
+// facts.md §6.1 ships 8250344. So by default (etc/mrcheck-rules.conf, README.rules.md): warn below 262144,
+// and fail only below the kernel default - a value someone lowered on purpose, which no distribution does.
 #include <mrcheck/checks.h>
+#include <mrcheck/matrix.h>
 
 #include <fmt/format.h>
 
 namespace mrcheck {
 
-check_result check_max_map_count(const node_facts& f, const config&) {
+check_result check_max_map_count(const node_facts& f, const matrix_rules& rules) {
   check_result r;
   r.id = "max_map_count";
+  if (rules.max_map_count == rule_action::off) {
+    r.result = verdict::skip;
+    r.summary = "off in the rules";
+    return r;
+  }
   if (!f.max_map_count) {
     r.result = verdict::error;
     r.summary = fmt::format("could not read vm.max_map_count: {}", f.max_map_count.error().message());
     return r;
   }
   std::uint64_t v = *f.max_map_count;
-  if (v >= k_max_map_count_min) {
-    r.result = verdict::pass;
-    r.summary = fmt::format("vm.max_map_count {} >= {}", v, k_max_map_count_min);
+  const char* why = v == 65530 ? " (kernel default)" : "";
+  std::string fix = fmt::format("sysctl -w vm.max_map_count={0} and 'vm.max_map_count = {0}' in /etc/sysctl.d/",
+                                std::max<std::uint64_t>(1048576, rules.max_map_count_recommended.value_or(0)));
+  if (rules.max_map_count_min && v < *rules.max_map_count_min) {
+    r.result = rules.max_map_count == rule_action::warn ? verdict::warn : verdict::fail;
+    r.summary = fmt::format("vm.max_map_count {} < {}{}", v, *rules.max_map_count_min, why);
+    r.detail = "below the kernel default: processes with many mappings (CUDA, NCCL, registered buffers) get "
+               "ENOMEM from mmap/madvise although memory is free";
+    r.hint = std::move(fix);
     return r;
   }
-  r.result = verdict::warn;
-  r.summary = fmt::format("vm.max_map_count {} < {}{}", v, k_max_map_count_min, v == 65530 ? " (kernel default)" : "");
-  r.detail = "large jobs with many registered buffers can run out of memory map areas (mmap/madvise ENOMEM)";
-  r.hint = fmt::format("sysctl -w vm.max_map_count={0} and 'vm.max_map_count = {0}' in /etc/sysctl.d/", 1048576);
+  if (rules.max_map_count_recommended && v < *rules.max_map_count_recommended) {
+    r.result = verdict::warn;
+    r.summary = fmt::format("vm.max_map_count {} < {}{}", v, *rules.max_map_count_recommended, why);
+    r.detail = "large jobs with many registered buffers can run out of memory map areas (mmap/madvise ENOMEM)";
+    r.hint = std::move(fix);
+    return r;
+  }
+  r.result = verdict::pass;
+  r.summary = rules.max_map_count_recommended
+                  ? fmt::format("vm.max_map_count {} >= {}", v, *rules.max_map_count_recommended)
+                  : fmt::format("vm.max_map_count {}", v);
   return r;
+}
+
+check_result check_max_map_count(const node_facts& f, const config&) {
+  static const matrix_rules defaults = default_matrix_rules();
+  return check_max_map_count(f, defaults);
 }
 
 }  // namespace mrcheck

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -76,6 +77,8 @@ rule_action* action_field(matrix_rules& r, std::string_view key) {
   if (key == "bar1") return &r.bar1;
   if (key == "slurmd_memlock") return &r.slurmd_memlock;
   if (key == "propagate_limits") return &r.propagate_limits;
+  if (key == "max_map_count") return &r.max_map_count;
+  if (key == "hugepages") return &r.hugepages;
   return nullptr;
 }
 
@@ -229,6 +232,47 @@ class rules_parser {
       rules_.slurmd_memlock_min = *size;
       return status::ok();
     }
+    if (key == "max_map_count.min" || key == "max_map_count.recommended") {
+      if (auto s = want_args(key, args, 1, "COUNT|none"); !s) return s;
+      if (auto s = once(std::string(key)); !s) return s;
+      auto& field = key == "max_map_count.min" ? rules_.max_map_count_min : rules_.max_map_count_recommended;
+      if (args[0] == "none") {
+        field.reset();
+        return status::ok();
+      }
+      std::uint64_t n = 0;
+      // The sysctl is an int (mm/util.c sysctl_max_map_count).
+      if (!parse_u64(args[0], n) || n > INT32_MAX) {
+        return err(fmt::format("'{}': '{}' is not a map count (0 to {})", key, escape_line(args[0], 32), INT32_MAX));
+      }
+      field = n;
+      return status::ok();
+    }
+    if (key == "hugepages.reserved_max" || key == "hugepages.reserved_warn") {
+      if (auto s = want_args(key, args, 1, "PERCENT%|none"); !s) return s;
+      if (auto s = once(std::string(key)); !s) return s;
+      auto& field = key == "hugepages.reserved_max" ? rules_.hugepages_reserved_max_pct : rules_.hugepages_reserved_warn_pct;
+      if (args[0] == "none") {
+        field.reset();
+        return status::ok();
+      }
+      std::string_view v = args[0];
+      std::uint64_t n = 0;
+      // The '%' is required: a bare number here reads like a size or a page count.
+      if (!v.ends_with('%') || !parse_u64(v.substr(0, v.size() - 1), n) || n > 100) {
+        return err(fmt::format("'{}': '{}' is not a percentage of MemTotal (0% to 100%)", key, escape_line(v, 32)));
+      }
+      field = n;
+      return status::ok();
+    }
+    if (key == "hugepages.free_min") {
+      if (auto s = want_args(key, args, 1, "PAGES"); !s) return s;
+      if (auto s = once(std::string(key)); !s) return s;
+      std::uint64_t n = 0;
+      if (!parse_u64(args[0], n)) return err(fmt::format("'{}': '{}' is not a page count", key, escape_line(args[0], 32)));
+      rules_.hugepages_free_min = n;
+      return status::ok();
+    }
     return err(fmt::format("unknown rule key '{}'", escape_line(key, 64)));
   }
 
@@ -330,7 +374,19 @@ result<matrix_rules> parse_matrix_rules(std::string_view text, std::string_view 
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
     if (auto s = p.line(++number, line); !s) return s;
   }
-  return p.take();
+  matrix_rules r = p.take();
+  // Thresholds of one check that contradict each other (from any lines of the file, or a file line against
+  // a default): the warning band would be empty or inverted, which is never what was meant.
+  if (r.max_map_count_min && r.max_map_count_recommended && *r.max_map_count_min > *r.max_map_count_recommended) {
+    return status::error(fmt::format("{}: max_map_count.min {} is above max_map_count.recommended {}", file,
+                                     *r.max_map_count_min, *r.max_map_count_recommended));
+  }
+  if (r.hugepages_reserved_max_pct && r.hugepages_reserved_warn_pct &&
+      *r.hugepages_reserved_warn_pct > *r.hugepages_reserved_max_pct) {
+    return status::error(fmt::format("{}: hugepages.reserved_warn {}% is above hugepages.reserved_max {}%", file,
+                                     *r.hugepages_reserved_warn_pct, *r.hugepages_reserved_max_pct));
+  }
+  return r;
 }
 
 result<matrix_rules> load_matrix_rules(const std::string& path) {

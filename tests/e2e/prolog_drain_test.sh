@@ -57,6 +57,7 @@ declare -A expected=(
   [matrix_no_gpudirect]="mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"
   [matrix_gpu_driver_old]="mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"
   [matrix_slurmd_memlock_8m]="mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"
+  [matrix_hugepages_hog]="mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"
 )
 for fixture in "${!expected[@]}"; do
   run_prolog "$fixture" prolog

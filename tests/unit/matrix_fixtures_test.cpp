@@ -30,6 +30,9 @@ judged judge_tree(const std::string& name) {
   EXPECT_TRUE(rules);
   judged j;
   j.rep = judge_matrix(f, *rules, extra);
+  // As mrcheck-prolog does: the node's memory checks after the matrix.
+  j.rep.checks.push_back(check_max_map_count(f, *rules));
+  j.rep.checks.push_back(check_hugepages(f, *rules));
   j.action = plan_action(j.rep, fail_policy::warn);
   return j;
 }
@@ -65,7 +68,10 @@ INSTANTIATE_TEST_SUITE_P(
                      "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"},
         fixture_case{"matrix_gpu_driver_old", "gpu_driver", "mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"},
         fixture_case{"matrix_slurmd_memlock_8m", "slurmd_memlock",
-                     "mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"}));
+                     "mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"},
+        fixture_case{"matrix_max_map_count_low", "max_map_count", "mrcheck: max_map_count: vm.max_map_count 16384 < 65530"},
+        fixture_case{"matrix_hugepages_hog", "hugepages",
+                     "mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
 
 TEST(MatrixFixtureTrees, AlignedTreePassesEveryRule) {
   auto j = judge_tree("matrix_aligned");

@@ -132,6 +132,13 @@ TEST(MatrixRules, ShippedFileEqualsBuiltInDefaults) {
   EXPECT_EQ(r->slurmd_memlock, d.slurmd_memlock);
   EXPECT_EQ(r->slurmd_memlock_min, d.slurmd_memlock_min);
   EXPECT_EQ(r->propagate_limits, d.propagate_limits);
+  EXPECT_EQ(r->max_map_count, d.max_map_count);
+  EXPECT_EQ(r->max_map_count_min, d.max_map_count_min);
+  EXPECT_EQ(r->max_map_count_recommended, d.max_map_count_recommended);
+  EXPECT_EQ(r->hugepages, d.hugepages);
+  EXPECT_EQ(r->hugepages_reserved_max_pct, d.hugepages_reserved_max_pct);
+  EXPECT_EQ(r->hugepages_reserved_warn_pct, d.hugepages_reserved_warn_pct);
+  EXPECT_EQ(r->hugepages_free_min, d.hugepages_free_min);
 }
 
 TEST(MatrixSlurmConf, PropagationRules) {
