@@ -18,7 +18,9 @@
 #include "admin_collect.h"
 #include "slurm_control.h"
 
+#include "../src/facts/libraries.h"
 #include "../src/matrix/node_action.h"
+#include "../src/matrix/textfile.h"
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
@@ -39,7 +41,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,18 +65,38 @@ struct options {
   std::optional<run_mode> mode;
   bool dry_run = false;
   bool json = false;
+  bool timings = false;
   std::string node;
   std::string state_dir;
+  std::string textfile;
   std::optional<std::chrono::milliseconds> timeout;
 };
 
 void usage(FILE* out) {
   fmt::print(out,
              "usage: mrcheck-prolog [--config FILE] [--rules FILE] [--root DIR] [--mode prolog|healthcheck]\n"
-             "                      [--node NAME] [--state-dir DIR] [--timeout DURATION] [--dry-run] [--json]\n"
+             "                      [--node NAME] [--state-dir DIR] [--timeout DURATION] [--textfile PATH]\n"
+             "                      [--dry-run] [--json] [--timings]\n"
              "Judges the driver/firmware matrix; drains this node through slurmctld on fail, resumes it when\n"
              "mrcheck drained it and it passes again. Mode defaults to prolog when SLURM_JOB_ID is set, else\n"
-             "healthcheck. Exit: 0 pass (healthcheck: always), 1 fail (prolog), 2 usage/config error.\n");
+             "healthcheck. Exit: 0 pass (healthcheck: always), 1 fail (prolog), 2 usage/config error.\n"
+             "options:\n"
+             "  --config FILE      site policy (default " MRCHECK_DEFAULT_CONFIG " when it exists)\n"
+             "  --rules FILE       matrix rules (default: rules= of the config, else /etc/slurm/mrcheck-rules.conf\n"
+             "                     when it exists, else the built-in defaults)\n"
+             "  --root DIR         judge a tree captured with `mrcheck dump` instead of this host\n"
+             "  --node NAME        the Slurm node to drain or resume (default: $SLURMD_NODENAME, else the\n"
+             "                     short host name)\n"
+             "  --state-dir DIR    pending drain/resume when slurmctld is unreachable (default: state_dir=)\n"
+             "  --timeout DURATION budget for slurmctld (default 10s in prolog mode, 30s in healthcheck mode)\n"
+             "  --textfile PATH    write a Prometheus textfile for node_exporter's textfile collector: one\n"
+             "                     mrcheck_check_status{{check=...}} gauge per check (-1 skip, 0 pass, 1 warn,\n"
+             "                     2 fail, 3 error), mrcheck_status and mrcheck_last_run_timestamp_seconds;\n"
+             "                     replaced atomically, a symlink is refused (default: prometheus_textfile=,\n"
+             "                     not written by --dry-run)\n"
+             "  --dry-run          judge and print only: no slurmctld call, no state_dir\n"
+             "  --json             the report, the planned action and its outcome as JSON on stdout\n"
+             "  --timings          one line on stderr with the milliseconds each phase took\n");
 }
 
 std::optional<options> parse_args(int argc, char** argv) {
@@ -93,6 +117,8 @@ std::optional<options> parse_args(int argc, char** argv) {
       o.dry_run = true;
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--timings") {
+      o.timings = true;
     } else if (is("--config")) {
       auto v = value("--config");
       if (!v) return std::nullopt;
@@ -113,6 +139,14 @@ std::optional<options> parse_args(int argc, char** argv) {
       auto v = value("--state-dir");
       if (!v) return std::nullopt;
       o.state_dir = *v;
+    } else if (is("--textfile")) {
+      auto v = value("--textfile");
+      if (!v) return std::nullopt;
+      if (v->empty() || v->front() != '/') {
+        fmt::print(stderr, "mrcheck: prolog: --textfile must be an absolute path, not '{}'\n", escape_line(*v, 64));
+        return std::nullopt;
+      }
+      o.textfile = *v;
     } else if (is("--timeout")) {
       auto v = value("--timeout");
       if (!v) return std::nullopt;
@@ -154,6 +188,31 @@ status check_trusted_file(const std::string& path) {
   return status::ok();
 }
 
+// --timings: where the run's time goes, from main() on, as one line on stderr at the end (the profile
+// behind bench/prolog/README.md; process start and dynamic linking come before main() and are not in it).
+class phase_timer {
+ public:
+  using clock = std::chrono::steady_clock;
+  explicit phase_timer(bool on) : on_(on), start_(clock::now()), last_(start_) {}
+  void mark(std::string_view phase) {
+    if (!on_) return;
+    auto now = clock::now();
+    text_ += fmt::format("{}{} {:.2f}", text_.empty() ? "" : ", ", phase, ms(now - last_));
+    last_ = now;
+  }
+  void print(log_sink& out, std::string_view mode) const {
+    if (!on_) return;
+    log(out, log_level::info, "{}: timings (ms): {}; total {:.2f}", mode, text_, ms(last_ - start_));
+  }
+
+ private:
+  static double ms(clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+  bool on_;
+  clock::time_point start_;
+  clock::time_point last_;
+  std::string text_;
+};
+
 std::string short_hostname() {
   char buf[HOST_NAME_MAX + 1] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "";
@@ -171,6 +230,7 @@ int run(int argc, char** argv) {
   }
   options& o = *opts_or;
   stderr_log out;
+  phase_timer t(o.timings);
 
   const char* job_id = std::getenv("SLURM_JOB_ID");
   run_mode mode = o.mode.value_or(job_id && *job_id ? run_mode::prolog : run_mode::healthcheck);
@@ -224,18 +284,35 @@ int run(int argc, char** argv) {
     return k_exit_usage;
   }
 
-  // Facts and verdicts.
+  t.mark("config+rules");
+
+  // Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read
+  // their versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and
+  // procfs; the facts are the same as collect_facts() would gather in one go.
   collect_options copts;
   const char* slurm_conf_env = std::getenv("SLURM_CONF");
   if (slurm_conf_env && *slurm_conf_env && root.is_host()) copts.slurm_conf = slurm_conf_env;
   copts.verbs_library = cfg.verbs_library;
-  copts.load_libraries = root.is_host();
+  copts.load_libraries = false;
+  std::future<library_facts> libs;
+  if (root.is_host()) {
+    try {
+      libs = std::async(std::launch::async, load_library_facts, cfg.verbs_library);
+    } catch (const std::system_error&) {
+      // No thread to be had: load them on this one below.
+    }
+  }
   node_facts facts = collect_facts(root, copts);
+  t.mark("sysfs+procfs");
+  if (root.is_host()) apply_library_facts(libs.valid() ? libs.get() : load_library_facts(cfg.verbs_library), facts);
+  t.mark("libraries");
   matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
                                             !facts.libibverbs.is_ok());
+  t.mark("matrix facts");
   report rep = judge_matrix(facts, *rules, extra);
-  rep.checks.push_back(check_max_map_count(facts, cfg));
-  rep.checks.push_back(check_hugepages(facts, cfg));
+  rep.checks.push_back(check_max_map_count(facts, *rules));
+  rep.checks.push_back(check_hugepages(facts, *rules));
+  t.mark("judge");
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 
   desired_action want = plan_action(rep, cfg.on_error);
@@ -247,7 +324,19 @@ int run(int argc, char** argv) {
   j["rules"] = rules->source;
   j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
 
+  // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
+  // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
+  std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : cfg.prometheus_textfile);
+  if (!textfile.empty()) {
+    if (auto s = write_textfile(textfile, prometheus_textfile(rep, std::time(nullptr)), ::geteuid()); !s) {
+      log(out, log_level::error, "{}: {}", mode_name, s.message());
+    }
+    t.mark("textfile");
+  }
+
   auto finish = [&](int code) {
+    t.mark("action");
+    t.print(out, mode_name);
     if (o.json) fmt::print("{}\n", j.dump(2));
     return code;
   };

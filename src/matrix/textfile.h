@@ -1,0 +1,39 @@
+// mrcheck-prolog's Prometheus textfile: one gauge per check for node_exporter's textfile collector, so a
+// drained or degraded node shows on the dashboards admins already watch, not only in `sinfo -R`.
+//
+// Format: the Prometheus text exposition format 0.0.4 (HELP and TYPE lines, label values escaped:
+// backslash, double quote and line feed), which the textfile collector reads from *.prom files in its
+// --collector.textfile.directory. The file is replaced atomically (a temporary in the same directory, then
+// rename), the pattern node_exporter's documentation gives, so the collector never reads half a file.
+#pragma once
+
+#include <mrcheck/check.h>
+#include <mrcheck/status.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mrcheck {
+
+// The gauge value of a verdict: -1 skip (not applicable here), 0 pass, 1 warn, 2 fail, 3 error (the
+// checker broke; says nothing about the node).
+int prometheus_status_value(verdict v);
+
+// A label value as the exposition format wants it inside double quotes: '\' -> "\\", '"' -> "\"",
+// line feed -> "\n". Every other byte is kept (the format is UTF-8; check ids are ASCII anyway).
+std::string prometheus_label_value(std::string_view v);
+
+// The whole file: mrcheck_check_status{check="<id>"} per check in report order, mrcheck_status (the
+// worst verdict, as report::overall), mrcheck_last_run_timestamp_seconds = `now_unix`.
+std::string prometheus_textfile(const report& r, std::int64_t now_unix);
+
+// Writes `content` to PATH atomically: creates PATH.<pid>.tmp in PATH's directory (O_EXCL|O_NOFOLLOW, 0644;
+// the collector only reads names ending in .prom), writes it, renames it over PATH. Refused, with nothing
+// written: a relative PATH, a PATH that is a symlink or not a regular file, a directory that is missing,
+// not a directory or (when running as root, `euid` == 0) writable by group or others without being root's
+// and sticky - whoever can write there could swap the file under root. The temporary is removed on
+// failure.
+status write_textfile(const std::string& path, std::string_view content, uid_t euid);
+
+}  // namespace mrcheck
