@@ -65,14 +65,11 @@ void forward_lines(admin_state& a, bool flush) {
   while ((nl = a.partial.find('\n')) != std::string::npos || (flush && !a.partial.empty())) {
     std::string line = a.partial.substr(0, nl);
     a.partial.erase(0, nl == std::string::npos ? std::string::npos : nl + 1);
-    bool error = line.starts_with("E ");
+    // slurm_error in slurmstepd also reaches the user's srun; the record is the admins' business, so every
+    // line goes to slurmd's log only (the collector's "E"/"I" level is dropped: the text says what failed).
     if (line.size() > 2 && (line[0] == 'E' || line[0] == 'I') && line[1] == ' ') line.erase(0, 2);
     line = escape_line(line, 1000);
-    if (error) {
-      slurm_error("%s", line.c_str());
-    } else {
-      slurm_info("%s", line.c_str());
-    }
+    slurm_info("%s", line.c_str());
   }
 }
 
@@ -189,6 +186,7 @@ void admin_task_post_fork(spank_t sp, const config& c) {
     slurm_error("mrcheck: admin: pipe: %s", std::strerror(errno));
     return;
   }
+  std::string exec_failed = fmt::format("E mrcheck: admin: cannot execute admin_helper {}\n", escape_line(args[0], 256));
   // Everything the child needs is prepared above: between fork and exec only async-signal-safe calls, as
   // slurmstepd has threads.
   pid_t pid = ::fork();
@@ -216,6 +214,8 @@ void admin_task_post_fork(spank_t sp, const config& c) {
       ::close(oom);
     }
     ::execve(argv[0], argv.data(), environ);
+    ssize_t w = ::write(4, exec_failed.data(), exec_failed.size());  // slurmd's log says why, once per step
+    (void)w;
     ::_exit(127);
   }
   ::close(logp[1]);
