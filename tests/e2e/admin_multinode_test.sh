@@ -7,10 +7,10 @@ source "$(dirname "$0")/lib.sh"
 [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]] || e2e_skip "spank_mrcheck.so not built"
 [[ -x $MRCHECK_BUILD_DIR/prolog/mrcheck-prolog ]] || e2e_skip "mrcheck-prolog not built"
 ((${MRCHECK_SLURM_PORT_BASE:-16800} + 400 < 65000)) || e2e_skip "port base too high"
-# Its own 3-node cluster beside the shared one (MRCHECK_SLURM3_DIR to reuse one already running, which is
-# then left running).
+# Its own 3-node cluster beside the shared one, ports at base+400 (MRCHECK_SLURM3_DIR to reuse one already
+# running, which is then left running; MRCHECK_SLURM3_PORT_BASE to move its ports).
 export MRCHECK_SLURM_DIR=${MRCHECK_SLURM3_DIR:-${MRCHECK_SLURM_DIR}-3n}
-export MRCHECK_SLURM_PORT_BASE=$((${MRCHECK_SLURM_PORT_BASE:-16800} + 400))
+export MRCHECK_SLURM_PORT_BASE=${MRCHECK_SLURM3_PORT_BASE:-$((${MRCHECK_SLURM_PORT_BASE:-16800} + 400))}
 WAS_UP=0
 [[ -f $MRCHECK_SLURM_DIR/env.sh ]] && WAS_UP=1
 bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-up.sh" --nodes 3 "$MRCHECK_SLURM_DIR" >&2
