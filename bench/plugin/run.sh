@@ -56,7 +56,7 @@ one() {
 quantiles() {
   sort -g | awk '{v[NR]=$1}
     function q(p,  i, f) { i = 1 + (NR - 1) * p; f = int(i); return v[f] + (i - f) * (f < NR ? v[f + 1] - v[f] : 0) }
-    END { printf "%.4f %.4f %.4f %.4f %.4f", q(0.5), q(0.25), q(0.75), v[1], v[NR] }'
+    END { printf "%.4f %.4f %.4f %.4f %.4f\n", q(0.5), q(0.25), q(0.75), v[1], v[NR] }'
 }
 run_config() {
   case $1 in

@@ -162,9 +162,14 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
                             escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
     c.hint = fmt::format("remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog {}", escape_line(o.task_prolog, 128));
   } else {
-    c.summary = fmt::format("memlock changed between the plugin and exec: the task runs with {}, not the predicted {}",
+    // The watcher first sees the task just after exec; a wrapper's `ulimit -l` in its first moments looks the
+    // same as an override before exec, so both are named.
+    c.summary = fmt::format("memlock changed after the plugin: the task runs with {}, not the predicted {} (a "
+                            "wrapper's `ulimit -l` right after exec, or another SPANK plugin that exports "
+                            "SLURM_RLIMIT_MEMLOCK)",
                             show(*o.at_exec), show(o.predicted));
-    c.hint = "find what exports SLURM_RLIMIT_MEMLOCK after the plugin (a TaskProlog or another SPANK plugin)";
+    c.hint = "remove `ulimit -l` from the wrapper or launcher script, or find what exports SLURM_RLIMIT_MEMLOCK "
+             "after the plugin";
   }
   return c;
 }

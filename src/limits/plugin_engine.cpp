@@ -272,9 +272,12 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
                                           t.job_id, t.step_id, t.local_task_id, escape_line(ch.summary, 600)));
     }
   }
-  // The watcher costs a fork in the task child (measured ~0.1 s of step time on the local Slurm, bench/plugin):
-  // run it where an override after the plugin is possible through the site (a TaskProlog) or when asked for.
-  v.watch_post_exec = st.checks.memlock && first && (!st.task_prolog.empty() || st.checks.verbose);
+  // Only the running task's /proc/PID/limits shows a TaskProlog's or a wrapper's override, and a wrapper
+  // cannot be predicted: watch local task 0 of every checked step. Measured (bench/plugin/README.md): the
+  // watcher costs its double fork in task 0 (~4 ms CPU) and exits with the task (pidfd), within the
+  // step-level noise; the spinning watcher it replaced cost ~0.1 s of step time.
+  // A task that ends here never execs: nothing to watch.
+  v.watch_post_exec = st.checks.memlock && first && v.rc == 0;
   return v;
 }
 

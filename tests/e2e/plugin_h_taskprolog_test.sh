@@ -22,4 +22,19 @@ expect_contains "h: and the fix" "$ERR" "remove the SLURM_RLIMIT_MEMLOCK export 
 # A task that exits at once is still seen (the watcher polls from before exec).
 run_user bash -c "srun --mr-check=memlock true; exit \$?"
 expect_contains "h: short task" "$ERR" "TaskProlog $tp overrode memlock"
+
+# Without a TaskProlog the watcher still runs (task 0 of every checked step): a wrapper that lowers the
+# limit after exec is named, with the limit the task really runs with.
+plugin_conf_set TaskProlog ''
+run_user bash -c "srun --mr-check=memlock bash -c 'ulimit -S -l 64; sleep 0.3; echo done'; exit \$?"
+show_run "h: wrapper"
+expect_eq "h: wrapper: the task ran" "$OUT" "done"
+# Seen as a change after exec, or (when bash is quicker than the first sample) as a change by exec time.
+expect_contains "h: wrapper: one FAIL line" "$ERR" "mrcheck: memlock: FAIL: "
+expect_contains "h: wrapper: the real limit" "$ERR" "soft 64 KiB"
+expect_contains "h: wrapper: names a wrapper" "$ERR" "wrapper"
+expect_contains "h: wrapper: the fix" "$ERR" "remove \`ulimit -l\` from the wrapper or launcher script"
+# And a task that keeps its limit is silent.
+run_user bash -c "srun --mr-check=memlock bash -c 'sleep 0.2'; exit \$?"
+expect_eq "h: no override: silent" "$ERR" ""
 e2e_done

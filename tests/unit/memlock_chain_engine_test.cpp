@@ -113,19 +113,18 @@ TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
   EXPECT_EQ(v.rc, -1);
   ASSERT_EQ(v.user_lines.size(), 1u);
   EXPECT_EQ(v.user_lines[0].rfind("mrcheck: memlock: FAIL: ", 0), 0u) << v.user_lines[0];
-  EXPECT_FALSE(v.watch_post_exec);  // no TaskProlog, not verbose
-  st.task_prolog = "/etc/slurm/taskprolog.sh";
-  EXPECT_TRUE(node_task(site(), t, st, probe).watch_post_exec);
-  st.task_prolog.clear();
+  EXPECT_FALSE(v.watch_post_exec);  // the task ends before exec
   EXPECT_EQ(probes, 0);
   t.local_task_id = 1;
   auto other = node_task(site(), t, st, probe);
   EXPECT_EQ(other.rc, -1);
   EXPECT_TRUE(other.user_lines.empty());
+  EXPECT_FALSE(other.watch_post_exec);  // one watcher per node
   auto warn = node_task(site("on_fail=warn"), task_facts{}, st, probe);
   EXPECT_EQ(warn.rc, 0);
   ASSERT_EQ(warn.user_lines.size(), 1u);
   EXPECT_EQ(warn.user_lines[0].rfind("mrcheck: memlock: WARN: ", 0), 0u) << warn.user_lines[0];
+  EXPECT_TRUE(warn.watch_post_exec);  // task 0 runs: always watched, a wrapper's override cannot be predicted
 }
 
 TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {
