@@ -23,6 +23,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -151,7 +153,26 @@ std::string node_address(const std::string& name) {
   return s.empty() ? name : s;
 }
 
+// Concurrent steps of one job (`srun ... & srun ... &`) would each read, append and write AdminComment and
+// could drop each other's record. Collectors on one node take turns on a root-owned lock file in /run; steps
+// whose node 0 differ still race (Slurm has no compare-and-swap for job updates). Bounded: after 5 s the
+// update goes ahead without the lock. The fd is closed (unlocked) when the process ends.
+void lock_node_updates() {
+  int fd = ::open("/run/mrcheck-admin.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0) {
+    ::close(fd);
+    return;
+  }
+  for (int i = 0; i < 250; ++i) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
+    ::usleep(20000);
+  }
+}
+
 status write_admin_comment(std::uint32_t job, const std::string& record, std::size_t max) {
+  lock_node_updates();
   job_info_msg_t* msg = nullptr;
   if (slurm_load_job(&msg, job, SHOW_ALL) != SLURM_SUCCESS) {
     int e = slurm_get_errno();

@@ -92,6 +92,17 @@ expect_contains "steps: the user may not set AdminComment" "$(cat "$MRCHECK_SLUR
 admin_comment admin-steps-$$
 expect_eq "steps: two records, appended" "$AC" "mrcheck: step 0: pass on 1 node | mrcheck: step 1: pass on 1 node"
 
+# Six steps at once in one job: each appends its own record (collectors on a node take turns).
+cat >"$MRCHECK_SLURM_WORK/admin-conc.sh" <<'EOF'
+#!/bin/bash
+for i in 1 2 3 4 5 6; do srun -N1 -n1 -O --mr-check=memlock true & done
+wait
+EOF
+chmod 0755 "$MRCHECK_SLURM_WORK/admin-conc.sh"
+run_user sbatch -W -N1 -O -J admin-conc-$$ -o /dev/null "$MRCHECK_SLURM_WORK/admin-conc.sh"
+admin_comment admin-conc-$$
+expect_eq "concurrent steps: six records" "$(grep -o 'mrcheck: step [0-5]: pass on 1 node' <<<"$AC" | sort -u | wc -l)" "6"
+
 # admin_comment=no: nothing written.
 plugin_load required memlock_min=8M
 run_user srun -J admin-off-$$ --mr-check=memlock true
