@@ -15,13 +15,12 @@ ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_di
 
 # admin_comment NAME: the job's AdminComment once slurmdbd has it (it is sent at job end).
 admin_comment() {
-  local name=$1 out="" i
-  for i in $(seq 1 50); do
+  local name=$1 out="" _i
+  for _i in $(seq 1 50); do
     out=$(sacct -X -n -P --name="$name" -S now-1hour -o JobID,State,AdminComment%1000 2>/dev/null | tail -1)
     [[ -n $out && $out != *RUNNING* && $out != *PENDING* && $out != *"|" ]] && break
     sleep 0.2
   done
-  ACJOB=${out%%|*}
   AC=${out#*|}  # JobID|State|AdminComment: the record itself holds " | "
   AC=${AC#*|}
 }
@@ -69,7 +68,7 @@ chmod 0755 "$SPOOL"
 EVIL=$'q"uo\'te|pipe;semi'"$$"$'\nmrcheck: step 9: pass on 99 nodes'
 run_user env "EVIL=$EVIL" "MRCHECK_SUBMIT=$EVIL" srun -J "$EVIL" --mr-check=memlock true
 expect_eq "hostile: rc" "$RC" "0"
-for i in $(seq 1 25); do
+for _ in $(seq 1 25); do
   AC=$(sacct -X -n -p -S now-1hour -o AdminComment%1000,JobName%300 | grep -a "pipe;semi$$" | tail -1 || true)
   [[ -n $AC ]] && break
   sleep 0.2

@@ -28,8 +28,8 @@ ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_ti
 
 # admin_comment NAME -> AC, the AdminComment once the job has ended and slurmdbd has it.
 admin_comment() {
-  local out="" i
-  for i in $(seq 1 50); do
+  local out="" _i
+  for _i in $(seq 1 50); do
     out=$(sacct -X -n -P --name="$1" -S now-1hour -o JobID,State,AdminComment%1000 2>/dev/null | tail -1)
     [[ -n $out && $out != *RUNNING* && $out != *PENDING* && $out != *"|" ]] && break
     sleep 0.2
@@ -62,7 +62,7 @@ T0=$(date +%s%N)
 as_user srun -J admin-silent-$$ -N3 -n3 --mr-check=memlock,mr true >/dev/null 2>&1 &
 SRUN=$!
 STOPPED=""
-for i in $(seq 1 100); do
+for _ in $(seq 1 100); do
   STOPPED=$(pgrep -f 'admin-collect .*--node node3 ' | head -1 || true)
   [[ -n $STOPPED ]] && kill -STOP "$STOPPED" && break
   sleep 0.05
