@@ -157,7 +157,7 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
       via = via.substr(0, via.find(' '));
       if (!via.empty()) {
         add_distinct(f.channels, escape_line(via, 64));
-        add_distinct(f.transports, transport_of(via));
+        add_distinct(f.transports, escape_line(transport_of(via), 64));
         if (via.find("/GDRDMA") != std::string_view::npos) channel_gdr = true;
       }
     } else if (std::size_t n = rest.find(" nNodes "); n != std::string_view::npos) {

@@ -49,5 +49,17 @@ TEST(FuzzFixLogParse, InitTimingPartsAreBounded) {
   EXPECT_EQ(parts[1].first, "p0");
 }
 
+TEST(FuzzFixLogParse, TransportNamesAreEscaped) {
+  // Found by fuzz_nccl_probe_log once the part names were fixed: the transport of a Channel line was kept raw.
+  std::string log = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/I";
+  log += std::string("\0B\x1b/0/GDRDMA\n", 13);
+  nccl_log_facts f = parse_nccl_log(log);
+  ASSERT_EQ(f.transports.size(), 1u);
+  EXPECT_TRUE(printable(f.transports[0])) << f.transports[0];
+  EXPECT_TRUE(f.transports[0].starts_with("NET/")) << f.transports[0];
+  ASSERT_EQ(f.channels.size(), 1u);
+  EXPECT_TRUE(printable(f.channels[0])) << f.channels[0];
+}
+
 }  // namespace
 }  // namespace mrcheck
