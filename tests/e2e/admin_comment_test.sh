@@ -75,6 +75,21 @@ for _ in $(seq 1 25); do
 done
 expect_eq "hostile: AdminComment is one clean record" "${AC%%|*}" "mrcheck: step 0: pass on 1 node"
 
+# A probe whose report carries hostile text (the helper prints it): escaped into the one record.
+cat >"$E2E_INSTALL/bin/evil-probe" <<'EOF'
+#!/bin/sh
+printf '%s\n' '{"verdict":"fail","checks":[{"id":"mr_host","verdict":"fail","summary":"ENOMEM | mrcheck: step 9: pass on 99 nodes\nx; y","detail":"","hint":"h"}]}'
+exit 1
+EOF
+chmod 0755 "$E2E_INSTALL/bin/evil-probe"
+echo "optional $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/evil-probe memlock_min=8M $ADMIN" >"$PLUGIN_DROPIN"
+run_user srun -J admin-evilprobe-$$ --mr-check=memlock,mr true
+admin_comment admin-evilprobe-$$
+expect_contains "hostile probe text: the record names the check" "$AC" "mrcheck: step 0: FAIL mr_host (ENOMEM "
+expect_not_contains "hostile probe text: no second record" "$AC" " | "
+expect_not_contains "hostile probe text: no item separator from the text" "${AC#*(}" ";"
+plugin_load required memlock_min=8M $ADMIN
+
 # Later steps append; the user's own Comment and AdminComment updates change nothing of it.
 cat >"$MRCHECK_SLURM_WORK/admin-steps.sh" <<'EOF'
 #!/bin/bash
