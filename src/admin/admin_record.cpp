@@ -63,8 +63,19 @@ std::string node_list(const std::vector<std::string>& names) {
   return s;
 }
 
+// Text that is already safe (printable ASCII, none of `also`) passes unchanged, so a token escaped once by
+// the node is not escaped again by each later hop (which would turn "\x7c" into "\x5cx7c"); anything else
+// is escaped.
+std::string clean(std::string_view text, std::size_t max, std::string_view also) {
+  bool safe = std::all_of(text.begin(), text.end(), [&](char c) {
+    return c >= 0x20 && c < 0x7f && also.find(c) == std::string_view::npos;
+  });
+  if (safe && text.size() <= max) return std::string(text);
+  return escape_line(text, max, also);
+}
+
 // Names in records are shown escaped; ',' separates them in a list.
-std::string safe_name(std::string_view n) { return n.empty() ? std::string("?") : escape_line(n, 64, "|;, "); }
+std::string safe_name(std::string_view n) { return n.empty() ? std::string("?") : clean(n, 64, "|;, "); }
 
 // ---- the summary of folded records ----
 
@@ -185,7 +196,7 @@ node_record make_node_record(std::uint32_t node_id, std::string_view node, const
     } else {
       c.token = fmt::format("{} ({})", c.id, admin_escape(ch.summary, k_token_max - c.id.size() - 3));
     }
-    c.token = admin_escape(c.token, k_token_max);
+    c.token = clean(c.token, k_token_max, "|;");
     r.checks.push_back(std::move(c));
   }
   return r;
@@ -244,7 +255,7 @@ result<node_record> decode_node_record(std::string_view line) {
     auto verdict_v = parse_verdict(cv->get<std::string>());
     if (!verdict_v) return status::error("node record: unknown verdict");
     nc.result = *verdict_v;
-    nc.token = admin_escape(ct->get<std::string>(), k_token_max);
+    nc.token = clean(ct->get<std::string>(), k_token_max, "|;");
     r.checks.push_back(std::move(nc));
   }
   return r;
@@ -289,7 +300,7 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
     for (const auto& c : r->checks) {
       if (c.result == verdict::pass || c.result == verdict::skip) continue;
       ok = false;
-      std::string tok = admin_escape(c.token, k_token_max);
+      std::string tok = clean(c.token, k_token_max, "|;");
       auto it = std::find_if(items.begin(), items.end(), [&](const item& x) { return x.v == c.result && x.token == tok; });
       if (it == items.end()) {
         items.push_back({c.result, tok, {}});
@@ -306,7 +317,7 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
   if (!missing.empty()) parts.push_back(fmt::format("no report from {}", node_list(missing)));
   // With no node passing and nothing found, the record starts with "no report".
   if (passing == 0 && items.empty() && !missing.empty()) parts.erase(parts.begin());
-  std::string out = fmt::format("{}{}: ", k_prefix, admin_escape(step, 32));
+  std::string out = fmt::format("{}{}: ", k_prefix, clean(step, 32, "|;"));
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (i) out += "; ";
     out += parts[i];

@@ -88,6 +88,7 @@ admin_comment admin-evilprobe-$$
 expect_contains "hostile probe text: the record names the check" "$AC" "mrcheck: step 0: FAIL mr_host (ENOMEM "
 expect_not_contains "hostile probe text: no second record" "$AC" " | "
 expect_not_contains "hostile probe text: no item separator from the text" "${AC#*(}" ";"
+expect_contains "hostile probe text: escaped once" "$AC" 'ENOMEM \x7c mrcheck: step 9: pass on 99 nodes\x0ax\x3b y) on '"$NODE"
 plugin_load required memlock_min=8M $ADMIN
 
 # Later steps append; the user's own Comment and AdminComment updates change nothing of it.

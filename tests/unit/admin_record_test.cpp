@@ -43,6 +43,13 @@ TEST(admin_record, memlock_token_names_the_limit_and_the_hop) {
   EXPECT_EQ(r.checks[1].token.find(';'), std::string::npos) << r.checks[1].token;
   EXPECT_NE(r.checks[1].token.find("mr_host (ibv_reg_mr: ENOMEM"), std::string::npos) << r.checks[1].token;
   EXPECT_EQ(r.checks[2].token, "dmabuf");
+  // Escaped once at the node, never again on the way to AdminComment.
+  EXPECT_NE(r.checks[1].token.find("ENOMEM \\x7c injected\\x3b x"), std::string::npos) << r.checks[1].token;
+  auto hop = decode_node_record(encode_node_record(r));
+  ASSERT_TRUE(hop);
+  EXPECT_EQ(hop->checks[1].token, r.checks[1].token);
+  std::string line = format_step_record("step 0", 3, {*hop}, {});
+  EXPECT_NE(line.find(r.checks[1].token), std::string::npos) << line;
   // A pass shows no cause; the enforced limit is what the task starts with.
   st.enf = enforcement{};
   st.enf->attempted = true;
