@@ -204,7 +204,7 @@ TEST_F(admin_report_dir, refuses_unsafe_dirs_and_names) {
   EXPECT_FALSE(write_node_report(link, 1, "step 0", "n", "{}"));
   if (::geteuid() != 0) return;
   // Not root's.
-  ::chown(dir_.c_str(), 65534, 65534);
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
   EXPECT_FALSE(write_node_report(dir_, 1, "step 0", "n", "{}"));
 }
 
