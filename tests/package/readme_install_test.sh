@@ -112,6 +112,11 @@ grep -q "^include $etc/plugstack.conf.d/\*.conf" "$etc/plugstack.conf" || fail "
 bash -euo pipefail "$blocks_dir/2" || fail "README step 2 is not idempotent"
 (($(grep -c "^include $etc/plugstack.conf.d" "$etc/plugstack.conf") == 1)) || fail "running step 2 twice added a second include"
 
+# The README's step 1 names admin_comment=yes as the switch for the admins' record in sacct: turn it on, so the
+# packaged collector (/usr/sbin/mrcheck-prolog, run as root by slurmstepd) is part of what is tested.
+grep -q '^admin_comment=' "$etc/mrcheck.conf" || fail "the example mrcheck.conf has no admin_comment= line"
+sed -i 's/^admin_comment=.*/admin_comment=yes/' "$etc/mrcheck.conf"
+
 say "step 3: the slurmd drop-in (no systemd here: checked, not installed)"
 grep -qx 'LimitMEMLOCK=infinity' /usr/share/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf ||
   fail "the slurmd drop-in does not set LimitMEMLOCK=infinity"
@@ -163,6 +168,18 @@ grep -q 'mrcheck: memlock: FAIL: .*lowered at slurmd' <<<"$out" || fail "the ver
 grep -q 'killed by SIG' <<<"$out" && fail "a probe crashed"
 grep -q 'LimitMEMLOCK=infinity' <<<"$out" || fail "the verdict does not give slurmd's fix"
 ((rc != 0)) || fail "on_fail=fail, yet srun exited 0"
+# The step's record in accounting, written by the packaged collector before the job ended.
+comment=
+for _ in $(seq 1 20); do
+  comment=$(sacct -n -X -P -u "$MRCHECK_SLURM_USER" -o AdminComment --starttime now-1hour | tail -n1)
+  [[ -n $comment ]] && break
+  sleep 1
+done
+if [[ $comment == "mrcheck: step 0: FAIL memlock="*"(slurmd limit) on $node"* ]]; then
+  ok "sacct AdminComment: $comment"
+else
+  fail "sacct AdminComment of the failing job is '$comment'"
+fi
 state=$(sinfo -h -n "$node" -o %T)
 [[ $state == idle* || $state == mix* || $state == alloc* ]] || fail "node $node is '$state' after the job (the prolog drained it?)"
 
