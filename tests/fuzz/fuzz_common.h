@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -30,6 +32,22 @@ namespace mrcheck::fuzz {
 inline bool strict() {
   static const bool on = std::getenv("MRCHECK_FUZZ_STRICT") != nullptr;
   return on;
+}
+
+// A private directory made with mkdtemp(TEMPLATE) for the harnesses that need real files, removed when the
+// fuzzer exits normally (-max_total_time, -runs, a replay), so CI runs leave nothing behind in /tmp. A crash
+// keeps it, next to its reproducer.
+inline std::filesystem::path private_dir(std::string tmpl) {
+  static std::vector<std::filesystem::path> dirs;
+  if (mkdtemp(tmpl.data()) == nullptr) broken("mkdtemp failed", tmpl);
+  if (dirs.empty()) {
+    std::atexit([] {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    });
+  }
+  dirs.emplace_back(tmpl);
+  return dirs.back();
 }
 
 inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {

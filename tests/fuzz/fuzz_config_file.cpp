@@ -1,7 +1,7 @@
 // load_config_file(): /etc/slurm/mrcheck.conf (and config= of plugstack.conf). The file is a memfd, so the real
 // reader (ifstream, line splitting, the 1 MiB cap) runs without touching the disk.
 // Differential: the result equals applying each line by hand (text before '#', trimmed, blank lines skipped),
-// and the first bad line is the error, named path:line. Accepted configs meet the config invariants and
+// and the first bad line is the error, named path:line; a file over 1 MiB is refused. Accepted configs meet the config invariants and
 // re-parse from their items to the same policy.
 #include "config_roundtrip.h"
 
@@ -21,6 +21,17 @@ std::string_view trim(std::string_view s) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mrcheck;
   std::string_view text = fuzz::as_text(data, size);
+  // The 1 MiB cap (finding F6: it must bound the read itself, newlines counted): an input that starts with
+  // "#pad" is padded with one comment line to 1 MiB - 1, 1 MiB or 1 MiB + 1 bytes (its fifth byte picks).
+  constexpr std::size_t k_cap = 1 << 20;
+  std::string padded;
+  if (text.starts_with("#pad") && text.size() >= 5) {
+    std::size_t want = k_cap - 1 + static_cast<unsigned char>(text[4]) % 3;
+    if (text.size() + 2 <= want) {
+      padded = std::string(text) + "\n#" + std::string(want - text.size() - 2, 'x');
+      text = padded;
+    }
+  }
   fuzz::memfile file(text);
 
   config loaded;
@@ -44,6 +55,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!expected_status) break;
   }
 
+  if (text.size() > k_cap) {
+    MRCHECK_FUZZ_REQUIRE(!s && s.message() == file.path() + ": larger than 1 MiB", s.message());
+    return 0;
+  }
   MRCHECK_FUZZ_REQUIRE(s.is_ok() == expected_status.is_ok(), s.message() + " | " + expected_status.message());
   if (!s) {
     MRCHECK_FUZZ_REQUIRE(s.message() == expected_status.message(), s.message());

@@ -30,18 +30,8 @@ mkdir -p "$findings"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mrcheck-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# Inputs longer than the parser ever sees in practice only slow the search down; a few parsers have caps of
-# their own (1 KiB MRCHECK_SUBMIT, 128 B --mr-check) that the length must reach past.
-max_len_for() {
-  case $1 in
-    parse_bytes|parse_duration|rlimit_memlock|dotted_version|nccl_ib_hca) echo 512 ;;
-    check_groups|mr_check_request|escape_line) echo 1024 ;;
-    submit_record|memlock_env|proc_stat) echo 2048 ;;
-    nccl_line) echo 4096 ;;
-    nccl_scanner|nccl_probe_log|nccl_explain) echo 32768 ;;
-    *) echo 8192 ;;
-  esac
-}
+# shellcheck source=tests/fuzz/options.sh
+source "$here/options.sh"
 
 passed=0
 failed=0
@@ -63,15 +53,15 @@ while read -r target; do
   [[ -f $here/dict/$name.dict ]] && dict=(-dict="$here/dict/$name.dict")
   log=$work/$name.log
   # shellcheck disable=SC2086
-  "$bin" "$corpus" "${dict[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-    -max_len="$(max_len_for "$name")" -print_final_stats=1 -artifact_prefix="$findings/$name/" \
+  "$bin" "$corpus" "${dict[@]}" -max_total_time="$seconds" "${mrcheck_fuzz_common_args[@]}" \
+    -max_len="$(max_len_for "$name")" -artifact_prefix="$findings/$name/" \
     ${MRCHECK_FUZZ_ARGS:-} </dev/null >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
   units=$(find "$corpus" -type f | wc -l)
-  if [[ $rc -eq 0 ]] && ! grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|==ERROR' "$log"; then
+  if [[ $rc -eq 0 ]] && ! grep -qE "$mrcheck_fuzz_failure_re" "$log"; then
     printf '%-20s ok    %12s execs %8s exec/s  %-22s corpus %s\n' "$name" "${execs:-?}" "${rate:-?}" "${cov:-}" "$units"
     passed=$((passed + 1))
   else
