@@ -89,7 +89,7 @@ run_user srun --mr-check=mr,verbose --export="ALL,$small" bash -c "$task"
 expect_eq "a later step runs" "$OUT" "task-ran"
 expect_contains "a later step gets its verdict" "$ERR" "mrcheck: mr_host: pass: "
 sleep 1
-expect_eq "no process of the job user left" "$(hard_user_procs "$E2E_USER")" "0"
-expect_eq "no slurmstepd left" "$(hard_stepd_pids | wc -l)" "0"
+expect_eq "no process of the job user left" "$(hard_settled_procs "$E2E_USER" 0)" "0"
+expect_eq "no slurmstepd left" "$(hard_settled_stepds 0)" "0"
 hard_invariants "after probe faults"
 e2e_done

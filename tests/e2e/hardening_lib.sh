@@ -79,6 +79,27 @@ hard_user_procs() {
   for pid in $(pgrep -u "$1" 2>/dev/null || true); do hard_ours "$pid" && n=$((n + 1)); done
   echo "$n"
 }
+# hard_settled_procs USER WANT: USER's processes of this cluster once they settle (at most 15 s): the plugin's
+# post-exec watcher may outlive its task by a few seconds by design.
+hard_settled_procs() {
+  local n _
+  for _ in $(seq 1 75); do
+    n=$(hard_user_procs "$1")
+    ((n <= $2)) && break
+    sleep 0.2
+  done
+  echo "$n"
+}
+# hard_settled_stepds WANT: this cluster's slurmstepds once they settle (at most 15 s after the last step).
+hard_settled_stepds() {
+  local n _
+  for _ in $(seq 1 75); do
+    n=$(hard_stepd_pids | wc -l)
+    ((n <= $1)) && break
+    sleep 0.2
+  done
+  echo "$n"
+}
 # hard_daemon_fds: open descriptors of this cluster's slurmd and slurmstepds together.
 hard_daemon_fds() {
   local pid n=0

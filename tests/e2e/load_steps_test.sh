@@ -107,8 +107,9 @@ other=$(sacct -n -P -j "$job" -o JobID,State,ExitCode 2>/dev/null | grep -E "^$j
 
 # Nothing left behind.
 sleep 1
-expect_eq "no slurmstepd left" "$(hard_stepd_pids | wc -l)" "$stepds_before"
-expect_eq "no process of $E2E_USER left" "$(hard_user_procs "$E2E_USER")" "$procs_before"
+expect_eq "no slurmstepd left" "$(hard_settled_stepds "$stepds_before")" "$stepds_before"
+expect_eq "no process of $E2E_USER left" "$(hard_settled_procs "$E2E_USER" "$procs_before")" "$procs_before"
+for _ in $(seq 1 50); do (($(slurmd_fds) <= fds_before)) && break; sleep 0.2; done  # connections closing
 expect_eq "slurmd's descriptors unchanged" "$(slurmd_fds)" "$fds_before"
 hard_invariants "after the load"
 e2e_done
