@@ -272,12 +272,13 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
                                           t.job_id, t.step_id, t.local_task_id, escape_line(ch.summary, 600)));
     }
   }
-  // Only the running task's /proc/PID/limits shows a TaskProlog's or a wrapper's override, and a wrapper
-  // cannot be predicted: watch local task 0 of every checked step. Measured (bench/plugin/README.md): the
-  // watcher costs its double fork in task 0 (~4 ms CPU) and exits with the task (pidfd), within the
-  // step-level noise; the spinning watcher it replaced cost ~0.1 s of step time.
-  // A task that ends here never execs: nothing to watch.
-  v.watch_post_exec = st.checks.memlock && first && v.rc == 0;
+  // Only the running task's /proc/PID/limits shows a TaskProlog's or a wrapper's override, so a watcher reads
+  // it after exec (local task 0). It costs ~4 % of `srun -n 2 true` on the 2-core test VM (bench/plugin:
+  // its fork in the task's path), so it runs where an override matters most: a TaskProlog is configured, the
+  // site enforces (a wrapper must not silently undo the raise), or the user asked for verbose. A task that
+  // ends here never execs: nothing to watch.
+  v.watch_post_exec = st.checks.memlock && first && v.rc == 0 &&
+                      (!st.task_prolog.empty() || st.enf.has_value() || st.checks.verbose);
   return v;
 }
 

@@ -56,8 +56,9 @@ void write_all(int fd, std::string_view s) {
 bool wait_exit(int pidfd, std::chrono::microseconds d) {
   if (pidfd >= 0) {
     struct pollfd p{pidfd, POLLIN, 0};
-    int ms = static_cast<int>(std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
-    int rc = ::poll(&p, 1, ms);
+    auto us = d.count();
+    struct timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+    int rc = ::ppoll(&p, 1, &ts, nullptr);
     return rc > 0;
   }
   std::this_thread::sleep_for(d);
@@ -79,7 +80,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
   // Before exec the task is a copy of slurmstepd (comm "slurmstepd"); a TaskProlog can take a while.
   auto exec_deadline = clock::now() + std::chrono::seconds(60);
-  auto pause = std::chrono::microseconds(200);
+  auto pause = std::chrono::microseconds(100);
   task_sample s;
   while (true) {
     s = sample(root, task);
@@ -89,7 +90,8 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
       s.alive = false;
       break;
     }
-    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    // At most 1 ms apart: a short task (`true`) lives about that long after exec and must still be seen.
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
   if (s.alive) {
     o.at_exec = s.memlock;

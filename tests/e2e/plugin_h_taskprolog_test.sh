@@ -23,9 +23,10 @@ expect_contains "h: and the fix" "$ERR" "remove the SLURM_RLIMIT_MEMLOCK export 
 run_user bash -c "srun --mr-check=memlock true; exit \$?"
 expect_contains "h: short task" "$ERR" "TaskProlog $tp overrode memlock"
 
-# Without a TaskProlog the watcher still runs (task 0 of every checked step): a wrapper that lowers the
-# limit after exec is named, with the limit the task really runs with.
+# Without a TaskProlog the watcher runs where the site enforces: a wrapper that lowers the limit after
+# exec is named, with the limit the task really runs with.
 plugin_conf_set TaskProlog ''
+plugin_load required memlock_min=8M enforce=yes
 run_user bash -c "srun --mr-check=memlock bash -c 'ulimit -S -l 64; sleep 0.3; echo done'; exit \$?"
 show_run "h: wrapper"
 expect_eq "h: wrapper: the task ran" "$OUT" "done"

@@ -124,7 +124,12 @@ TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
   EXPECT_EQ(warn.rc, 0);
   ASSERT_EQ(warn.user_lines.size(), 1u);
   EXPECT_EQ(warn.user_lines[0].rfind("mrcheck: memlock: WARN: ", 0), 0u) << warn.user_lines[0];
-  EXPECT_TRUE(warn.watch_post_exec);  // task 0 runs: always watched, a wrapper's override cannot be predicted
+  EXPECT_FALSE(warn.watch_post_exec);  // no TaskProlog, no enforcement, not verbose: not worth its fork
+  st.task_prolog = "/etc/slurm/taskprolog.sh";
+  EXPECT_TRUE(node_task(site("on_fail=warn"), task_facts{}, st, probe).watch_post_exec);
+  st.task_prolog.clear();
+  st.enf = enforcement{};
+  EXPECT_TRUE(node_task(site("on_fail=warn"), task_facts{}, st, probe).watch_post_exec);
 }
 
 TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {
