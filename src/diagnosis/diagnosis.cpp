@@ -165,15 +165,11 @@ struct builder {
                                     : fmt::format("the RLIMIT_MEMLOCK soft limit of {}", e.memlock_source);
   }
 
+  // A known hop is the fix's target even inside a container: a shell's `ulimit -l 64` propagated by srun is
+  // fixed in Slurm, not in the container runtime. Only an unknown hop in a container points at the runtime.
   std::string memlock_fix() const {
-    std::string fix;
-    if (!e.memlock_hop.empty()) fix = fmt::format("the limit was lowered at {}: ", e.memlock_hop);
-    if (e.in_container.value_or(false)) {
-      fix += k_container_fix;
-    } else {
-      fix += k_memlock_fix_slurm;
-    }
-    return fix;
+    if (!e.memlock_hop.empty()) return fmt::format("the limit was lowered at {}: {}", e.memlock_hop, k_memlock_fix_slurm);
+    return std::string(e.in_container.value_or(false) ? k_container_fix : k_memlock_fix_slurm);
   }
 
   std::string pinning_fix() const {
@@ -211,7 +207,7 @@ struct builder {
             fmt::format("{} got ENOMEM{}: the queue/registration memory must be locked and RLIMIT_MEMLOCK (or "
                         "a missing CAP_IPC_LOCK) is the usual limit; the task's limit is not known here",
                         call, container ? " in a container" : ""),
-            container ? std::string(k_container_fix) : memlock_fix(), k_tcp_fallback);
+            memlock_fix(), k_tcp_fallback);
         return;
       }
       set(cause::memlock, false,
@@ -252,7 +248,7 @@ struct builder {
         fmt::format("{} got ENOMEM and {} is {}: all of a process's registrations count against it, and NCCL "
                     "needs unlimited",
                     call, whose_limit(), limit_text(soft)),
-        container ? std::string(k_container_fix) : memlock_fix(), k_tcp_fallback);
+        memlock_fix(), k_tcp_fallback);
   }
 
   void eperm() {

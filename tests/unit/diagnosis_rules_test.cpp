@@ -154,6 +154,22 @@ TEST(diagnosis_enomem, root_outside_container_bypasses_but_root_in_container_doe
   EXPECT_NE(d.fix.find("--ulimit memlock=-1:-1"), std::string::npos);
 }
 
+// Inside a container, a limit lowered at a known hop (the submit shell's ulimit propagated by srun) is fixed in
+// Slurm; the container runtime's fix is only for a limit nobody in the chain lowered.
+TEST(diagnosis_enomem, known_hop_in_container_gets_the_hops_fix_not_the_runtimes) {
+  node_evidence e;
+  e.memlock_soft = 64 * 1024;
+  e.in_container = true;
+  e.memlock_hop = "pid 4242 (bash), soft 64 KiB";
+  diagnosis d = diagnose(reg(ENOMEM), e);
+  EXPECT_EQ(d.what, cause::memlock);
+  EXPECT_NE(d.fix.find("lowered at pid 4242 (bash)"), std::string::npos) << d.fix;
+  EXPECT_NE(d.fix.find("PropagateResourceLimitsExcept=MEMLOCK"), std::string::npos) << d.fix;
+  EXPECT_EQ(d.fix.find("--ulimit memlock"), std::string::npos) << d.fix;
+  e.memlock_hop.clear();
+  EXPECT_NE(diagnose(reg(ENOMEM), e).fix.find("--ulimit memlock=-1:-1"), std::string::npos);
+}
+
 TEST(diagnosis_enomem, unknown_limit_is_memlock_unconfirmed) {
   diagnosis d = diagnose(reg(ENOMEM), node_evidence{});
   EXPECT_EQ(d.what, cause::memlock);
