@@ -57,7 +57,7 @@ expect_eq "user's directory: nothing written there" "$(ls -A "$w/users")" ""
 # the line is open(2)'s "Not a directory", from O_DIRECTORY|O_NOFOLLOW.)
 log=$MRCHECK_SLURM_DIR/log/slurmd-$node.log
 for d in link dangling users; do
-  if grep -q "mrcheck: admin: report_dir $w/$d[: ]" "$log"; then e2e_pass "$d: slurmd's log names the refused report_dir"; else e2e_fail "$d: no line for $w/$d in $log"; fi
+  if grep -q "mrcheck: admin: report_dir $w/${d}[: ]" "$log"; then e2e_pass "$d: slurmd's log names the refused report_dir"; else e2e_fail "$d: no line for $w/$d in $log"; fi
 done
 grep -q "report_dir $w/users must be owned by root and not writable by group or others (owner uid $(id -u "$E2E_USER")" "$log" &&
   e2e_pass "user's directory: the reason names the owner" || e2e_fail "user's directory: no owner reason in $log"
