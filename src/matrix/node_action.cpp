@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace mrcheck {
 
@@ -172,8 +174,60 @@ bool valid_node_name(std::string_view name) {
   });
 }
 
+namespace {
+
+bool trusted_owner(uid_t uid, uid_t owner) { return uid == owner || uid == 0; }
+
+// Every directory above state_dir must be one only root (or `owner`) can change: a user who can rename or
+// replace a parent (their own directory in /tmp, a symlink they own) moves root's later writes into a
+// directory of theirs, between two runs. Group/other-writable parents are fine only with the sticky bit
+// (/tmp): there nobody else may rename root's entry.
+status check_state_dir_parents(const std::string& dir, uid_t owner) {
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::size_t last = path.rfind('/');
+  const std::string parent = last == 0 ? std::string("/") : path.substr(0, last);
+  // The path as written: a symlink on the way must be root's, or its owner can re-point it at any time.
+  for (std::size_t at = path.find('/', 1); at != std::string::npos && at <= last; at = path.find('/', at + 1)) {
+    const std::string prefix = path.substr(0, at);
+    struct stat sb {};
+    if (::lstat(prefix.c_str(), &sb) != 0) return status::from_errno(fmt::format("state_dir {}: {}", dir, prefix), errno);
+    if (S_ISLNK(sb.st_mode) && !trusted_owner(sb.st_uid, owner)) {
+      return status::error(fmt::format("state_dir {}: {} is a symlink owned by uid {}: refused", dir, prefix, sb.st_uid));
+    }
+  }
+  // Where it really is: every directory from / down to the parent.
+  char* real = ::realpath(parent.c_str(), nullptr);
+  if (real == nullptr) return status::from_errno(fmt::format("state_dir {}: resolve {}", dir, parent), errno);
+  const std::string resolved(real);
+  std::free(real);
+  std::vector<std::string> dirs{"/"};
+  for (std::size_t at = resolved.find('/', 1);; at = resolved.find('/', at + 1)) {
+    if (at == std::string::npos) {
+      if (resolved.size() > 1) dirs.push_back(resolved);
+      break;
+    }
+    dirs.push_back(resolved.substr(0, at));
+  }
+  for (const auto& d : dirs) {
+    struct stat sb {};
+    if (::stat(d.c_str(), &sb) != 0) return status::from_errno(fmt::format("state_dir {}: {}", dir, d), errno);
+    if (!trusted_owner(sb.st_uid, owner)) {
+      return status::error(fmt::format("state_dir {}: its parent {} is owned by uid {}: refused", dir, d, sb.st_uid));
+    }
+    if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && !(sb.st_mode & S_ISVTX)) {
+      return status::error(fmt::format("state_dir {}: its parent {} is writable by group or others (mode {:o}): refused",
+                                       dir, d, sb.st_mode & 07777));
+    }
+  }
+  return status::ok();
+}
+
+}  // namespace
+
 result<state_store> state_store::open(const std::string& dir, uid_t owner) {
   if (dir.empty() || dir.front() != '/') return status::error(fmt::format("state_dir '{}' is not an absolute path", escape_line(dir, 128)));
+  if (auto p = check_state_dir_parents(dir, owner); !p) return p;
   struct stat sb {};
   if (::lstat(dir.c_str(), &sb) != 0) {
     if (errno != ENOENT) return status::from_errno(fmt::format("state_dir {}", dir), errno);

@@ -261,6 +261,40 @@ TEST_F(StateStore, RefusesSymlinkWritableOrForeignDirs) {
   EXPECT_FALSE(state_store::open("relative/dir", ::geteuid()));
 }
 
+// A state_dir under a directory a user can change is theirs to redirect between two runs (hardening e2e
+// finding: /tmp/w/mine/state with mine owned by the user, or reached through their symlink).
+TEST_F(StateStore, RefusesParentsAUserCanChange) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
+  std::string mine = base_ + "/mine";
+  ASSERT_EQ(::mkdir(mine.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(mine.c_str(), 65534, 65534), 0);
+  auto s = state_store::open(mine + "/state", 0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("owned by uid 65534"), std::string::npos) << s.error().message();
+  struct stat sb {};
+  EXPECT_NE(::lstat((mine + "/state").c_str(), &sb), 0) << "nothing may be created under a refused parent";
+
+  std::string root_dir = base_ + "/rootdir";
+  ASSERT_EQ(::mkdir(root_dir.c_str(), 0755), 0);
+  std::string link = base_ + "/p";
+  ASSERT_EQ(::symlink(root_dir.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  s = state_store::open(link + "/state", 0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("symlink owned by uid 65534"), std::string::npos) << s.error().message();
+  ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);
+  EXPECT_TRUE(state_store::open(link + "/state", 0)) << "a root-owned symlink to a root-owned directory is fine";
+
+  std::string shared = base_ + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  s = state_store::open(shared + "/state", 0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("writable by group or others"), std::string::npos) << s.error().message();
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  EXPECT_TRUE(state_store::open(shared + "/state", 0)) << "a sticky shared directory (/tmp) is fine";
+}
+
 TEST_F(StateStore, RejectsBadFilesAndNames) {
   auto s = state_store::open(base_, ::geteuid());
   ASSERT_TRUE(s);
