@@ -2,7 +2,7 @@
 // soft limit is slurmd's soft. A slurmd started outside its systemd unit keeps the kernel default 8 MiB and
 // no task can ever register more (facts.md §1.6).
 #include "matrix/matrix_checks.h"
-
+#include <mrcheck/build_config.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -12,8 +12,8 @@ namespace mrcheck::matrix {
 namespace {
 constexpr std::string_view k_id = "slurmd_memlock";
 constexpr std::string_view k_fix =
-    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (install etc/systemd/slurmd.service.d/"
-    "mrcheck-memlock.conf as /etc/systemd/system/slurmd.service.d/mrcheck-memlock.conf), systemctl daemon-reload, "
+    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (install " MRCHECK_INSTALL_DATADIR
+    "/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf as /etc/systemd/system/slurmd.service.d/mrcheck-memlock.conf), systemctl daemon-reload, "
     "restart slurmd";
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Which limit the task starts with, and which hop of the chain lowered it. The rules are Slurm 22.05's
 // (facts.md §1.6): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
 // hard limit when propagation applies, else what the task process already has.
+#include <mrcheck/build_config.h>
 #include <mrcheck/memlock_chain.h>
 
 #include <mrcheck/units.h>
@@ -16,8 +17,8 @@ namespace {
 constexpr std::string_view k_fix_propagation =
     "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf so tasks get slurmd's limit";
 constexpr std::string_view k_fix_slurmd =
-    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (etc/systemd/slurmd.service.d/"
-    "mrcheck-memlock.conf), then restart slurmd";
+    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (drop-in: " MRCHECK_INSTALL_DATADIR
+    "/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf), then restart slurmd";
 
 // Index of the oldest process of the submit chain that brought the soft limit under `required`: its
 // parent (the next older hop) had at least `required`, or it is the oldest hop recorded.
