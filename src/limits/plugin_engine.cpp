@@ -259,7 +259,10 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
       }
     }
     if (!st.request_problem.empty()) {
-      v.user_lines.push_back(fmt::format("mrcheck: WARN: {}; running the site's checks", escape_line(st.request_problem, 200)));
+      // parse_check_groups() already escaped every user byte it quotes (escaping again would show `\x5c`):
+      // only bound it here. hostile_option_test checks that no control byte reaches the user.
+      v.user_lines.push_back(fmt::format("mrcheck: WARN: {}; running the site's checks",
+                                         std::string_view(st.request_problem).substr(0, 200)));
     }
     if (!st.conf_problem.empty()) {
       v.user_lines.push_back(fmt::format("mrcheck: ERROR: plugin configuration: {}", escape_line(st.conf_problem, 300)));
