@@ -146,7 +146,13 @@ fold_counts parse_summary(std::string_view seg) {
 std::vector<std::string> split_records(std::string_view s) {
   std::vector<std::string> out;
   while (!s.empty()) {
+    // Another tool's text that ends in '|' glues to our separator: in "note | | mrcheck: ..." the first " | "
+    // is part of "note |", so a separator followed by another '|' is not one. Else the record would be read as
+    // "| mrcheck: ...", not ours, never folded (fuzz F9), and a rewrite would change the other text.
     auto p = s.find(k_sep);
+    while (p != std::string_view::npos && p + k_sep.size() < s.size() && s[p + k_sep.size()] == '|') {
+      p = s.find(k_sep, p + 1);
+    }
     std::string_view seg = trim_space(s.substr(0, p));
     if (!seg.empty()) out.emplace_back(seg);
     if (p == std::string_view::npos) break;

@@ -132,6 +132,20 @@ TEST(admin_record, later_steps_append_and_keep_other_text) {
   EXPECT_EQ(*b, "site: reboot after job | mrcheck: step 0: pass on 1 node | mrcheck: step 1: FAIL memlock=64KiB on n1");
 }
 
+// Fuzz finding F9: another tool's text ending in '|' must neither hide our record nor change.
+TEST(admin_record, text_ending_in_a_bar_keeps_our_record_recognised) {
+  std::string rec0 = "mrcheck: step 0: FAIL memlock=64KiB (slurmd limit) on n1";
+  auto a = append_admin_comment("note |", rec0, 4096);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, "note | | " + rec0);
+  // Small enough that step 0 must be folded to make room for step 1: only possible if it is seen as ours.
+  std::string rec1 = "mrcheck: step 1: pass on 1 node";
+  auto b = append_admin_comment(*a, rec1, a->size() + 3 + rec1.size() - 1);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->starts_with("note | | mrcheck: earlier steps")) << *b;
+  EXPECT_TRUE(b->ends_with(rec1)) << *b;
+}
+
 TEST(admin_record, the_length_limit_summarises_oldest_first) {
   std::string ac = "ops: keep me";
   for (int i = 0; i < 40; ++i) {
