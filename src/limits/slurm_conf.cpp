@@ -176,6 +176,8 @@ void parser::parse(std::string_view text, const std::string& file, int depth) {
       std::string_view raw = text.substr(0, nl);
       text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
       ++line_no;
+      // Slurm reads lines as C strings: a NUL ends the line there (fuzz F10: else it stayed in an include name).
+      raw = raw.substr(0, raw.find('\0'));
       std::string_view line = strip_comment(raw);
       if (auto keep = continuation(line); keep != std::string_view::npos && !text.empty()) {
         joined += line.substr(0, keep);

@@ -79,6 +79,19 @@ TEST_F(MemlockChainConf, IncludePathIsTheWordAfterInclude) {
   EXPECT_TRUE(c->problems.empty()) << c->problems.front();
 }
 
+// Fuzz finding F10: Slurm reads a line as a C string, so a NUL ends it; before, the NUL stayed in the include
+// name, the file was read a second time under that name and the raw NUL reached the problem lines.
+TEST_F(MemlockChainConf, NulEndsTheLineAsInSlurm) {
+  write("etc/slurm/slurm.conf", std::string("include inc\0junk\nTaskProlog=/tp\0/more\ninclude inc\n", 50));
+  write("etc/slurm/inc", "ClusterName=c\n");
+  auto c = read();
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(c->task_prolog, "/tp");
+  ASSERT_EQ(c->problems.size(), 1u);  // the second include of the same file, and nothing else
+  EXPECT_EQ(c->problems[0].find('\0'), std::string::npos);
+  EXPECT_NE(c->problems[0].find("already read"), std::string::npos) << c->problems[0];
+}
+
 TEST_F(MemlockChainConf, IncludeCyclesGlobsAndMissingFilesAreProblemsNotErrors) {
   write("etc/slurm/slurm.conf",
         "include slurm.conf\ninclude slurm.conf\ninclude conf.d/*.conf\ninclude /nope.conf\n"
