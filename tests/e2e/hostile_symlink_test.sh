@@ -15,8 +15,10 @@ prolog=$MRCHECK_BUILD_DIR/prolog/mrcheck-prolog
 e2e_slurm_up
 hard_snapshot
 node=$(hard_node)
-w=$MRCHECK_SLURM_WORK/hostile_symlink.$$  # world-writable and sticky, like /tmp
-mkdir -m 1777 "$w"
+# Root's, world-writable and sticky, like /tmp itself. (Not under $MRCHECK_SLURM_WORK: that belongs to the job
+# user, and a state_dir below a user's directory is refused for its parent before anything else - case 7.)
+w=$(mktemp -d /tmp/hostile_symlink.XXXXXX)
+chmod 1777 "$w"
 trap 'rm -rf "$w"' EXIT
 user() { setpriv --reuid="$E2E_USER" --regid="$E2E_USER" --init-groups -- "$@"; }
 prolog_run() {  # prolog_run STATE_DIR: the aligned fixture, prolog mode; sets out, rc
@@ -77,6 +79,20 @@ expect_eq "pending symlink: the target is unchanged" "$(cat "$victim")" "preciou
 [[ -e $victim && ! -L $w/state6/pending-$node ]] && e2e_pass "pending symlink: the link was cleared, the target kept" ||
   e2e_fail "pending symlink: link or target in the wrong state"
 rm -f "$victim"
+
+# 7. state_dir below a directory the user owns, or reached through a symlink the user owns: the user could
+#    move or swap root's pending file between two runs, so the parent is refused and nothing is created.
+user mkdir "$w/theirs"
+prolog_run "$w/theirs/state"
+expect_eq "parent owned by the user: exit 2" "$rc" "2"
+expect_contains "parent owned by the user: says which" "$out" "its parent $w/theirs is owned by uid $(id -u "$E2E_USER"): refused"
+hard_absent "parent owned by the user: nothing created" "$w/theirs/state"
+mkdir -m 0755 "$w/rootdir"
+user ln -s "$w/rootdir" "$w/p"
+prolog_run "$w/p/state"
+expect_eq "parent through the user's symlink: exit 2" "$rc" "2"
+expect_contains "parent through the user's symlink: says which" "$out" "$w/p is a symlink owned by uid $(id -u "$E2E_USER"): refused"
+hard_absent "parent through the user's symlink: nothing created" "$w/rootdir/state"
 
 hard_absent "nothing written through a link" "$w/mine/pending-$node" "$w/not-yet"
 hard_invariants "after planted symlinks"
