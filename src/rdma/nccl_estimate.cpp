@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <utility>
 
 namespace mrcheck {
 
@@ -109,6 +110,16 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   if (ll == -2) ll = k_default_ll;
   if (ll128 == -2) ll128 = k_default_ll128;
   if (simple == -2) simple = k_default_simple;
+  // Sizes are the user's numbers: past 1 TiB a buffer can never be allocated (NCCL fails before registering),
+  // and the sums below (x 2 x channels) would wrap 64 bits. Estimate with 1 TiB and say so.
+  constexpr std::int64_t k_max_buffer = std::int64_t{1} << 40;
+  for (auto [name, v] : {std::pair<const char*, std::int64_t*>{"NCCL_LL_BUFFSIZE", &ll}, {"NCCL_LL128_BUFFSIZE", &ll128},
+                         {"NCCL_BUFFSIZE", &simple}}) {
+    if (*v > k_max_buffer) {
+      notes.push_back(fmt::format("{}={} is more than any buffer NCCL can allocate; estimated with 1 TiB", name, *v));
+      *v = k_max_buffer;
+    }
+  }
   e.buff_ll = static_cast<std::uint64_t>(std::max<std::int64_t>(ll, 0));
   e.buff_ll128 = static_cast<std::uint64_t>(std::max<std::int64_t>(ll128, 0));
   e.buff_simple = static_cast<std::uint64_t>(std::max<std::int64_t>(simple, 0));

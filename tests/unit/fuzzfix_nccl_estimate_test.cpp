@@ -27,6 +27,22 @@ TEST(FuzzFixNcclEstimate, HugeChunkIsCappedAtTheSimpleBufferOverSteps) {
   }
 }
 
+// Seen while fixing F2: the sums were unsaturated, so NCCL_BUFFSIZE=2^63-1 wrapped host_bytes past 2^64.
+TEST(FuzzFixNcclEstimate, HugeBuffersAreEstimatedAtOneTebibyteWithoutWrapping) {
+  const std::string max = std::to_string(std::numeric_limits<std::int64_t>::max());
+  nccl_estimate e = estimate_with({"NCCL_BUFFSIZE=" + max, "NCCL_LL_BUFFSIZE=" + max, "NCCL_LL128_BUFFSIZE=" + max});
+  const std::uint64_t tib = std::uint64_t{1} << 40;
+  EXPECT_EQ(e.buff_simple, tib);
+  EXPECT_EQ(e.buff_ll, tib);
+  EXPECT_EQ(e.per_connection, 3 * tib);
+  EXPECT_EQ(e.host_bytes, static_cast<std::uint64_t>(e.connections) * 3 * tib);
+  EXPECT_GE(e.host_bytes, e.per_connection);
+  EXPECT_GE(e.host_bytes, e.dmabuf_host_bytes);
+  bool noted = false;
+  for (const auto& n : e.notes) noted = noted || n.find("NCCL_BUFFSIZE=" + max + " is more than any buffer") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 TEST(FuzzFixNcclEstimate, MostNegativeChunkRegistersNothingAndDoesNotOverflow) {
   // The reproducer of F2 (tests/fuzz/crashes/nccl_env-1, now in the corpus); UBSan in the ASan build catches the
   // multiplication itself.
