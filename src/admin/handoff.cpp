@@ -12,6 +12,8 @@
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
 
+#include "sys/tcp_listen.h"
+
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
@@ -133,42 +135,8 @@ result<admin_listener> admin_listener::open(std::uint64_t job_id, std::uint64_t 
   std::string tried;
   for (int k = 0; k < attempts; ++k) {
     std::uint16_t port = admin_port(job_id, step_id, k);
-    int one = 1;
-    int zero = 0;
     int err = 0;
-    int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      sockaddr_in6 a {};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(port);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        err = errno;
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    if (fd < 0 && err != EADDRINUSE) {  // no IPv6 here
-      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return status::from_errno("admin handoff: socket", errno);
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      sockaddr_in a {};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(port);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        err = errno;
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    if (fd >= 0 && ::listen(fd, 64) != 0) {
-      err = errno;
-      ::close(fd);
-      fd = -1;
-    }
+    int fd = tcp_listen_any(port, 64, &err);
     if (fd < 0) {
       tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", port, std::strerror(err));
       continue;

@@ -1,4 +1,5 @@
 #include "nccl/rendezvous.h"
+#include "sys/tcp_listen.h"
 
 #include <mrcheck/nccl_probe.h>
 
@@ -100,43 +101,8 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
   std::string tried;
   for (int k = 0; k < port_attempts && listener < 0; ++k) {
     std::uint16_t port = nccl_pair_port(job_id, step_id, k);
-    // IPv6 socket with V6ONLY off takes IPv4 peers too; fall back to IPv4 where IPv6 is disabled.
-    int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    int zero = 0;
     int err = 0;
-    if (fd >= 0) {
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      struct sockaddr_in6 a {};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(port);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        err = errno;
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    if (fd < 0 && err != EADDRINUSE) {
-      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return status::from_errno("nccl rendezvous: socket", errno);
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      struct sockaddr_in a {};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(port);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        err = errno;
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    if (fd >= 0 && ::listen(fd, 8) != 0) {
-      err = errno;
-      ::close(fd);
-      fd = -1;
-    }
+    int fd = tcp_listen_any(port, 8, &err);
     if (fd < 0) {
       tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", port, std::strerror(err));
       continue;
