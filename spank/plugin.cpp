@@ -151,11 +151,18 @@ int on_init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
+// The one idle gate of the node side: no option, no site default, no MRCHECK_CHECKS from an enclosing
+// sbatch. Every remote hook asks it before doing anything.
+bool node_may_check(spank_t sp) {
+  auto& s = state();
+  return s.option_seen || s.cfg.default_checks.any() || job_getenv(sp, "MRCHECK_CHECKS");
+}
+
 // slurmstepd, once per step before the tasks fork (root): what is the same for every task, so the task
 // children do not each read slurm.conf and slurmd's limits again.
 int prefetch_step(spank_t sp) {
   auto& s = state();
-  if (!s.option_seen && !s.cfg.default_checks.any() && !job_getenv(sp, "MRCHECK_CHECKS")) return 0;  // idle
+  if (!node_may_check(sp)) return 0;  // idle
   task_facts t = read_task_facts(sp, false);
   if (t.extern_step) return 0;
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
@@ -183,7 +190,7 @@ int on_init_post_opt(spank_t sp, int, char**) {
 
 int on_task_init_privileged(spank_t sp, int, char**) {
   auto& s = state();
-  if (!s.option_seen && !s.cfg.default_checks.any() && !job_getenv(sp, "MRCHECK_CHECKS")) return 0;  // idle
+  if (!node_may_check(sp)) return 0;  // idle
   task_facts t = read_task_facts(sp, false);
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
@@ -220,8 +227,7 @@ int on_task_init(spank_t sp, int, char**) {
 int on_user_init(spank_t sp, int, char**) {
   auto& s = state();
   if (spank_context() != S_CTX_REMOTE) return 0;
-  bool maybe = s.option_seen || s.cfg.default_checks.any() || job_getenv(sp, "MRCHECK_CHECKS");
-  admin_user_init(sp, s.cfg, maybe);
+  admin_user_init(sp, s.cfg, node_may_check(sp));
   return 0;
 }
 int on_task_post_fork(spank_t sp, int, char**) {
