@@ -43,12 +43,6 @@ std::string submit_tool(spank_context_t ctx) {
   return self == "salloc" ? "salloc" : "sbatch";
 }
 
-const char* slurm_version_item(spank_t sp, spank_item_t it) {
-  char* v = nullptr;
-  if (!item(sp, it, "S_SLURM_VERSION_*", &v)) return nullptr;
-  return v;
-}
-
 std::optional<std::string> job_getenv(spank_t sp, const char* name) {
   char buf[k_env_max];
   spank_err_t rc = spank_getenv(sp, name, buf, sizeof buf);

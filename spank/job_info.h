@@ -17,7 +17,6 @@ namespace mrcheck::spank_glue {
 std::string submit_tool(spank_context_t ctx);
 
 // S_SLURM_VERSION_MAJOR/MINOR/MICRO (valid in every context): the string, or nullptr.
-const char* slurm_version_item(spank_t sp, spank_item_t item);
 
 // MRCHECK_CHECKS from the job env (remote) - the cheap gate read before anything else.
 std::optional<std::string> job_getenv(spank_t sp, const char* name);

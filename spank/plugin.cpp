@@ -1,9 +1,11 @@
-// spank_mrcheck.so: `--mr-check[=LIST]` for srun, sbatch and salloc. The hooks are thin: hook -> adapter
-// (job_info.cpp) -> core (src/limits/). Which hook does what, and why there (facts.md §1):
+// mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
+// loads this file only for a step that checks something and calls these hooks through one table
+// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/limits/). Which hook does
+// what, and why there (facts.md §1):
 //
-//   init            all contexts     check the Slurm version, log the load line; load config; register
-//                                    --mr-check (local, allocator, remote)
-//   option cb       srun/sbatch      a bad LIST is refused here, before anything is launched
+//   init            all contexts     load config (the loader has checked the Slurm version, logged the load
+//                                    line and registered --mr-check)
+//   option          srun/sbatch      a bad LIST is refused here, before anything is launched
 //   init_post_opt   srun/sbatch      refuse `off` when the site forbids it; record the submit chain
 //                                    (MRCHECK_SUBMIT) and, for sbatch/salloc, MRCHECK_CHECKS for inner sruns
 //   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
@@ -18,6 +20,7 @@ extern "C" {
 }
 
 #include "admin_glue.h"
+#include "core_abi.h"
 #include "engine.h"
 #include "job_info.h"
 
@@ -31,15 +34,6 @@ extern "C" {
 #include <string>
 #include <string_view>
 #include <vector>
-
-// The symbols Slurm's plugin loader looks up. Defined by hand: SPANK_PLUGIN's `const char x[]` has internal
-// linkage in C++ (model-codebases.md §2c).
-extern "C" {
-__attribute__((visibility("default"))) extern const char plugin_name[] = "mrcheck";
-__attribute__((visibility("default"))) extern const char plugin_type[] = "spank";
-__attribute__((visibility("default"))) extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
-__attribute__((visibility("default"))) extern const unsigned int spank_plugin_version = 1;
-}
 
 namespace mrcheck::spank_glue {
 
@@ -57,7 +51,6 @@ struct plugin_state {
   bool option_seen = false;
   std::optional<std::string> option;
   node_state node;
-  bool inert = false;  // loaded into a Slurm of another major.minor: every hook does nothing
 };
 plugin_state& state() {
   static plugin_state s;
@@ -71,7 +64,6 @@ enum class hook_kind { may_fail, never_fail };
 template <class F>
 int guarded(const char* hook, hook_kind kind, F&& body) noexcept {
   try {
-    if (state().inert && std::string_view(hook) != "init") return 0;
     return body();
   } catch (const std::exception& e) {
     slurm_error("mrcheck: %s: internal error: %s", hook, e.what());
@@ -103,52 +95,20 @@ int on_option(int, const char* optarg, int remote) {
   return 0;
 }
 
-extern "C" int mrcheck_option_cb(int val, const char* optarg, int remote) {
-  return guarded("--mr-check", hook_kind::may_fail, [&] { return on_option(val, optarg, remote); });
-}
-
-struct spank_option k_option = {
-    const_cast<char*>("mr-check"), const_cast<char*>("[LIST]"),
-    const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,all,off,verbose"),
-    2, 0, mrcheck_option_cb};
-
-int on_init(spank_t sp, int ac, char** av) {
+int on_init(spank_t, int ac, char** av) {
   spank_context_t ctx = spank_context();
   if (ctx == S_CTX_JOB_SCRIPT) return 0;
-  state() = plugin_state{};  // init comes first in every process that loads the plugin, before options
-  auto version = check_slurm_version(SLURM_VERSION_NUMBER, slurm_version_item(sp, S_SLURM_VERSION_MAJOR),
-                                     slurm_version_item(sp, S_SLURM_VERSION_MINOR),
-                                     slurm_version_item(sp, S_SLURM_VERSION_MICRO), MRCHECK_VERSION);
-  if (!version.ok) {
-    slurm_error("%s", version.line.c_str());
-    state().inert = true;
-    if (ctx != S_CTX_REMOTE) return -1;
-    // slurmstepd: never an error from remote init (a batch step would drain the node, facts.md §1.5), and the
-    // option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
-    spank_option_register(sp, &k_option);
-    return 0;
-  }
-  // The load line goes to the daemons' log: info in slurmd (once, at its start), verbose in slurmstepd
-  // (once per step) and in srun/sbatch (shown with -v only: the user's terminal stays untouched).
-  if (ctx == S_CTX_SLURMD) {
-    slurm_info("%s", version.line.c_str());
-  } else {
-    slurm_verbose("%s", version.line.c_str());
-  }
+  state() = plugin_state{};  // the loader calls init first, before any option
   std::vector<std::string_view> args(av, av + ac);
   auto c = current_engine().load_config(args, "plugstack.conf spank_mrcheck.so");
   if (c) {
     state().cfg = std::move(*c);
-  } else {
-    state().cfg_error = c.error().message();
-    slurm_error("mrcheck: configuration: %s", state().cfg_error.c_str());
-    // slurmd (daemon start) and srun/sbatch may fail - only a `required` plugin's error counts there.
-    if (ctx == S_CTX_SLURMD || ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) return -1;
+    return 0;
   }
-  if (ctx == S_CTX_SLURMD) return 0;
-  spank_err_t rc = spank_option_register(sp, &k_option);
-  if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: cannot register --mr-check: %s", spank_strerror(rc));
-  return 0;
+  state().cfg_error = c.error().message();
+  slurm_error("mrcheck: configuration: %s", state().cfg_error.c_str());
+  // slurmd (daemon start) and srun/sbatch may fail - only a `required` plugin's error counts there.
+  return ctx == S_CTX_SLURMD || ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR ? -1 : 0;
 }
 
 // The one idle gate of the node side: no option, no site default, no MRCHECK_CHECKS from an enclosing
@@ -246,44 +206,53 @@ int on_spank_exit(spank_t, int, char**) {
 }  // namespace
 }  // namespace mrcheck::spank_glue
 
-// The hooks. Each body is one guarded call; the guard is noexcept and catches everything. (The hooks
-// themselves cannot be declared noexcept: spank.h declares them through the spank_f typedef.)
-extern "C" {
-using mrcheck::spank_glue::guarded;
-using mrcheck::spank_glue::hook_kind;
+// The hooks, as the loader calls them. Each body is one guarded call; the guard is noexcept and catches
+// everything.
+namespace mrcheck::spank_glue {
+namespace {
 
-__attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, char** av) {
-  return guarded("init", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_init(sp, ac, av); });
+int core_init(spank_t sp, int ac, char** av) {
+  return guarded("init", hook_kind::never_fail, [&] { return on_init(sp, ac, av); });
 }
-__attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
-  return guarded("init_post_opt", hook_kind::never_fail,
-                 [&] { return mrcheck::spank_glue::on_init_post_opt(sp, ac, av); });
+int core_option(int val, const char* optarg, int remote) {
+  return guarded("--mr-check", hook_kind::may_fail, [&] { return on_option(val, optarg, remote); });
+}
+int core_init_post_opt(spank_t sp, int ac, char** av) {
+  return guarded("init_post_opt", hook_kind::never_fail, [&] { return on_init_post_opt(sp, ac, av); });
 }
 // A task hook's failure ends the task here, as slurmstepd does for a `required` plugin (task.c exec_task,
 // mgr.c _fork_all_tasks: _exit(1) in the task child): Slurm ignores an `optional` plugin's error
 // (facts.md §1.5), and on_fail=fail must stop the task however the plugin is loaded.
-__attribute__((visibility("default"))) int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
-  int rc = guarded("task_init_privileged", hook_kind::may_fail,
-                   [&] { return mrcheck::spank_glue::on_task_init_privileged(sp, ac, av); });
-  if (rc != 0) mrcheck::spank_glue::current_engine().end_task(1);
+int core_task_init_privileged(spank_t sp, int ac, char** av) {
+  int rc = guarded("task_init_privileged", hook_kind::may_fail, [&] { return on_task_init_privileged(sp, ac, av); });
+  if (rc != 0) current_engine().end_task(1);
   return rc;
 }
-__attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int ac, char** av) {
-  int rc = guarded("task_init", hook_kind::may_fail, [&] { return mrcheck::spank_glue::on_task_init(sp, ac, av); });
-  if (rc != 0) mrcheck::spank_glue::current_engine().end_task(1);
+int core_task_init(spank_t sp, int ac, char** av) {
+  int rc = guarded("task_init", hook_kind::may_fail, [&] { return on_task_init(sp, ac, av); });
+  if (rc != 0) current_engine().end_task(1);
   return rc;
 }
-__attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int ac, char** av) {
-  return guarded("user_init", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_user_init(sp, ac, av); });
+int core_user_init(spank_t sp, int ac, char** av) {
+  return guarded("user_init", hook_kind::never_fail, [&] { return on_user_init(sp, ac, av); });
 }
-__attribute__((visibility("default"))) int slurm_spank_task_post_fork(spank_t sp, int ac, char** av) {
-  return guarded("task_post_fork", hook_kind::never_fail,
-                 [&] { return mrcheck::spank_glue::on_task_post_fork(sp, ac, av); });
+int core_task_post_fork(spank_t sp, int ac, char** av) {
+  return guarded("task_post_fork", hook_kind::never_fail, [&] { return on_task_post_fork(sp, ac, av); });
 }
-__attribute__((visibility("default"))) int slurm_spank_task_exit(spank_t sp, int ac, char** av) {
-  return guarded("task_exit", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_task_exit(sp, ac, av); });
+int core_task_exit(spank_t sp, int ac, char** av) {
+  return guarded("task_exit", hook_kind::never_fail, [&] { return on_task_exit(sp, ac, av); });
 }
-__attribute__((visibility("default"))) int slurm_spank_exit(spank_t sp, int ac, char** av) {
-  return guarded("exit", hook_kind::never_fail, [&] { return mrcheck::spank_glue::on_spank_exit(sp, ac, av); });
+int core_exit(spank_t sp, int ac, char** av) {
+  return guarded("exit", hook_kind::never_fail, [&] { return on_spank_exit(sp, ac, av); });
 }
+
+constexpr mrcheck_core_hooks k_hooks = {
+    MRCHECK_CORE_ABI, MRCHECK_VERSION, core_init, core_option, core_init_post_opt, core_task_init_privileged,
+    core_task_init, core_user_init, core_task_post_fork, core_task_exit, core_exit};
+
+}  // namespace
+}  // namespace mrcheck::spank_glue
+
+extern "C" __attribute__((visibility("default"))) const mrcheck_core_hooks* mrcheck_spank_core_v1() {
+  return &mrcheck::spank_glue::k_hooks;
 }

@@ -28,7 +28,7 @@ bash "$src/tests/slurm/slurm-up.sh" >/dev/null
 source "${MRCHECK_SLURM_DIR:-/tmp/mrcheck-slurm}/env.sh"
 so=$MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so
 mkdir -p "$(dirname "$so")"
-install -m 0755 "$build/spank/spank_mrcheck.so" "$so"
+install -m 0755 "$build/spank/spank_mrcheck.so" "$build/spank/mrcheck_spank_core.so" "$(dirname "$so")/"
 dropin=$MRCHECK_SLURM_PLUGSTACK_D/mrcheck.conf
 cleanup() {
   rm -f "$dropin"

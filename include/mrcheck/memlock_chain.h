@@ -213,19 +213,6 @@ result<check_groups> effective_checks(const config& c, const check_request& req)
 // Normalises a SPANK optarg: NULL, "" and "(null)" mean the bare option.
 std::optional<std::string> normalize_optarg(const char* optarg);
 
-// ---- the plugin's load check (issue 11) ----
-// Slurm's loader already refuses a plugin whose plugin_version has another major.minor ("Incompatible Slurm
-// plugin version", src/common/plugin.c); this says it in mrcheck's words, with what to do, wherever the
-// plugin's init runs anyway. `built` is SLURM_VERSION_NUMBER of the headers the plugin was built against;
-// major/minor/micro are spank_get_item(S_SLURM_VERSION_MAJOR/MINOR/MICRO) of the Slurm that loaded it
-// (nullptr: not available, taken as a match).
-struct slurm_version_check {
-  bool ok = true;
-  std::string line;  // "mrcheck: spank_mrcheck.so 0.1.0 built against Slurm 22.05.8, loaded into Slurm 22.05.8"
-};
-slurm_version_check check_slurm_version(std::uint32_t built, const char* major, const char* minor, const char* micro,
-                                        std::string_view mrcheck_version);
-
 // ---- submit side (srun, sbatch, salloc) ----
 struct submit_inputs {
   std::string tool;        // srun | sbatch | salloc

@@ -55,40 +55,6 @@ result<check_groups> effective_checks(const config& c, const check_request& req)
   return g;
 }
 
-slurm_version_check check_slurm_version(std::uint32_t built, const char* major, const char* minor, const char* micro,
-                                        std::string_view mrcheck_version) {
-  unsigned b_major = (built >> 16) & 0xff, b_minor = (built >> 8) & 0xff, b_micro = built & 0xff;
-  std::string built_text = fmt::format("{}.{:02}.{}", b_major, b_minor, b_micro);
-  slurm_version_check r;
-  auto number = [](const char* s) -> std::optional<unsigned> {
-    if (s == nullptr) return std::nullopt;
-    std::string_view v(s);
-    unsigned n = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || p != v.data() + v.size() || v.empty()) return std::nullopt;
-    return n;
-  };
-  auto r_major = number(major), r_minor = number(minor);
-  if (!r_major || !r_minor) {
-    r.line = fmt::format("mrcheck: spank_mrcheck.so {} built against Slurm {}, loaded into a Slurm that does not say "
-                         "its version", escape_line(mrcheck_version, 32), built_text);
-    return r;
-  }
-  std::string running = fmt::format("{}.{:02}", *r_major, *r_minor);
-  if (auto m = number(micro)) running += fmt::format(".{}", *m);
-  if (*r_major != b_major || *r_minor != b_minor) {
-    r.ok = false;
-    r.line = fmt::format("mrcheck: spank_mrcheck.so {} was built against Slurm {}.{:02} and cannot run in Slurm {}: "
-                         "rebuild and reinstall mrcheck against this Slurm's headers (a SPANK plugin's major.minor "
-                         "must match); the plugin stays inactive",
-                         escape_line(mrcheck_version, 32), b_major, b_minor, running);
-    return r;
-  }
-  r.line = fmt::format("mrcheck: spank_mrcheck.so {} built against Slurm {}, loaded into Slurm {}",
-                       escape_line(mrcheck_version, 32), built_text, running);
-  return r;
-}
-
 result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const sysroot& root) {
   auto g = effective_checks(c, in.request);
   if (!g) return g.error();

@@ -1,5 +1,5 @@
 # Shared helpers for tests/e2e/*_test.sh. Source it; it sets -euo pipefail.
-#   MRCHECK_BUILD_DIR   build tree (cli/mrcheck, prolog/mrcheck-prolog, spank/spank_mrcheck.so, fakes)
+#   MRCHECK_BUILD_DIR   build tree (cli/mrcheck, prolog/mrcheck-prolog, spank/spank_mrcheck.so + mrcheck_spank_core.so, fakes)
 #   MRCHECK_SOURCE_DIR  source tree
 #   MRCHECK_SLURM_DIR   the local Slurm's private directory (default /tmp/mrcheck-slurm)
 set -euo pipefail
@@ -48,7 +48,10 @@ e2e_stage() {
   mkdir -p "$d/bin" "$d/sbin" "$d/lib/slurm" "$d/lib/fake"
   install -m 0755 "$MRCHECK_BUILD_DIR/cli/mrcheck" "$d/bin/mrcheck"
   [[ -x $MRCHECK_BUILD_DIR/prolog/mrcheck-prolog ]] && install -m 0755 "$MRCHECK_BUILD_DIR/prolog/mrcheck-prolog" "$d/sbin/"
-  [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]] && install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$d/lib/slurm/"
+  # The loader and the checks it loads from its own directory (spank/shim.cpp).
+  if [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]]; then
+    install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$MRCHECK_BUILD_DIR/spank/mrcheck_spank_core.so" "$d/lib/slurm/"
+  fi
   local fake
   fake=$(find "$MRCHECK_BUILD_DIR" -name 'libibverbs.so.1' -path '*fake*' 2>/dev/null | head -1 || true)
   if [[ -n $fake ]]; then

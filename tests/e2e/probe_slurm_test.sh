@@ -15,7 +15,7 @@ e2e_slurm_up
 stage=$(mktemp -d /tmp/mrcheck-probe-slurm.XXXXXX)
 mkdir -p "$stage/lib"
 install -m 0755 "$MRCHECK_BUILD_DIR/cli/mrcheck" "$stage/mrcheck"
-install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$stage/spank_mrcheck.so"
+install -m 0755 "$MRCHECK_BUILD_DIR/spank/spank_mrcheck.so" "$MRCHECK_BUILD_DIR/spank/mrcheck_spank_core.so" "$stage/"
 install -m 0755 "$fake" "$stage/lib/libibverbs.so.1"
 chmod 0755 "$stage" "$stage/lib"
 dropin=$MRCHECK_SLURM_PLUGSTACK_D/mrcheck.conf

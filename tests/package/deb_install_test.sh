@@ -162,6 +162,7 @@ done < <(cd "$src/etc" && find . -type f | sed 's|^\./||')
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 plugin=/usr/lib/$multiarch/slurm-wlm/spank_mrcheck.so
 [[ -f $root$plugin ]] || fail "$plugin is missing"
+[[ -f $root${plugin%/*}/mrcheck_spank_core.so ]] || fail "${plugin%/*}/mrcheck_spank_core.so (the checks the plugin loads) is missing"
 [[ -f $root/usr/lib/$multiarch/slurm-wlm/libslurmfull.so ]] || fail "slurm-wlm-basic-plugins did not come in as a dependency"
 for page in man1/mrcheck.1.gz man8/spank_mrcheck.8.gz; do
   [[ -f $root/usr/share/man/$page ]] || fail "/usr/share/man/$page is missing"

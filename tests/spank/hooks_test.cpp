@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <stdexcept>
 #include <string>
@@ -16,9 +19,13 @@ namespace {
 using mrcheck::spank_glue::current_engine;
 using mrcheck::spank_glue::engine;
 
+// Slurm keeps a plugin's arguments for its lifetime and the loader keeps pointing at them: so does this.
 int call_init(std::vector<std::string> args) {
-  std::vector<char*> av;
-  for (auto& a : args) av.push_back(a.data());
+  static std::vector<std::string> kept;
+  static std::vector<char*> av;
+  kept = std::move(args);
+  av.clear();
+  for (auto& a : kept) av.push_back(a.data());
   return slurm_spank_init(nullptr, static_cast<int>(av.size()), av.data());
 }
 
@@ -59,18 +66,146 @@ TEST(SpankHooks, OptionIsRegisteredAndABadListRefusedLocally) {
   EXPECT_EQ(opt->cb(opt->val, "bogus", 1), 0);
 }
 
-TEST(SpankHooks, BadConfigFailsSrunAndSlurmdButNeverSlurmstepdInit) {
+TEST(SpankHooks, BadConfigFailsSlurmdAndACheckingSrunButNeverSlurmstepd) {
   restore_engine r;
-  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_SLURMD}) {
+  // slurmd reads the configuration at its start, always: a bad one fails there, in its log.
+  fake_spank::reset(S_CTX_SLURMD);
+  EXPECT_EQ(call_init({"memlock_min=lots"}), -1);
+  ASSERT_FALSE(fake_spank::the_host().errors.empty());
+  EXPECT_NE(fake_spank::the_host().errors.front().find("argument 1"), std::string::npos)
+      << fake_spank::the_host().errors.front();
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR}) {
+    // srun/sbatch that check nothing never read it...
     fake_spank::reset(ctx);
-    EXPECT_EQ(call_init({"memlock_min=lots"}), -1) << ctx;
-    ASSERT_FALSE(fake_spank::the_host().errors.empty());
-    EXPECT_NE(fake_spank::the_host().errors.front().find("argument 1"), std::string::npos)
-        << fake_spank::the_host().errors.front();
+    EXPECT_EQ(call_init({"memlock_min=lots"}), 0) << ctx;
+    EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0) << ctx;
+    EXPECT_TRUE(fake_spank::the_host().errors.empty()) << ctx;
+    // ...one asked to check says why it cannot, and init_post_opt fails as init would have (Slurm stops a
+    // `required` plugin's srun there).
+    fake_spank::reset(ctx);
+    ASSERT_EQ(call_init({"memlock_min=lots"}), 0) << ctx;
+    auto* opt = fake_spank::the_host().registered;
+    ASSERT_NE(opt, nullptr);
+    EXPECT_EQ(opt->cb(opt->val, "memlock", 0), 0) << ctx;
+    ASSERT_FALSE(fake_spank::the_host().errors.empty()) << ctx;
+    EXPECT_NE(fake_spank::the_host().errors.front().find("argument 1"), std::string::npos);
+    EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), -1) << ctx;
   }
   fake_spank::reset(S_CTX_REMOTE);
-  EXPECT_EQ(call_init({"memlock_min=lots"}), 0);
+  EXPECT_EQ(call_init({"memlock_min=lots", "default_checks=memlock"}), 0);
   EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+}
+
+// The loader reads the configuration only through the core, and loads the core only for a step that may
+// check something: the option, MRCHECK_CHECKS from an enclosing sbatch, or a default_checks line.
+struct load_counter {
+  static inline int loads = 0;
+  load_counter() {
+    loads = 0;
+    current_engine().load_config = [](std::span<const std::string_view> a,
+                                       std::string_view o) -> mrcheck::result<mrcheck::config> {
+      ++loads;
+      return mrcheck::parse_config_args(a, o);
+    };
+  }
+};
+
+std::string temp_config(const std::string& text) {
+  char path[] = "/tmp/mrcheck-hooks-XXXXXX";
+  int fd = ::mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  return path;
+}
+
+// Runs one step's hooks in ctx with these plugstack arguments; returns how often the core read its config.
+int core_loads(spank_context_t ctx, std::vector<std::string> args, const char* option = nullptr) {
+  fake_spank::reset(ctx);
+  current_engine() = engine{};
+  load_counter c;
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  EXPECT_EQ(call_init(std::move(args)), 0);
+  if (option != nullptr) {
+    auto* opt = fake_spank::the_host().registered;
+    EXPECT_NE(opt, nullptr);
+    if (opt != nullptr) {
+      EXPECT_EQ(opt->cb(opt->val, option, ctx == S_CTX_REMOTE), 0);
+    }
+  }
+  int rc = slurm_spank_init_post_opt(nullptr, 0, nullptr);  // srun: -1 when the core cannot read the config
+  if (ctx == S_CTX_REMOTE) {
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+    EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  }
+  EXPECT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0);
+  return load_counter::loads;
+}
+
+TEST(SpankHooks, AnIdleStepNeverLoadsTheChecks) {
+  restore_engine r;
+  std::string without = temp_config("# site policy\nmemlock_min=64K\n  enforce = no\nx_default_checks=memlock\n");
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_REMOTE}) {
+    ::unsetenv("MRCHECK_CHECKS");
+    EXPECT_EQ(core_loads(ctx, {"memlock_min=64K"}), 0) << ctx;
+    EXPECT_EQ(core_loads(ctx, {"config=" + without}), 0) << ctx;
+  }
+  ::unlink(without.c_str());
+}
+
+TEST(SpankHooks, TheOptionMrcheckChecksOrADefaultChecksLineLoadTheChecks) {
+  restore_engine r;
+  std::string with = temp_config("memlock_min=64K\n\t default_checks = memlock\n");
+  std::string padded = temp_config(std::string(9000, '#') + "\ndefault_checks=memlock\n");  // across read()s
+  for (auto ctx : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_REMOTE}) {
+    ::unsetenv("MRCHECK_CHECKS");
+    EXPECT_EQ(core_loads(ctx, {"memlock_min=64K"}, "memlock"), 1) << ctx;
+    EXPECT_EQ(core_loads(ctx, {"default_checks=memlock"}), 1) << ctx;
+    EXPECT_EQ(core_loads(ctx, {"config=" + with}), 1) << ctx;
+    EXPECT_EQ(core_loads(ctx, {"config=" + padded}), 1) << ctx;
+    // A file the loader cannot read: the core reads it and says why.
+    EXPECT_EQ(core_loads(ctx, {"config=/nonexistent/mrcheck.conf"}), 1) << ctx;
+    if (ctx != S_CTX_REMOTE) {  // slurmstepd reads the job's environment: its own test below
+      ::setenv("MRCHECK_CHECKS", "memlock", 1);
+      EXPECT_EQ(core_loads(ctx, {"memlock_min=64K"}), 1) << ctx;
+      ::unsetenv("MRCHECK_CHECKS");
+    }
+  }
+  ::unlink(with.c_str());
+  ::unlink(padded.c_str());
+}
+
+TEST(SpankHooks, SlurmstepdReplaysTheOptionToTheChecks) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  static int privileged = 0;
+  privileged = 0;
+  fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(call_init({"memlock_min=64K"}), 0);
+  current_engine().privileged = [](const mrcheck::config&, const mrcheck::task_facts& t, const mrcheck::sysroot&,
+                                   mrcheck::rlimit_ops&, mrcheck::node_state&) -> std::optional<std::string> {
+    privileged += t.request.option_seen && t.request.option == std::optional<std::string>("memlock") ? 1 : 100;
+    return std::nullopt;
+  };
+  auto* opt = fake_spank::the_host().registered;
+  ASSERT_NE(opt, nullptr);
+  EXPECT_EQ(opt->cb(opt->val, "memlock", 1), 0);  // slurmstepd: between init and init_post_opt
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(privileged, 1);
+}
+
+TEST(SpankHooks, SlurmstepdWithMrcheckChecksInTheJobLoadsTheChecks) {
+  restore_engine r;
+  fake_spank::reset(S_CTX_REMOTE);
+  current_engine() = engine{};
+  load_counter c;
+  fake_spank::the_host().job_env["MRCHECK_CHECKS"] = "memlock";
+  ASSERT_EQ(call_init({"memlock_min=64K"}), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(load_counter::loads, 1);
 }
 
 TEST(SpankHooks, EveryHookSurvivesAThrowingCoreInEveryContext) {
@@ -101,8 +236,8 @@ TEST(SpankHooks, OnErrorFailMakesTaskHooksFailButNotInit) {
   current_engine() = engine{};
   no_exit();
   ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=64K", "on_error=fail"}), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);  // the loader starts the checks here
   make_core_throw();
-  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), -1);
   EXPECT_EQ(ended, 1);  // the task child ends itself, as slurmstepd would for a required plugin
   // task_init reaches the core only on an active step: activate it with the real core, then throw.
@@ -147,6 +282,7 @@ TEST(SpankHooks, EnforceRewritesTheJobsSlurmRlimitMemlock) {
   if (rl.rlim_cur < (1u << 20)) GTEST_SKIP() << "this process has less than 1 MiB of memlock";
   fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"] = "65536";
   fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
   ASSERT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   ASSERT_EQ(fake_spank::the_host().setenv_calls.size(), 1u);
   EXPECT_EQ(fake_spank::the_host().setenv_calls[0].rfind("SLURM_RLIMIT_MEMLOCK=", 0), 0u);
@@ -230,12 +366,14 @@ TEST(SpankHooks, FailingVerdictEndsTheTaskItself) {
   std::string min = "memlock_min=" + std::to_string(rl.rlim_max + 4096);
   ASSERT_EQ(call_init({"default_checks=memlock", min, "on_fail=warn"}), 0);
   fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
   EXPECT_TRUE(ended.empty());  // warn: the task runs
   fake_spank::reset(S_CTX_REMOTE);
   ASSERT_EQ(call_init({"default_checks=memlock", min, "on_fail=fail"}), 0);
   fake_spank::the_host().job_env["SLURMD_NODENAME"] = "node1";
+  ASSERT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
   ASSERT_EQ(ended.size(), 1u);
