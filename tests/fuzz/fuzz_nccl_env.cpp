@@ -12,7 +12,6 @@
 #include <mrcheck/mr_probe.h>
 
 #include <filesystem>
-#include <fstream>
 
 namespace {
 
@@ -21,9 +20,15 @@ const std::filesystem::path& fuzz_home() {
   return home;
 }
 
-void write(const std::filesystem::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+// Opened once and rewritten per input (fuzz_common.h, disk_file): load_nccl_env() opens them by name as always.
+const mrcheck::fuzz::disk_file& user_conf_file() {
+  static const mrcheck::fuzz::disk_file f(fuzz_home() / ".nccl.conf");
+  return f;
+}
+
+const mrcheck::fuzz::disk_file& etc_conf_file() {
+  static const mrcheck::fuzz::disk_file f(fuzz_home() / "etc-nccl.conf");
+  return f;
 }
 
 std::string_view next_part(std::string_view& rest) {
@@ -55,10 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     job_env.emplace_back(e);
   }
   const auto& home = fuzz_home();
-  write(home / ".nccl.conf", user_conf);
-  write(home / "etc-nccl.conf", etc_conf);
+  user_conf_file().set(user_conf);
+  etc_conf_file().set(etc_conf);
 
-  nccl_env env = load_nccl_env(job_env, home.string(), (home / "etc-nccl.conf").string());
+  nccl_env env = load_nccl_env(job_env, home.string(), etc_conf_file().path().string());
   // The environment wins: a NAME=VALUE of the environment is what get() returns.
   for (const auto& e : job_env) {
     auto eq = e.find('=');

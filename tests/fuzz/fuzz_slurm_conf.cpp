@@ -19,7 +19,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace {
@@ -27,22 +26,28 @@ namespace {
 struct tree {
   std::filesystem::path dir;
   mrcheck::sysroot root;
+  // Opened once and rewritten per input (fuzz_common.h, disk_file): the reader opens them by name as always.
+  mrcheck::fuzz::disk_file conf;
+  mrcheck::fuzz::disk_file inc;
 };
 
-const tree& fuzz_tree() {
-  static const tree t = [] {
-    std::filesystem::path dir = mrcheck::fuzz::private_dir("/tmp/mrcheck-fuzz-slurmconf-XXXXXX");
-    std::filesystem::create_directories(dir / "etc/slurm");
-    auto r = mrcheck::sysroot::open(dir);
-    if (!r) mrcheck::fuzz::broken("sysroot::open failed", r.error().message());
-    return tree{dir, *r};
-  }();
-  return t;
+std::filesystem::path make_tree_dir() {
+  std::filesystem::path dir = mrcheck::fuzz::private_dir("/tmp/mrcheck-fuzz-slurmconf-XXXXXX");
+  std::filesystem::create_directories(dir / "etc/slurm");
+  return dir;
 }
 
-void write(const std::filesystem::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+mrcheck::sysroot open_root(const std::filesystem::path& dir) {
+  auto r = mrcheck::sysroot::open(dir);
+  if (!r) mrcheck::fuzz::broken("sysroot::open failed", r.error().message());
+  return *r;
+}
+
+const tree& fuzz_tree() {
+  static const std::filesystem::path dir = make_tree_dir();
+  static const tree t{dir, open_root(dir), mrcheck::fuzz::disk_file(dir / "etc/slurm/slurm.conf"),
+                      mrcheck::fuzz::disk_file(dir / "etc/slurm/inc.conf")};
+  return t;
 }
 
 }  // namespace
@@ -57,8 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The include file may hold NULs (after the input's first NUL): a NUL ends a line as in Slurm (finding F10,
   // fixed), so none reaches a problem line through an include name.
   const tree& t = fuzz_tree();
-  write(t.dir / "etc/slurm/slurm.conf", conf);
-  write(t.dir / "etc/slurm/inc.conf", inc);
+  t.conf.set(conf);
+  t.inc.set(inc);
 
   auto settings = read_slurm_conf_settings(t.root, "/etc/slurm/slurm.conf");
   MRCHECK_FUZZ_REQUIRE(settings.is_ok(), settings.error().message());

@@ -11,7 +11,10 @@
 # OUT_DIR/summary.txt and stdout; exit 1 on any crash, leak, timeout or sanitizer report.
 #
 # Environment: MRCHECK_FUZZ_WORKERS="name=N ..." (default 1 each), MRCHECK_FUZZ_TARGETS="a b" (subset),
-# MRCHECK_FUZZ_ARGS (more libFuzzer flags). Workers of a target share its corpus (libFuzzer -jobs/-workers).
+# MRCHECK_FUZZ_ARGS (more libFuzzer flags), MRCHECK_FUZZ_GOAL=N (each of a target's n workers stops after
+# ceil(N / n) executions, so the target does at least N and then leaves its cores to the targets still running;
+# SECONDS stays the limit). Workers of a target share its corpus (libFuzzer -jobs/-workers). The seconds column
+# is the longest worker's own time ("Done ... in S second(s)"), so exec/s holds for targets that stopped early.
 set -u
 seconds=${1:?seconds}
 bins=$(cd "${2:?bin dir}" && pwd) || exit 2
@@ -41,9 +44,11 @@ for bin in "$bins"/fuzz_*; do
   dict=()
   [[ -f $here/dict/$name.dict ]] && dict=(-dict="$here/dict/$name.dict")
   n=$(workers_for "$name")
+  runs=()
+  [[ -n ${MRCHECK_FUZZ_GOAL:-} ]] && runs=(-runs=$(((MRCHECK_FUZZ_GOAL + n - 1) / n)))
   # shellcheck disable=SC2086
   (cd "$dir" && exec "$bin" corpus "${dict[@]}" -max_total_time="$seconds" "${mrcheck_fuzz_common_args[@]}" \
-     -max_len="$(max_len_for "$name")" -artifact_prefix="$dir/" -jobs="$n" -workers="$n" \
+     -max_len="$(max_len_for "$name")" -artifact_prefix="$dir/" -jobs="$n" -workers="$n" "${runs[@]}" \
      ${MRCHECK_FUZZ_ARGS:-} </dev/null >"$dir/parent.log" 2>&1) &
 done
 wait
@@ -56,6 +61,9 @@ for name in "${names[@]}"; do
   [[ -e ${logs[0]} ]] || logs=("$dir/parent.log")
   execs=$(cat "${logs[@]}" | sed -n 's/^stat::number_of_executed_units: *//p' | awk '{s += $1} END {print s + 0}')
   cov=$(cat "${logs[@]}" | grep -o 'cov: [0-9]* ft: [0-9]*' | sort -t' ' -k2,2n | tail -1)
+  took=$(cat "${logs[@]}" | sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' | sort -n | tail -1)
+  [[ -n $took ]] || took=$seconds
+  [[ $took -gt 0 ]] || took=1
   crashes=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   if [[ $crashes -eq 0 ]] && ! cat "${logs[@]}" | grep -qE "$mrcheck_fuzz_failure_re"; then
     result=ok
@@ -63,8 +71,8 @@ for name in "${names[@]}"; do
     result="FAIL ($crashes reproducers)"
     failed=$((failed + 1))
   fi
-  printf '%-18s %3s workers %14s execs %10s exec/s  %-22s corpus %5s  %s\n' "$name" "$(workers_for "$name")" \
-    "$execs" "$((execs / seconds))" "${cov:-}" "$(find "$dir/corpus" -type f | wc -l)" "$result" | tee -a "$out/summary.txt"
+  printf '%-18s %3s workers %14s execs %5s s %10s exec/s  %-22s corpus %5s  %s\n' "$name" "$(workers_for "$name")" \
+    "$execs" "$took" "$((execs / took))" "${cov:-}" "$(find "$dir/corpus" -type f | wc -l)" "$result" | tee -a "$out/summary.txt"
 done
 echo "$((${#names[@]} - failed)) passed, $failed failed" | tee -a "$out/summary.txt"
 [[ $failed -eq 0 ]]
