@@ -1,6 +1,6 @@
 // The interface between spank_mrcheck.so (the loader Slurm loads, shim.cpp) and mrcheck_spank_core.so (the
 // checks, plugin.cpp). Both are built from one tree and installed side by side; `abi` and `version` let the
-// loader refuse a core from another build (a half-finished upgrade) instead of calling into it.
+// loader refuse a core of another version (a half-finished upgrade) instead of calling into it.
 #pragma once
 
 extern "C" {

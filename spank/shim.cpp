@@ -208,7 +208,7 @@ const mrcheck_core_hooks* load_core() {
     }
     if (why == nullptr && (core == nullptr || core->abi != MRCHECK_CORE_ABI || core->version == nullptr ||
                            std::strcmp(core->version, MRCHECK_VERSION) != 0)) {
-      why = "it is from another mrcheck build (reinstall the same mrcheck package on this host)";
+      why = "it is from another mrcheck version than spank_mrcheck.so " MRCHECK_VERSION " (reinstall the mrcheck package on this host)";
       core = nullptr;
     }
   }
