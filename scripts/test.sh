@@ -32,10 +32,12 @@ trap cleanup EXIT
 status=0
 echo "== tests (unit, fakes, end-to-end on the local Slurm)"
 export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
-# The .deb-into-debootstrap test (label `package`) downloads a Debian root and rebuilds everything: 15-25
-# minutes on 2 cores. It runs when MRCHECK_TEST_PACKAGE=1 (see tests/package/); the man page test runs always.
+# The package tests (label `package`, issue 11) build the .deb, install it into a fresh debootstrapped
+# Debian 12 root and follow README.md's install steps on this host: 15-25 minutes on 2 cores, most of it
+# the .deb build and debootstrap's download (the root test skips, saying why, without a route to the Debian
+# mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
 exclude=()
-[[ ${MRCHECK_TEST_PACKAGE:-0} == 1 ]] || exclude=(-LE '^package$')
+[[ ${MRCHECK_SKIP_PACKAGE:-0} == 1 ]] && exclude=(-LE '^package$')
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" "${exclude[@]}" || status=1
 
 if [[ ${MRCHECK_SKIP_ASAN:-0} != 1 ]]; then
