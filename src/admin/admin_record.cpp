@@ -74,6 +74,16 @@ std::string clean(std::string_view text, std::size_t max, std::string_view also)
   return escape_line(text, max, also);
 }
 
+// A node name is kept to 64 bytes, cut where a UTF-8 sequence starts: a name cut inside one decoded to a
+// lone lead byte that the JSON encoder wrote back as U+FFFD, so every hop changed the name (fuzz F11).
+std::string cut_name(std::string_view n) {
+  constexpr std::size_t k_name_max = 64;
+  if (n.size() <= k_name_max) return std::string(n);
+  std::size_t end = k_name_max;
+  while (end > 0 && (static_cast<unsigned char>(n[end]) & 0xc0) == 0x80) --end;
+  return std::string(n.substr(0, end));
+}
+
 // Names in records are shown escaped; ',' separates them in a list.
 std::string safe_name(std::string_view n) { return n.empty() ? std::string("?") : clean(n, 64, "|;, "); }
 
@@ -184,7 +194,7 @@ std::string admin_escape(std::string_view text, std::size_t max) { return escape
 node_record make_node_record(std::uint32_t node_id, std::string_view node, const node_state& st, const report& rep) {
   node_record r;
   r.node_id = node_id;
-  r.node = std::string(node.substr(0, 64));
+  r.node = cut_name(node);
   for (const auto& ch : rep.checks) {
     if (r.checks.size() >= k_node_checks_max) break;
     node_check c;
@@ -214,7 +224,7 @@ std::string encode_node_record(const node_record& r) {
     nlohmann::json j;
     j["v"] = 1;
     j["node_id"] = r.node_id;
-    j["node"] = r.node.substr(0, 64);
+    j["node"] = cut_name(r.node);
     nlohmann::json checks = nlohmann::json::array();
     for (std::size_t i = 0; i < r.checks.size() && i < k_node_checks_max; ++i) {
       const auto& c = r.checks[i];
@@ -245,7 +255,7 @@ result<node_record> decode_node_record(std::string_view line) {
   std::uint64_t nid = id->get<std::uint64_t>();
   if (nid > UINT32_MAX) return status::error("node record: node id out of range");
   r.node_id = static_cast<std::uint32_t>(nid);
-  r.node = node->get<std::string>().substr(0, 64);
+  r.node = cut_name(node->get<std::string>());
   if (checks->size() > k_node_checks_max) return status::error("node record: too many checks");
   for (const auto& c : *checks) {
     if (!c.is_object()) return status::error("node record: check is not an object");

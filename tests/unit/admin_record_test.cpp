@@ -81,6 +81,24 @@ TEST(admin_record, encode_decode_round_trip_and_strictness) {
   EXPECT_EQ(evil->checks[0].token.find(';'), std::string::npos);
 }
 
+// Fuzz finding F11: a 64-byte cut inside a multi-byte character left a lone lead byte that the JSON encoder
+// wrote back as U+FFFD, so the name changed at every hop. The cut now falls where the character starts.
+TEST(admin_record, a_long_node_name_is_cut_where_a_character_starts) {
+  std::string name = std::string(63, 'n') + "\xe8\x80\x9b" + "tail";  // U+801B across bytes 63-65
+  std::string line = encode_node_record(rec(3, name, {pass_memlock()}));
+  auto back = decode_node_record(line);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->node, std::string(63, 'n'));
+  auto again = decode_node_record(encode_node_record(*back));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *back);  // stable from the first hop on
+  // A name that fits is kept whole, multi-byte characters and all.
+  std::string fits = std::string(61, 'n') + "\xe8\x80\x9b";
+  auto kept = decode_node_record(encode_node_record(rec(3, fits, {pass_memlock()})));
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->node, fits);
+}
+
 TEST(admin_record, oversized_records_are_cut_to_fit) {
   node_record r;
   r.node = "n";
