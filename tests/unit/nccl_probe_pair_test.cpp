@@ -6,6 +6,7 @@
 #include <mrcheck/nccl_probe.h>
 
 #include "nccl/rendezvous.h"
+#include "sys/tcp_listen.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -317,16 +318,9 @@ TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
 TEST(nccl_probe_rendezvous, walks_past_a_foreign_listener) {
   std::uint64_t job = 700000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   std::uint16_t taken = nccl_pair_port(job, 0, 0);
-  int foreign = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int zero = 0, one = 1;
-  ::setsockopt(foreign, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  ::setsockopt(foreign, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in6 sa{};
-  sa.sin6_family = AF_INET6;
-  sa.sin6_addr = in6addr_any;
-  sa.sin6_port = htons(taken);
-  ASSERT_EQ(::bind(foreign, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << "port " << taken << " busy on this host";
-  ASSERT_EQ(::listen(foreign, 4), 0);
+  int err = 0;
+  int foreign = tcp_listen_any(taken, 4, &err);  // the same listener the server opens
+  ASSERT_GE(foreign, 0) << "port " << taken << " busy on this host (errno " << err << ")";
   std::thread answer([&] {
     int c = ::accept(foreign, nullptr, nullptr);
     if (c >= 0) {
