@@ -50,6 +50,10 @@ TEST(escape_line, controls_and_bound) {
   auto e = escape_line(long_text, 20);
   EXPECT_EQ(e.size(), 20u);
   EXPECT_EQ(e.substr(17), "...");
+  // Both hex digits, lower case, for every byte that is not plain; an escape never split by the bound.
+  EXPECT_EQ(escape_line(std::string_view("\x00\x7f\xff\xa0", 4)), "\\x00\\x7f\\xff\\xa0");
+  EXPECT_EQ(escape_line("ab\x01", 5), "ab...");
+  EXPECT_EQ(escape_line("ab\x01", 6), "ab\\x01");
 }
 
 }  // namespace
