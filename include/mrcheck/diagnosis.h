@@ -149,6 +149,9 @@ std::string_view errno_name(int err);           // "" when unknown
 std::string_view errno_message(int err);        // glibc's text, "" when unknown
 std::optional<int> errno_from_name(std::string_view name);     // "ENOMEM" -> 12
 std::optional<int> errno_from_message(std::string_view text);  // "Cannot allocate memory" -> 12
+// The errno whose glibc text occurs anywhere in `text`, the longest match winning ("No such device or address"
+// over "No such device"), a tie to the lower errno; 0 when none occurs (case-sensitive, as strerror prints it).
+int errno_message_in(std::string_view text);
 // ibv_wc_status names: 12 -> "IBV_WC_RETRY_EXC_ERR"; "" when unknown.
 std::string_view wc_status_name(int status);
 

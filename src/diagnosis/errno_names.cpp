@@ -210,6 +210,20 @@ std::optional<int> errno_from_message(std::string_view text) {
   return std::nullopt;
 }
 
+int errno_message_in(std::string_view text) {
+  // One pass over the table (in errno order, so a tie keeps the lower errno). This runs on every failing-call
+  // line of a log; looking each errno up by value instead made it 133 table scans per line.
+  std::size_t best_len = 0;
+  int best = 0;
+  for (const auto& e : k_errno_table) {
+    if (e.message.size() > best_len && text.find(e.message) != std::string_view::npos) {
+      best_len = e.message.size();
+      best = e.value;
+    }
+  }
+  return best;
+}
+
 std::string_view wc_status_name(int status) {
   if (status < 0 || static_cast<std::size_t>(status) >= std::size(k_wc_status)) return {};
   return k_wc_status[status];

@@ -249,16 +249,7 @@ std::optional<std::pair<std::string, std::string_view>> verbs_failure(std::strin
 
 int errno_in_text(std::string_view text) {
   // The glibc message NCCL prints; the longest match wins ("No such device or address" over "No such device").
-  std::size_t best_len = 0;
-  int best = 0;
-  for (int e = 1; e < 134; ++e) {
-    std::string_view msg = errno_message(e);
-    if (msg.size() > best_len && contains(text, msg)) {
-      best_len = msg.size();
-      best = e;
-    }
-  }
-  if (best != 0) return best;
+  if (int e = errno_message_in(text); e != 0) return e;
   // Numbers: "errno 12", "errno=12", "(errno: -12)", "error -12", "error 12", "RC: -12", "err -12", "ENOMEM".
   for (std::string_view key : {std::string_view("errno"), std::string_view("error"), std::string_view("RC:"),
                                std::string_view("rc="), std::string_view("err ")}) {

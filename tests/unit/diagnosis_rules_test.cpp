@@ -404,6 +404,20 @@ TEST(diagnosis_errno, names_and_glibc_messages_map_both_ways) {
   EXPECT_EQ(errno_from_message("Protocol not supported"), 93);
   EXPECT_FALSE(errno_from_message("Cannot allocate").has_value());
   EXPECT_FALSE(errno_from_message("").has_value());
+  EXPECT_EQ(errno_message_in("ibv_reg_mr_iova2 failed with error Cannot allocate memory"), 12);
+  EXPECT_EQ(errno_message_in("open /dev/infiniband: No such device or address (x)"), 6);  // not 19
+  EXPECT_EQ(errno_message_in("cannot allocate memory"), 0);  // strerror's case only
+  EXPECT_EQ(errno_message_in(""), 0);
+  // Every message is found inside a line, and the answer is the longest message the line holds.
+  for (int e = 1; e < 134; ++e) {
+    std::string_view msg = errno_message(e);
+    if (msg.empty()) continue;
+    std::string line = "NET/IB : Call failed with error " + std::string(msg) + " (rc=1)";
+    int got = errno_message_in(line);
+    ASSERT_NE(got, 0) << msg;
+    EXPECT_NE(line.find(errno_message(got)), std::string::npos) << msg;
+    EXPECT_GE(errno_message(got).size(), msg.size()) << msg;
+  }
   EXPECT_EQ(errno_name(0), "");
   EXPECT_EQ(wc_status_name(12), "IBV_WC_RETRY_EXC_ERR");
   EXPECT_EQ(wc_status_name(-1), "");
