@@ -34,7 +34,7 @@ void append(report& into, report more) {
 report run_all_checks(const node_facts& facts, const config& cfg, const matrix_rules& rules,
                       const matrix_facts& extra) {
   report r;
-  append(r, run_basic_checks(facts, cfg));
+  append(r, run_basic_checks(facts, cfg, rules));
   append(r, judge_matrix(facts, rules, extra));
   return r;
 }

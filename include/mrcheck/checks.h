@@ -11,6 +11,8 @@
 
 namespace mrcheck {
 
+struct matrix_rules;
+
 // memlock: the soft RLIMIT_MEMLOCK of the start process (facts.chain[0], the shell or job that ran mrcheck)
 // against config.memlock_min. fail below it, naming the hop of the chain where the limit dropped; error when
 // the chain or the limit could not be read. For a Slurm task the SPANK plugin is the real check (it sees the
@@ -19,14 +21,10 @@ check_result check_memlock(const node_facts& f, const config& c);
 
 // vm.max_map_count below this warns. 65530 is the kernel default (DEFAULT_MAX_MAP_COUNT); see max_map_count.cpp.
 inline constexpr std::uint64_t k_max_map_count_min = 262144;
-// max_map_count: warn below k_max_map_count_min, pass otherwise; error when unreadable.
-check_result check_max_map_count(const node_facts& f, const config& c);
 
-// hugepages: informational. pass with none reserved or some free; warn when pages are reserved and none is
-// free; error when /proc/meminfo could not be read.
-check_result check_hugepages(const node_facts& f, const config& c);
-
-// All of the above, in that order.
-report run_basic_checks(const node_facts& f, const config& c);
+// The node checks of `mrcheck report`: memlock against the config, then max_map_count and hugepages under the
+// site's matrix rules (check_max_map_count/check_hugepages in matrix.h), the same rules mrcheck-prolog judges
+// them by, so a node's report and its prolog agree.
+report run_basic_checks(const node_facts& f, const config& c, const matrix_rules& rules);
 
 }  // namespace mrcheck

@@ -86,9 +86,4 @@ check_result check_hugepages(const node_facts& f, const matrix_rules& rules) {
   return r;
 }
 
-check_result check_hugepages(const node_facts& f, const config&) {
-  static const matrix_rules defaults = default_matrix_rules();
-  return check_hugepages(f, defaults);
-}
-
 }  // namespace mrcheck

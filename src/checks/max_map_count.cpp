@@ -56,9 +56,4 @@ check_result check_max_map_count(const node_facts& f, const matrix_rules& rules)
   return r;
 }
 
-check_result check_max_map_count(const node_facts& f, const config&) {
-  static const matrix_rules defaults = default_matrix_rules();
-  return check_max_map_count(f, defaults);
-}
-
 }  // namespace mrcheck

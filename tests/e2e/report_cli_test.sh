@@ -49,6 +49,18 @@ expect_eq "chain --pid abc exits 2" "$rc" "2"
 rc=0; "$M" report --config /nonexistent/mrcheck.conf >/dev/null 2>&1 || rc=$?
 expect_eq "report --config missing exits 2" "$rc" "2"
 
+# --- the site's rules file decides max_map_count and hugepages, as for mrcheck-prolog ---------------------------
+fx=$MRCHECK_SOURCE_DIR/tests/fixtures/cpu_debian12
+verdicts() {
+  python3 -c 'import json,sys; j=json.load(sys.stdin); print(" ".join(c["id"] + "=" + c["verdict"] for c in j["checks"] if c["id"] in ("max_map_count", "hugepages")))'
+}
+printf 'max_map_count off\nhugepages off\n' >"$TMP/off.rules"
+printf 'rules=%s\n' "$TMP/off.rules" >"$TMP/off.conf"
+expect_eq "report without a rules file: the default rules" "$("$M" report --json --root "$fx" 2>/dev/null | verdicts)" \
+  "max_map_count=warn hugepages=pass"
+expect_eq "report with rules= turning both off" "$("$M" report --json --root "$fx" --config "$TMP/off.conf" 2>/dev/null | verdicts)" \
+  "max_map_count=skip hugepages=skip"
+
 # --- dump and replay -------------------------------------------------------------------------------------------
 mkdir -p "$TMP/full" && touch "$TMP/full/x"
 rc=0; "$M" dump --out "$TMP/full" 2>/dev/null || rc=$?

@@ -1,5 +1,6 @@
 // The basic checks of `mrcheck report` on fixture trees and on hand-made facts.
 #include <mrcheck/checks.h>
+#include <mrcheck/matrix.h>
 
 #include <gtest/gtest.h>
 
@@ -72,7 +73,7 @@ TEST(basic_checks, memlock_errors_when_unknown) {
 }
 
 TEST(basic_checks, max_map_count_thresholds) {
-  config c;
+  const matrix_rules c = default_matrix_rules();
   node_facts f;
   f.max_map_count = std::uint64_t{65530};
   auto r = check_max_map_count(f, c);
@@ -88,7 +89,7 @@ TEST(basic_checks, max_map_count_thresholds) {
 }
 
 TEST(basic_checks, hugepages_branches) {
-  config c;
+  const matrix_rules c = default_matrix_rules();
   EXPECT_EQ(check_hugepages(fixture("gpu_h200"), c).result, verdict::pass);        // none reserved
   EXPECT_EQ(check_hugepages(fixture("hca_ofed_peermem"), c).result, verdict::pass);  // 512 of 1024 free
   auto used = check_hugepages(fixture("hca_inbox_open"), c);
@@ -99,14 +100,33 @@ TEST(basic_checks, hugepages_branches) {
 
 TEST(basic_checks, report_over_fixtures) {
   config c;
-  auto gpu = run_basic_checks(fixture("gpu_h200"), c);
+  const matrix_rules d = default_matrix_rules();
+  auto gpu = run_basic_checks(fixture("gpu_h200"), c, d);
   ASSERT_EQ(gpu.checks.size(), 3u);
   EXPECT_EQ(gpu.overall(), verdict::pass);
-  auto cpu = run_basic_checks(fixture("cpu_debian12"), c);
+  auto cpu = run_basic_checks(fixture("cpu_debian12"), c, d);
   EXPECT_EQ(cpu.overall(), verdict::fail);
   EXPECT_EQ(cpu.find("max_map_count")->result, verdict::warn);
-  auto junk = run_basic_checks(fixture("garbage"), c);
+  auto junk = run_basic_checks(fixture("garbage"), c, d);
   for (const auto& r : junk.checks) EXPECT_EQ(r.result, verdict::error) << r.id;
+}
+
+// `mrcheck report` judges max_map_count and hugepages by the site's rules, as mrcheck-prolog does: a site that
+// turned a check off, or raised a threshold, sees the same verdict from both.
+TEST(basic_checks, report_follows_the_site_rules) {
+  config c;
+  matrix_rules site = default_matrix_rules();
+  site.max_map_count = rule_action::off;
+  site.hugepages = rule_action::off;
+  auto off = run_basic_checks(fixture("cpu_debian12"), c, site);
+  EXPECT_EQ(off.find("max_map_count")->result, verdict::skip);
+  EXPECT_EQ(off.find("hugepages")->result, verdict::skip);
+  matrix_rules strict = default_matrix_rules();
+  strict.max_map_count_min = std::uint64_t{1} << 30;
+  strict.max_map_count_recommended = std::uint64_t{1} << 30;
+  auto raised = run_basic_checks(fixture("gpu_h200"), c, strict);
+  EXPECT_EQ(raised.find("max_map_count")->result, verdict::fail);
+  EXPECT_EQ(raised.find("max_map_count")->result, check_max_map_count(fixture("gpu_h200"), strict).result);
 }
 
 }  // namespace

@@ -209,16 +209,5 @@ TEST(MatrixMemoryChecks, HugepagesFreePagesEdges) {
   EXPECT_EQ(check_hugepages(unreadable, d).result, verdict::error);
 }
 
-TEST(MatrixMemoryChecks, ConfigOverloadsUseTheDefaults) {
-  // `mrcheck report` calls the config overloads: the same verdicts as the default rules.
-  config c;
-  auto d = default_matrix_rules();
-  for (std::uint64_t v : {std::uint64_t{0}, std::uint64_t{65529}, std::uint64_t{65530}, std::uint64_t{262144}}) {
-    EXPECT_EQ(check_max_map_count(with_map_count(v), c).result, check_max_map_count(with_map_count(v), d).result) << v;
-  }
-  auto f = with_hugepages(100 * k_gib, 46081, 1);
-  EXPECT_EQ(check_hugepages(f, c).result, verdict::fail);
-}
-
 }  // namespace
 }  // namespace mrcheck
