@@ -225,13 +225,12 @@ status load_config_file(config& c, const std::string& path) {
   // bytes, not held in memory first (tests/fuzz/README.md, finding F6).
   constexpr std::size_t k_max_config = 1 << 20;
   std::string text;
-  // A regular file's size is known: refuse one past the cap unread, and read the rest into one allocation (the
-  // loop below still bounds the read if the file grows meanwhile, and is all there is for a pipe or device).
+  // A regular file's size is known (file_size() fails for anything else): refuse one past the cap unread, and
+  // read the rest into one allocation. The loop below still bounds a file that grows meanwhile, a pipe or a device.
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
-    auto size = std::filesystem::file_size(path, ec);
-    if (!ec && size > k_max_config) return status::error(fmt::format("{}: larger than 1 MiB", path));
-    if (!ec) text.reserve(static_cast<std::size_t>(size));
+  if (auto size = std::filesystem::file_size(path, ec); !ec) {
+    if (size > k_max_config) return status::error(fmt::format("{}: larger than 1 MiB", path));
+    text.reserve(static_cast<std::size_t>(size));
   }
   char chunk[16384];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
