@@ -83,6 +83,10 @@ job=$($MRCHECK_AS_USER sbatch --parsable -N1 -w "$node" -o /dev/null --wrap true
 jobs+=("$job")
 finished() { [[ -z "$(job_state "$job")" ]]; }
 if wait_for 60 finished; then e2e_pass "aligned: job ran through the Prolog"; else e2e_fail "aligned: job state '$(job_state "$job")'"; fi
-expect_eq "aligned: job completed" "$(sacct -n -X -j "$job" -o State%20 | tr -d ' ' | head -n1)" "COMPLETED"
+# slurmdbd records the end a moment after the job leaves squeue: wait for a final state, then assert it.
+acct_state() { sacct -n -X -j "$job" -o State%20 2>/dev/null | tr -d ' ' | head -n1; }
+acct_final() { [[ -n "$(acct_state)" && "$(acct_state)" != RUNNING && "$(acct_state)" != PENDING ]]; }
+wait_for 30 acct_final || true
+expect_eq "aligned: job completed" "$(acct_state)" "COMPLETED"
 expect_eq "aligned: node not drained" "$(node_reason)" ""
 e2e_done
