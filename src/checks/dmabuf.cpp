@@ -6,6 +6,7 @@
 #include "rdma/mr_check_util.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mrcheck {
 
