@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -33,6 +34,16 @@ struct process_fact {
   result<memlock_limit> memlock = status::error("not read");
   bool lowered = false;            // soft or hard limit lower than its parent's: the hop that dropped it
 };
+
+// True when a process's comm is the Slurm daemon `name` ("slurmd", "slurmstepd", "slurmctld"). Debian 13 and
+// later ship the daemons as NAME-wlm behind /etc/alternatives/NAME: started as NAME a daemon's comm is NAME,
+// but one that re-executes itself (slurmd and slurmctld on `scontrol reconfigure`, Slurm 23.11 and later)
+// runs as NAME-wlm (docs/slurm-releases.md).
+inline bool is_slurm_daemon(std::string_view comm, std::string_view name) {
+  if (!comm.starts_with(name)) return false;
+  comm.remove_prefix(name.size());
+  return comm.empty() || comm == "-wlm";
+}
 
 struct hugepages_fact {
   std::uint64_t total = 0;          // HugePages_Total

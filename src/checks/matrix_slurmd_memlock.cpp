@@ -24,7 +24,7 @@ check_result check_slurmd_memlock(const node_facts& f, const matrix_rules& r) {
   if (!slurmd) {
     // In a Prolog or HealthCheckProgram slurmd is an ancestor of this process.
     for (const auto& p : f.chain) {
-      if (p.comm == "slurmd") {
+      if (is_slurm_daemon(p.comm, "slurmd")) {
         slurmd = &p;
         source = "ancestor";
         break;

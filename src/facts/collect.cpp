@@ -210,7 +210,7 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
     if (!pid) return pid.error().with_context(c);
     auto p = read_process(root, *pid);
     if (!p) return status::error(fmt::format("{} names pid {}, which is not running (stale pid file)", c, *pid));
-    if (p->comm != "slurmd") {
+    if (!is_slurm_daemon(p->comm, "slurmd")) {
       return status::error(fmt::format("{} names pid {} ('{}'), not slurmd (stale pid file)", c, *pid,
                                        escape_line(p->comm, 32)));
     }

@@ -96,7 +96,7 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
   auto proc = read_process(root, pid);
   if (!proc) {
     st.step_slurmd = proc.error();
-  } else if (proc->comm != "slurmd") {
+  } else if (!is_slurm_daemon(proc->comm, "slurmd")) {
     st.step_slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
                                                escape_line(proc->comm, 32)));
   } else {

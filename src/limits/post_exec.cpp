@@ -85,7 +85,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   while (true) {
     s = sample(root, task);
     if (!s.alive) break;
-    if (s.comm != "slurmstepd") break;
+    if (!is_slurm_daemon(s.comm, "slurmstepd")) break;
     if (clock::now() > exec_deadline || wait_exit(pidfd, pause)) {
       s.alive = false;
       break;

@@ -74,7 +74,7 @@ std::vector<const process_fact*> stepd_part(const memlock_inputs& in) {
   std::vector<const process_fact*> out;
   for (std::size_t i = 1; i < in.task_chain.size(); ++i) {
     out.push_back(&in.task_chain[i]);
-    if (in.task_chain[i].comm == "slurmstepd") break;
+    if (is_slurm_daemon(in.task_chain[i].comm, "slurmstepd")) break;
   }
   return out;
 }
@@ -89,7 +89,7 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in, std::uint6
     auto idx = lowering_hop(r, required);
     if (idx) {
       const auto& h = r.chain[*idx];
-      bool parent_is_stepd = *idx + 1 < r.chain.size() && r.chain[*idx + 1].comm == "slurmstepd";
+      bool parent_is_stepd = *idx + 1 < r.chain.size() && is_slurm_daemon(r.chain[*idx + 1].comm, "slurmstepd");
       if (!r.job_id.empty() && (parent_is_stepd || *idx + 1 >= r.chain.size())) {
         p.hop = memlock_hop::job_script;
         p.cause = fmt::format("the job script ({} pid {} in job {} on {}) set soft {} before {} ({}; {})",

@@ -159,3 +159,14 @@ TEST(facts_libraries, json_round_trip) {
 
 }  // namespace
 }  // namespace mrcheck
+
+TEST(FactsParsers, SlurmDaemonNames) {
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmd", "slurmd"));
+  // Debian 13's alternatives name, under which a re-executed daemon runs.
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmd-wlm", "slurmd"));
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmstepd-wlm", "slurmstepd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmdbd", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmd-x", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmstepd", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("", "slurmd"));
+}
