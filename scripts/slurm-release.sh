@@ -11,7 +11,7 @@
 #   COMMAND   root              make (or reuse) the release's Debian root in the cache
 #             build             root, then build mrcheck in it (the programs the end-to-end tests use)
 #             up                build, then start the private Slurm in the root and leave it running
-#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e) on a fresh private
+#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e -LE load) on a fresh private
 #                               Slurm, stop it; exit status is ctest's
 #             deb               after build: the .deb for this release, built and checked inside its root
 #             run CMD...        run CMD in the root, in the source tree, with the cluster's env.sh if up
@@ -195,8 +195,9 @@ slurm_up() {
 }
 
 slurm_down() {
-  if ((host)) || [[ -d $root/bin ]]; then
-    [[ -e $root$slurm_dir ]] && in_root bash tests/slurm/slurm-down.sh "$slurm_dir" >&2 || true
+  if [[ -e $root$slurm_dir ]]; then
+    mount_all
+    in_root bash tests/slurm/slurm-down.sh "$slurm_dir" >&2 || true
   fi
   unmount_all
 }
@@ -224,7 +225,7 @@ case $cmd in
     in_root bash tests/slurm/slurm-down.sh "$slurm_dir" >/dev/null 2>&1 || true
     in_root rm -rf "$slurm_dir"
     slurm_up
-    (($#)) || set -- -L e2e
+    (($#)) || set -- -L e2e -LE load
     t0=$SECONDS
     rc=0
     foreign=()
