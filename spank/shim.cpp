@@ -45,7 +45,7 @@ __attribute__((visibility("default"))) extern const unsigned int spank_plugin_ve
 // at fault (spank(7), docs/slurm-releases.md). mrcheck never fails init in slurmstepd, and a node is drained
 // only by mrcheck-prolog, with a reason that names mrcheck: should a later change make init fail there, the job
 // fails and the node stays in service.
-__attribute__((visibility("default"))) extern int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+__attribute__((visibility("default"))) int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 #endif
 
 // Linked into the same binary only by the hooks test (tests/spank); the real loader dlopens the core.
