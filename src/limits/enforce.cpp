@@ -161,6 +161,14 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
                             "(a TaskProlog that exports SLURM_RLIMIT_MEMLOCK runs after the plugin)",
                             escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
     c.hint = fmt::format("remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog {}", escape_line(o.task_prolog, 128));
+  } else if (o.batch_step) {
+    // A job script that starts with `ulimit -l` can do it before the watcher's first look (Slurm 26.05 starts the
+    // batch script sooner after the plugin than 22.05 did): at_exec already has the script's own limit.
+    c.summary = fmt::format("the job script lowered its own memlock after it started: {} (predicted at start: {}), "
+                            "or a SPANK plugin after mrcheck exported SLURM_RLIMIT_MEMLOCK; every srun in it "
+                            "propagates that",
+                            show(*o.at_exec), show(o.predicted));
+    c.hint = "remove or raise `ulimit -l` in the job script";
   } else {
     // The watcher first sees the task just after exec; a wrapper's `ulimit -l` in its first moments looks the
     // same as an override before exec, so both are named.
