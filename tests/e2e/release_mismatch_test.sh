@@ -36,11 +36,15 @@ for mode in optional required; do
   fi
 done
 
-# The plugin built here loads, and its load line names this release.
+# The plugin built here loads, and its load line in slurmd's log names this release.
 rm -f "$PLUGIN_DROPIN"
-plugin_load optional
-run_user srun -n1 -v true
-show_run "this release's plugin"
-expect_contains "own plugin: the load line names this release" "$ERR" \
+plugin_load optional memlock_min=64K
+log=$(ls "$MRCHECK_SLURM_DIR"/log/slurmd-*.log | head -n1)
+before=$(wc -l <"$log")
+plugin_slurmd_restart
+expect_contains "own plugin: slurmd's load line names this release" "$(tail -n +"$before" "$log")" \
   "built against Slurm $built_for, loaded into Slurm $running"
+run_user srun -n1 --mr-check=memlock true
+show_run "this release's plugin"
+expect_eq "own plugin: a checked step runs" "$RC" "0"
 e2e_done
