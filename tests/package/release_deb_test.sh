@@ -2,8 +2,8 @@
 # The .deb of one Slurm release, checked inside that release's Debian root (scripts/slurm-release.sh RELEASE
 # deb runs it there, as root): its version names the release; it depends on this release's Slurm from
 # Debian (slurm-wlm-basic-plugins, libslurmNN) or from SchedMD's packaging (slurm-smd), and on no other
-# release; apt installs it here and what it installed runs; dpkg accepts it on a node whose Slurm is
-# slurm-smd of this release and refuses it with slurm-smd of another (a copy of dpkg's database, --simulate).
+# release; apt installs it here and what it installed runs; apt resolves it on a node whose Slurm is slurm-smd
+# of this release and refuses it with slurm-smd of another (a copy of dpkg's database, no archive, --simulate).
 # usage: release_deb_test.sh DEB RELEASE        exit 0 pass, 1 fail
 set -uo pipefail
 deb=${1:?usage: release_deb_test.sh DEB RELEASE}
@@ -43,38 +43,41 @@ else
   fail "apt-get install $deb"
 fi
 
-# A node whose Slurm is SchedMD's slurm-smd: dpkg's database with Debian's Slurm packages taken out and a
-# slurm-smd of version V put in; dpkg --simulate checks the dependencies without changing anything.
-smd_status() {
-  local admin=$1 v=$2
-  rm -rf "$admin"
-  cp -a /var/lib/dpkg "$admin"
-  python3 - "$admin/status" "$v" <<'PY'
-import sys, re
-path, version = sys.argv[1], sys.argv[2]
-stanzas = open(path).read().split("\n\n")
-drop = re.compile(r"^Package: (slurm-wlm-basic-plugins|libslurm[0-9a-z]+|slurm-client|slurmd|slurmctld|slurmdbd|libslurm-dev|libpmi0|libpmi2-0)$", re.M)
-keep = [s for s in stanzas if s.strip() and not drop.search(s)]
+# A node whose Slurm is SchedMD's slurm-smd: dpkg's database with every Debian Slurm package taken out and a
+# slurm-smd of version V put in, and apt with no archive at all (empty lists, no sources), so that only what
+# that database holds can satisfy the package: apt-get --simulate resolves it without changing anything.
+smd_check() {
+  local v=$1 admin
+  admin=$(mktemp -d)
+  mkdir -p "$admin/lists/partial"
+  python3 - /var/lib/dpkg/status "$admin/status" "$v" <<'PY'
+import re, sys
+src, dst, version = sys.argv[1:4]
+stanzas = open(src).read().split("\n\n")
+slurm = re.compile(r"^Package: (slurm\S*|libslurm\S*|libpmi\S*|sview)$", re.M)
+keep = [s for s in stanzas if s.strip() and not slurm.search(s)]
 keep.append("Package: slurm-smd\nStatus: install ok installed\nPriority: optional\nSection: admin\n"
             "Maintainer: test\nArchitecture: amd64\nVersion: %s\nDescription: stand-in for SchedMD's slurm-smd" % version)
-open(path, "w").write("\n\n".join(keep) + "\n")
+open(dst, "w").write("\n\n".join(keep) + "\n")
 PY
+  apt-get --simulate -o Dir::State::status="$admin/status" -o Dir::State::Lists="$admin/lists" \
+    -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=/dev/null -o Dir::Cache="$admin" \
+    install "$deb" >"$admin/log" 2>&1
+  local rc=$?
+  SMD_LOG=$(grep -E "^(Inst|E:| mrcheck :)" "$admin/log" | head -n 3)
+  rm -rf "$admin"
+  return $rc
 }
-admin=$(mktemp -d)/dpkg
-smd_status "$admin" "$release.5-1"
-if dpkg --admindir="$admin" --simulate -i "$deb" >/tmp/release-deb-smd.log 2>&1; then
-  ok "dpkg accepts it beside slurm-smd $release (no Debian Slurm packages)"
+if smd_check "$release.5-1"; then
+  ok "apt resolves it beside slurm-smd $release.5 and no Debian Slurm package ($SMD_LOG)"
 else
-  cat /tmp/release-deb-smd.log
-  fail "dpkg refuses it beside slurm-smd $release"
+  fail "apt refuses it beside slurm-smd $release.5: $SMD_LOG"
 fi
 other=$(printf '%d.%02d.1-1' "$major" $((minor >= 6 ? minor - 6 : minor + 6)))
-smd_status "$admin" "$other"
-if dpkg --admindir="$admin" --simulate -i "$deb" >/tmp/release-deb-smd.log 2>&1; then
-  fail "dpkg accepts it beside slurm-smd $other (another release)"
+if smd_check "$other"; then
+  fail "apt accepts it beside slurm-smd $other (another release): $SMD_LOG"
 else
-  ok "dpkg refuses it beside slurm-smd $other: $(grep -m1 -o 'depends on [^;]*' /tmp/release-deb-smd.log)"
+  ok "apt refuses it beside slurm-smd $other: $SMD_LOG"
 fi
-rm -rf "$(dirname "$admin")"
 echo "release_deb_test $release: $passes passed, $fails failed"
 ((fails == 0))
