@@ -170,7 +170,8 @@ int on_task_init(spank_t sp, int, char**) {
   task_facts t = read_task_facts(sp, probes);
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
-  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg));
+  auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
+  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg, budget.total));
   admin_task_record(s.cfg, t, s.node, v.rep);
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,9 @@ struct slurm_conf_facts {
   std::string task_prolog;         // TaskProlog= ("" = none)
   std::string slurmd_pid_file = "/run/slurmd.pid";  // SlurmdPidFile= (may hold %n / %h)
   bool use_pam = false;            // UsePAM=1: pam_limits applies limits.conf to slurmstepd
+  // UnkillableStepTimeout= (seconds, Slurm's default 60): how long slurmstepd waits for a cancelled step's
+  // processes before slurmctld drains the node "Kill task failed". The probes of a step stay below it.
+  std::chrono::seconds unkillable_step_timeout{60};
   std::vector<std::string> problems;  // includes that could not be read, cycles (slurm_conf.h)
 };
 
@@ -278,7 +282,31 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
 // one `error` result named after the group when it crashed, timed out or printed no report. A seam for tests.
 using probe_runner = std::function<std::vector<check_result>(const std::string& group, const task_facts& t,
                                                              const memlock_limit& limits)>;
-probe_runner real_probe_runner(const config& c);
+
+// How long all the probes of one task may take together (issue 21). The probes run in slurmstepd's task
+// child, which no signal of a cancel reaches (proctrack skips processes named slurmstepd): if they could run
+// past UnkillableStepTimeout, a cancelled step would drain the node. `total` is the sum of the timeouts of the
+// probes that run, cut to leave a margin below UnkillableStepTimeout; `warning` is set when it had to be cut.
+struct probe_budget {
+  std::chrono::milliseconds total{0};
+  std::string warning;  // "" when the site's timeouts fit
+};
+inline constexpr std::chrono::seconds k_unkillable_margin{10};
+probe_budget plan_probe_budget(const config& c, const check_groups& g, const result<slurm_conf_facts>& conf);
+
+// The probe child's whole environment (issue 21): the job's variables that NCCL, CUDA and verbs read
+// (NCCL_*, CUDA_*, NVIDIA_*, IBV_*, RDMAV_*, MLX4_*/MLX5_*, the fake libibverbs' MRCHECK_FAKE_IBV_*), the few
+// SLURM_* the probes read, HOME; PATH fixed, SLURM_CONF slurmstepd's own. Never LD_* or any other
+// variable of the job's, and no NCCL_*_PLUGIN that names a path: a job user's library must not load in it.
+std::vector<std::string> probe_environment(const std::vector<std::string>& job_env, const std::string& slurm_conf);
+
+// The check ids each probe group may report (a report with any other id is refused as a whole).
+std::span<const std::string_view> probe_check_ids(std::string_view group);
+
+// `mrcheck probe GROUP --json` as a child, its report validated (known ids, each once, bounded
+// fields). With a budget, every probe gets at most what is left of it; once a probe was killed from outside
+// (a cancel), no further probe runs.
+probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget = std::chrono::hours(24));
 
 struct task_verdict {
   report rep;
