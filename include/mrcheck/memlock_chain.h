@@ -55,9 +55,17 @@ std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view no
 struct propagated_limit {
   std::uint64_t value = 0;      // k_unlimited for RLIM_INFINITY
   bool user_requested = false;  // the `U` prefix: srun --propagate, applied whatever slurm.conf says
+  bool canonical = false;       // written the way srun writes it: [U] and plain decimal digits
 };
-// "65536", "U65536", "18446744073709551615". Error on anything else (slurmstepd ignores such a value too).
+// The value as slurmstepd reads it (docs/slurm-rlimit-memlock.md): an optional `U`, then C strtoul() in base
+// 10 with nothing after the number, so "" and "U" are 0, leading blanks and a sign are allowed, "-1" wraps to
+// RLIM_INFINITY, "-18446744073709486080" is 64 KiB and an overflow is RLIM_INFINITY. Error exactly where
+// slurmstepd ignores the variable ("64K", "0x10", "65536 ", " ").
 result<propagated_limit> parse_propagated_limit(std::string_view text);
+// set_user_limits()' _set_limit(): the soft limit a task with limits `cur` gets from a value that applies
+// (PropagateResourceLimits covers MEMLOCK, or the `U` prefix). Without `U` a value above the hard limit is
+// cut to it; with `U` setrlimit() refuses it and the soft limit stays.
+std::uint64_t slurmstepd_soft(const propagated_limit& v, const memlock_limit& cur);
 // The decimal form slurmstepd parses with strtoul (RLIM_INFINITY as its unsigned value).
 std::string format_propagated_limit(std::uint64_t value);
 
@@ -135,6 +143,7 @@ struct memlock_prediction {
   memlock_limit start;                     // what the task will start with
   bool propagation_applies = false;        // SLURM_RLIMIT_MEMLOCK will be applied by set_user_limits()
   std::optional<propagated_limit> propagated;
+  std::optional<std::string> propagated_text;  // SLURM_RLIMIT_MEMLOCK as it arrived (enforce rewrites odd ones)
   std::optional<submit_record> submit;     // decoded and valid
   std::string submit_problem;              // why MRCHECK_SUBMIT was ignored ("" = fine or absent)
   memlock_hop hop = memlock_hop::none;     // what lowered it (when below the minimum)
