@@ -331,9 +331,14 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
 // /proc/PID/limits right after exec and for a short while after, and writes one line to `fd` when the task
 // runs with something other than `predicted` (TaskProlog override, wrapper). Bounded: exits when the task
 // exits or after `window`. Returns at once.
+// `done` runs in the watcher once it has judged (the verdict, or nullopt when the task runs as predicted) with
+// `record_fd` (if >= 0) open in the watcher as the descriptor it is given: the admins' record is sent from
+// there, so that it carries the verdict after exec.
+using post_exec_done = std::function<void(const std::optional<check_result>& verdict, int record_fd)>;
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
                                const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window);
+                               std::chrono::milliseconds window, const post_exec_done& done = {},
+                               int record_fd = -1);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded).
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window);
