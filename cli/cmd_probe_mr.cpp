@@ -6,6 +6,8 @@
 // library that crashes becomes a verdict here too; the plugin's child runner does the same from slurmstepd.
 #include "commands.h"
 
+#include <mrcheck/probe_protocol.h>
+
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
@@ -68,10 +70,11 @@ int usage_error(const std::string& msg) {
   return k_exit_usage;
 }
 
+// The exit codes the SPANK plugin reads (probe_protocol.h).
 int exit_code_for(verdict v) {
-  if (v == verdict::fail) return k_exit_fail;
-  if (v == verdict::error) return k_exit_usage;
-  return k_exit_ok;
+  if (v == verdict::fail) return k_probe_exit_fail;
+  if (v == verdict::error) return k_probe_exit_error;
+  return k_probe_exit_pass;
 }
 
 std::string upper(std::string_view s) {

@@ -14,6 +14,8 @@
 // The environment is slurmstepd's, never the job's. alarm() bounds the whole run, libslurm included.
 #include "admin_collect.h"
 
+#include <mrcheck/admin_protocol.h>
+
 #include <mrcheck/admin_record.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
@@ -45,9 +47,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr int k_record_fd = 3;
-constexpr int k_log_fd = 4;
-constexpr std::size_t k_pipe_max = 96 * 1024;
+constexpr int k_record_fd = k_admin_record_fd;
+constexpr int k_log_fd = k_admin_log_fd;
+constexpr std::size_t k_pipe_max = k_admin_message_max;
 
 struct collect_args {
   std::uint32_t job = 0;
@@ -165,7 +167,7 @@ void take_pipe_lines(std::string& buf, own_message& m, const collect_args& a) {
   while (!m.done && (nl = buf.find('\n')) != std::string::npos) {
     std::string line = buf.substr(0, nl);
     buf.erase(0, nl + 1);
-    if (line == "end") {
+    if (line == k_admin_end_marker) {
       m.done = true;
     } else if (!m.record) {
       auto r = decode_node_record(line);

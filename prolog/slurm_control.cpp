@@ -1,5 +1,6 @@
 #include "slurm_control.h"
 
+#include <mrcheck/child.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -36,25 +37,15 @@ using child_fn = std::function<std::string()>;
 // Forks, runs `fn` in the child (stdin/stdout/stderr on /dev/null, answer on a pipe), waits at most
 // `timeout`. Transient failures (timeout, unreachable) are EAGAIN statuses.
 result<std::string> in_child(const char* what, const child_fn& fn, std::chrono::milliseconds timeout) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return status::from_errno(fmt::format("{}: pipe", what), errno);
   std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return status::from_errno(fmt::format("{}: fork", what), e);
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    // libslurm logs its own errors to stderr; the parent reports the outcome in one mrcheck: line instead.
-    int devnull = ::open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      ::dup2(devnull, 0);
-      ::dup2(devnull, 1);
-      ::dup2(devnull, 2);
-    }
+  child_spec spec;
+  spec.run_in_child = [&fn]() -> int {
+    // The answer goes to the captured stdout; libslurm's own output (stdout or stderr) to /dev/null: the parent
+    // reports the outcome in one mrcheck: line instead.
+    int answer_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (answer_fd < 0 || devnull < 0) return 127;
+    ::dup2(devnull, STDOUT_FILENO);
     std::string answer;
     try {
       slurm_api::init();
@@ -64,45 +55,25 @@ result<std::string> in_child(const char* what, const child_fn& fn, std::chrono::
     }
     std::size_t off = 0;
     while (off < answer.size()) {
-      ssize_t n = ::write(fds[1], answer.data() + off, answer.size() - off);
+      ssize_t n = ::write(answer_fd, answer.data() + off, answer.size() - off);
       if (n <= 0) break;
       off += static_cast<std::size_t>(n);
     }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p {fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) {
-      timed_out = true;
-      break;
-    }
-    char buf[4096];
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (out.size() < k_max_answer) out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+    return 0;
+  };
+  spec.timeout = timeout;
+  spec.max_output = k_max_answer;
+  spec.err = child_stream::null;
+  spec.own_group = false;
+  spec.contain = false;
+  spec.reset_oom_score_adj = false;
+  auto out = run_child(spec);
+  if (!out) return out.error().with_context(what);
+  if (out->timed_out) {
     return status::from_errno(fmt::format("{}: slurmctld did not answer within {} ms", what, timeout.count()), EAGAIN);
   }
-  if (out.empty()) return status::error(fmt::format("{}: the slurm child died without an answer", what));
-  return out;
+  if (out->out.empty()) return status::error(fmt::format("{}: the slurm child died without an answer", what));
+  return out->out;
 }
 
 // "ok\n..." -> the rest; "err RC TRANSIENT TEXT" -> status (EAGAIN when transient).

@@ -170,16 +170,37 @@ int on_task_init(spank_t sp, int, char**) {
   task_facts t = read_task_facts(sp, probes);
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
-  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg));
-  admin_task_record(s.cfg, t, s.node, v.rep);
+  auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
+  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg, budget.total));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
-  if (v.watch_post_exec) {
-    memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
-    auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
-                                     std::chrono::milliseconds(3000));
-    if (!w) slurm_error("mrcheck: memlock: %s", w.message().c_str());
+  if (!v.watch_post_exec) {
+    admin_task_record(s.cfg, t, s.node, v.rep);
+    return v.rc;
   }
+  // The watcher sends the admins' record once it has seen the task after exec, so that a limit lowered after
+  // exec reaches the record and not only the task's stderr (issue 21).
+  int rec = admin_take_record_fd(t);
+  post_exec_done done;
+  if (rec >= 0) {
+    done = [t, st = s.node, rep = v.rep](const std::optional<check_result>& after, int fd) {
+      report r = rep;
+      if (after) {
+        check_result c = *after;
+        c.id = "memlock_exec";
+        r.checks.push_back(std::move(c));
+      }
+      admin_write_record(fd, admin_record_message(t, st, r));
+    };
+  }
+  memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
+  auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
+                                   std::chrono::milliseconds(3000), done, rec);
+  if (!w) {
+    slurm_error("mrcheck: memlock: %s", w.message().c_str());
+    admin_write_record(rec, admin_record_message(t, s.node, v.rep));
+  }
+  if (rec >= 0) ::close(rec);
   return v.rc;
 }
 

@@ -91,13 +91,17 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
   auto after = ops.get();
   e.after = after ? *after : *cur;
   e.start = e.after;
-  if (before.propagated) {
-    std::uint64_t v = before.propagated->value;
-    if (v < e.after.soft) {
+  if (before.propagated_text) {
+    // Whatever arrived that is not a plain value at least the enforced one is rewritten: slurmstepd reads the
+    // variable with looser rules than a reader would expect (parse_propagated_limit), and an odd spelling
+    // must never decide the limit under enforce=yes (issue 21).
+    const auto& v = before.propagated;
+    if (!v || !v->canonical || v->value < e.after.soft) {
       e.env_value = format_propagated_limit(e.after.soft);
-      v = e.after.soft;
+      // Without `U` it applies only where slurm.conf propagates MEMLOCK; either way the task keeps after.soft.
+    } else if (before.propagation_applies) {
+      e.start.soft = slurmstepd_soft(*v, e.after);
     }
-    if (before.propagation_applies) e.start.soft = std::min(v, e.after.hard);
   }
   if (e.start.soft < required && e.problem.empty()) {
     e.problem = e.hard_refused

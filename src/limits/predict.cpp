@@ -190,6 +190,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   p.propagate_setting_text = conf.propagate_setting;
   p.use_pam = conf.use_pam;
   if (in.propagated) {
+    p.propagated_text = in.propagated;
     auto v = parse_propagated_limit(*in.propagated);
     if (v) {
       p.propagated = *v;
@@ -199,7 +200,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   }
   p.propagation_applies = p.propagated && (conf.memlock_propagated || p.propagated->user_requested);
   p.start.hard = in.task_now.hard;
-  p.start.soft = p.propagation_applies ? std::min(p.propagated->value, in.task_now.hard) : in.task_now.soft;
+  p.start.soft = p.propagation_applies ? slurmstepd_soft(*p.propagated, in.task_now) : in.task_now.soft;
 
   if (in.submit_raw) {
     auto r = decode_submit_record(*in.submit_raw);
