@@ -10,8 +10,8 @@
 //   1  prolog mode only: the matrix fails. mrcheck has drained the node with its own reason (or, slurmctld
 //      being unreachable, recorded the drain in state_dir for the next run). Slurm then drains the node itself
 //      if it is not drained yet (reason "Prolog error") and requeues the job - held, unless slurm.conf has
-//      SchedulerParameters=nohold_on_prolog_fail (facts.md §1.7) - so the job starts on a healthy node instead
-//      of dying in NCCL init here.
+//      SchedulerParameters=nohold_on_prolog_fail (docs/facts/slurm-prolog.md §1) - so the job starts on a healthy node
+//      instead of dying in NCCL init here.
 //   2  usage, configuration or rules error, or an unsafe state_dir: nothing was judged or changed. In prolog
 //      mode Slurm drains the node with "Prolog error": a typo in the rules shows at once instead of silently
 //      disabling the checks. Validate a rules file first with `mrcheck-prolog --dry-run --rules FILE`.

@@ -1,9 +1,9 @@
 // Diagnosis: one failed verbs call (or NCCL failure line) plus what we know about the node -> the cause, a
 // one-line summary with numbers, the evidence behind it and one actionable fix.
 //
-// This is the single place that knows the errno -> cause table of facts.md §3.2. The registration probe, the
-// SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them keeps
-// its own copy of these rules.
+// This is the single place that knows the errno -> cause table of docs/facts/verbs-and-nccl.md §2. The registration
+// probe, the SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them
+// keeps its own copy of these rules.
 //
 // Inputs are plain values: a `failure` (what failed, with which errno) and a `node_evidence` (what is known
 // about the node and the task, every field optional). Missing evidence never makes diagnose() fail: it picks
@@ -131,7 +131,7 @@ struct diagnosis {
   std::string fallback;                // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
 };
 
-// The rules (facts.md §3.2), in order:
+// The rules (docs/facts/verbs-and-nccl.md §2), in order:
 //  ENOMEM on a registration/CQ/QP: a finite soft memlock below the size (or below MemTotal, or unknown size)
 //    without CAP_IPC_LOCK -> memlock; unlimited/adequate limit or CAP_IPC_LOCK -> pinning_resources;
 //    in a container with no limit evidence -> memlock with the container fix (mscclpp #335).

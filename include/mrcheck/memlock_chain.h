@@ -1,8 +1,8 @@
 // RLIMIT_MEMLOCK along the real job chain: submit host -> srun/sbatch -> slurmd -> slurmstepd -> task.
 //
 // The plugin (spank/) feeds these functions plain values it read once; nothing here sees spank_t. The model
-// is Slurm 22.05's (facts.md §1.6): the task's hard limit is inherited from slurmd through slurmstepd; its
-// soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
+// is Slurm 22.05's (docs/facts/memlock.md §1-§2): the task's hard limit is inherited from slurmd through slurmstepd;
+// its soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
 // (the submit host's soft limit), when MEMLOCK is propagated by slurm.conf or the value carries the `U`
 // prefix (`srun --propagate`), capped at the hard limit.
 #pragma once

@@ -1,11 +1,11 @@
 // memlock: is the locked-memory limit of the process that ran mrcheck enough for NCCL's registrations?
 //
 // ibv_reg_mr / ibv_reg_mr_iova2 charge every pinned page to the process's pinned_vm and fail with ENOMEM once
-// it passes the SOFT RLIMIT_MEMLOCK, unless the caller has CAP_IPC_LOCK (facts.md §3.2, ib_umem_get). NCCL
+// it passes the SOFT RLIMIT_MEMLOCK, unless the caller has CAP_IPC_LOCK (docs/facts/memlock.md §3, ib_umem_get). NCCL
 // registers its host buffers (and, through nvidia_peermem, its GPU buffers) this way, so a soft limit below
 // the site's memlock_min (default unlimited, as Slurm's own FAQ recommends: faq.shtml#memlock) is a fail.
 // srun propagates the submitting shell's soft limit to the tasks by default (PropagateResourceLimits=ALL,
-// facts.md §1.6), which is why a low limit on a login node matters even without an HCA there.
+// docs/facts/memlock.md §1), which is why a low limit on a login node matters even without an HCA there.
 #include <mrcheck/checks.h>
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// errno + node evidence -> cause, summary, evidence, fix. The rules follow facts.md §3.2 (where each errno comes
-// from in the kernel) and the field reports in field.md §4; every branch has a unit test.
+// errno + node evidence -> cause, summary, evidence, fix. The rules follow docs/facts/verbs-and-nccl.md §2 (where each
+// errno comes from in the kernel) and the field reports in field.md §4; every branch has a unit test.
 #include <mrcheck/diagnosis.h>
 
 #include <mrcheck/units.h>
@@ -597,8 +597,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
     const kmodule_fact& m = it->second;
     const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
-    // facts.md §4: inbox mlx5_core has no version file (or one equal to the kernel release); OFED keeps its own
-    // and is out of tree (taint O).
+    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
+    // OFED keeps its own and is out of tree (taint O).
     const bool out_of_tree = m.taint.find('O') != std::string::npos;
     const bool own_version = m.version && !m.version->empty() && *m.version != release;
     if (out_of_tree || own_version) {
@@ -625,7 +625,7 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   }
   if (facts.libibverbs.is_ok()) {
     const library_fact& lib = facts.libibverbs.value();
-    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, facts.md §3.1).
+    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
     std::string_view v = lib.version;
     std::size_t first = v.find('.');
     std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);

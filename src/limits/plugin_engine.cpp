@@ -60,8 +60,8 @@ result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const 
   if (!g) return g.error();
   submit_plan plan;
   plan.checks = *g;
-  // sbatch/salloc options do not reach the sruns inside the job (facts.md §1.3): carry the user's request in
-  // the job environment; the node side validates it again.
+  // sbatch/salloc options do not reach the sruns inside the job (docs/facts/slurm-spank.md §3): carry the user's
+  // request in the job environment; the node side validates it again.
   if (in.tool != "srun" && (in.request.option_seen || in.request.env_checks)) {
     plan.setenv.emplace_back("MRCHECK_CHECKS", g->any() ? g->to_string() : std::string("off"));
   }

@@ -1,5 +1,5 @@
 // Which limit the task starts with, and which hop of the chain lowered it. The rules are Slurm 22.05's
-// (facts.md §1.6): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
+// (docs/facts/memlock.md §1-§2): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
 // hard limit when propagation applies, else what the task process already has.
 #include <mrcheck/build_config.h>
 #include <mrcheck/memlock_chain.h>

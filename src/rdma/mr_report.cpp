@@ -85,7 +85,8 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     e = evidence_from_facts(facts);
     e.memlock_hop = memlock_hop(facts.chain, o.memlock_soft);
     // Under Slurm the value usually comes from the submitting shell: slurmstepd applies SLURM_RLIMIT_MEMLOCK
-    // (PropagateResourceLimits, facts.md §1.6) just before exec, so the chain alone shows only "its launcher".
+    // (PropagateResourceLimits, docs/facts/memlock.md §1) just before exec, so the chain alone shows only "its
+    // launcher".
     std::string_view prop = o.slurm_rlimit_memlock;
     if (!prop.empty() && (prop.front() == 'U' || prop.front() == 'u')) prop.remove_prefix(1);
     std::uint64_t pv = 0;

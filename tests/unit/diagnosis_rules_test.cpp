@@ -1,4 +1,4 @@
-// Every errno branch of diagnose() with and without evidence (facts.md §3.2), plus the helpers.
+// Every errno branch of diagnose() with and without evidence (docs/facts/verbs-and-nccl.md §2), plus the helpers.
 #include <mrcheck/diagnosis.h>
 
 #include <gtest/gtest.h>

@@ -121,7 +121,8 @@ TEST(MatrixRdmaStack, InboxKernelUnderOfedUserSpaceFails) {
 }
 
 TEST(MatrixRdmaStack, InboxModuleVersionEqualToKernelReleaseIsInbox) {
-  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version (facts.md §4).
+  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version
+  // (docs/facts/kernel-and-drivers.md §3).
   auto f = healthy();
   f.modules["mlx5_core"] = module("mlx5_core", "6.1.0-18-amd64", "");
   f.modules["ib_core"] = module("ib_core", std::nullopt, "");
