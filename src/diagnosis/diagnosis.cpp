@@ -1,5 +1,6 @@
 // errno + node evidence -> cause, summary, evidence, fix. The rules follow docs/facts/verbs-and-nccl.md §2 (where each
-// errno comes from in the kernel) and the field reports in field.md §4; every branch has a unit test.
+// errno comes from in the kernel) and the reports cited in docs/facts/verbs-and-nccl.md §3; every branch has a unit
+// test.
 #include <mrcheck/diagnosis.h>
 
 #include <mrcheck/units.h>

@@ -98,6 +98,10 @@ TEST(DocsCitations, NothingCitesANotesFileOutsideTheRepository) {
           << f << " cites " << notes << " at byte " << at << ", which is not in the repository";
     }
     EXPECT_EQ(text.find(shared), std::string::npos) << f << " cites " << shared;
+    for (const char* other : {"field", "field-2026-12", "house-style", "model-codebases"}) {
+      std::string name = std::string(other) + ".md";
+      EXPECT_EQ(text.find(name), std::string::npos) << f << " cites " << name << ", which is not in the repository";
+    }
   }
 }
 
