@@ -24,7 +24,7 @@
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
-#include <mrcheck/checks.h>
+#include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/log.h>
@@ -309,9 +309,7 @@ int run(int argc, char** argv) {
   matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
                                             !facts.libibverbs.is_ok());
   t.mark("matrix facts");
-  report rep = judge_matrix(facts, *rules, extra);
-  rep.checks.push_back(check_max_map_count(facts, *rules));
-  rep.checks.push_back(check_hugepages(facts, *rules));
+  report rep = run_checks(prolog_selection(), node_check_inputs(facts, *rules, &cfg, &extra));
   t.mark("judge");
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 

@@ -2,7 +2,7 @@
 // GPU's memory caps what can be registered at once (docs/facts/kernel-and-drivers.md §5: the largest prefetchable
 // 64-bit BAR, not always resource line 1). GPU memory comes from NVML when the facts have it, else from the rules'
 // per-device table; a GPU in neither is reported, not guessed.
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <mrcheck/units.h>
 

@@ -2,7 +2,7 @@
 // through nvidia_peermem (PeerDirect, needs an OFED/NVIDIA ib_core) or through DMA-BUF (open GPU kernel
 // modules, kernel >= 5.12, rdma-core with ibv_reg_dmabuf_mr, CUDA driver >= 11.7). Without either, NCCL falls
 // back to host bounce buffers or fails GPU registrations with EFAULT (docs/facts/verbs-and-nccl.md §2, §4).
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

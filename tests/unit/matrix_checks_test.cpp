@@ -1,6 +1,6 @@
 // Every matrix rule's edges, on constructed node facts: a healthy H200 + ConnectX-7 + DOCA node passes every
 // rule, and each test breaks one thing and asserts the verdict, the summary (the drain reason's fact) and the fix.
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <mrcheck/matrix.h>
 
