@@ -76,8 +76,8 @@ struct node_evidence {
   std::optional<std::uint64_t> memlock_soft;  // bytes, k_unlimited for unlimited
   std::optional<std::uint64_t> memlock_hard;
   std::string memlock_source;                 // "task 12345", "this shell (pid 77)"; "" = the failing task
-  std::string memlock_hop;                    // where it was lowered, filled by the plugin/chain walk:
-                                              // "srun's shell (ulimit -l 64, propagated as SLURM_RLIMIT_MEMLOCK)"
+  std::string memlock_hop;                    // where it was lowered: describe_lowering_hop() (memlock_hop.h),
+                                              // "pid 4242 (bash), soft 64 KiB (its parent ... had soft 8 MiB)"
   std::optional<bool> is_root;                // euid 0
   std::optional<bool> cap_ipc_lock;           // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;

@@ -8,6 +8,7 @@
 // docs/facts/memlock.md §1), which is why a low limit on a login node matters even without an HCA there.
 #include <mrcheck/checks.h>
 #include <mrcheck/memlock_chain.h>
+#include <mrcheck/memlock_hop.h>
 
 #include <fmt/format.h>
 
@@ -31,20 +32,6 @@ std::string chain_table(const std::vector<process_fact>& chain) {
 
 std::string show(const memlock_limit& m) {
   return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
-}
-
-std::string_view hop_label(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::submit_host: return "submit-host propagation";
-    case memlock_hop::job_script: return "the job script";
-    case memlock_hop::submit_unknown: return "submit-host propagation";
-    case memlock_hop::slurmd: return "slurmd";
-    case memlock_hop::step_daemon: return "slurmstepd";
-    case memlock_hop::task_setup: return "the task's setup";
-    case memlock_hop::none:
-    case memlock_hop::enforced: break;
-  }
-  return "an unknown hop";
 }
 
 }  // namespace
@@ -76,21 +63,21 @@ check_result check_memlock(const node_facts& f, const config& c) {
   r.result = verdict::fail;
   r.summary = fmt::format("{} ({}) memlock soft {} < required {}", escape_line(start.comm, 16), start.pid,
                           format_bytes(m.soft), format_bytes(c.memlock_min));
-  // Name every hop that dropped the limit, nearest first: the nearest is what to fix first, the older ones
-  // explain why raising it there may hit a hard limit.
-  std::vector<std::string> drops;
-  for (std::size_t i = 0; i + 1 < f.chain.size(); ++i) {
+  // The hop is the one picking rule's (memlock_hop.h: the nearest drop still in force); every other process
+  // that lowered a limit is listed after it, as they explain why raising it there may hit a hard limit.
+  auto drop = [&](std::size_t i) {
     const auto& p = f.chain[i];
-    if (!p.lowered) continue;
     const auto& parent = f.chain[i + 1];
-    drops.push_back(fmt::format("{} ({}) soft {} hard {}, parent {} ({}) soft {} hard {}", escape_line(p.comm, 16),
-                                p.pid, show(p.memlock, false), show(p.memlock, true),
-                                escape_line(parent.comm, 16), parent.pid, show(parent.memlock, false),
-                                show(parent.memlock, true)));
+    return fmt::format("{} ({}) soft {} hard {}, parent {} ({}) soft {} hard {}", escape_line(p.comm, 16), p.pid,
+                       show(p.memlock, false), show(p.memlock, true), escape_line(parent.comm, 16), parent.pid,
+                       show(parent.memlock, false), show(parent.memlock, true));
+  };
+  auto hop = pick_lowering_hop(f.chain);
+  for (std::size_t i = 0; i + 1 < f.chain.size(); ++i) {
+    if (f.chain[i].lowered && i != hop) r.detail += fmt::format("also lowered at {}\n", drop(i));
   }
-  if (!drops.empty()) {
-    r.summary += fmt::format("; lowered at {}", drops.front());
-    for (std::size_t i = 1; i < drops.size(); ++i) r.detail += fmt::format("also lowered at {}\n", drops[i]);
+  if (hop) {
+    r.summary += fmt::format("; lowered at {}", drop(*hop));
   } else if (f.chain.size() > 1) {
     r.summary += fmt::format("; inherited unchanged from pid {}", f.chain.back().pid);
   }
@@ -127,7 +114,7 @@ check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, 
   std::string prefix;
   if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
   c.summary = fmt::format("{}task will start with memlock soft {} < required {}; lowered at {}: {}", prefix,
-                          format_bytes(final_limit.soft), format_bytes(required), hop_label(p.hop), p.cause);
+                          format_bytes(final_limit.soft), format_bytes(required), hop_info(p.hop).label, p.cause);
   c.hint = p.fix;
   if (enf && enf->hard_refused) {
     c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";

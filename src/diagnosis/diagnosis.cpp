@@ -2,6 +2,7 @@
 // errno comes from in the kernel) and the reports cited in docs/facts/verbs-and-nccl.md §3; every branch has a unit
 // test.
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/memlock_hop.h>
 
 #include <mrcheck/units.h>
 
@@ -570,14 +571,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     }
     e.memlock_source = fmt::format("pid {} ({})", p.pid, escape_line(p.comm, 32));
     if (p.uid) e.is_root = *p.uid == 0;
-    // The first process in the chain that dropped the limit is the hop to name.
-    for (auto it = facts.chain.rbegin(); it != facts.chain.rend(); ++it) {
-      if (it->lowered && it->memlock.is_ok()) {
-        e.memlock_hop = fmt::format("pid {} ({}), soft {}", it->pid, escape_line(it->comm, 32),
-                                    limit_text(it->memlock->soft));
-        break;
-      }
-    }
+    // The hop that set the limit in force: the one picking rule (memlock_hop.h).
+    e.memlock_hop = describe_lowering_hop(facts.chain);
   }
   e.max_map_count = opt_from(facts.max_map_count);
   if (facts.hugepages.is_ok()) {
