@@ -57,9 +57,9 @@ std::optional<std::size_t> pick_lowering_hop(std::span<const std::optional<std::
 // The same over a chain read from /proc (read_chain, node_facts::chain).
 std::optional<std::size_t> pick_lowering_hop(const std::vector<process_fact>& chain);
 
-// "pid 4242 (bash), soft 64 KiB (its parent pid 4000 (sshd) had soft 8 MiB)"; for index 0 of a chain of more
-// than one process: "the process itself (pid N): set between fork and exec by its launcher (...)". `who` names
-// index 0 ("the probe itself"). "" when nothing was picked.
+// "pid 4242 (bash), soft 64 KiB (its parent pid 4000 (sshd) had soft 8 MiB)"; when the process itself has less
+// than its parent: "the process itself (pid N (comm), soft S): set between fork and exec by its launcher (...)",
+// `who` naming it ("the probe itself"). "" when nothing was picked.
 std::string describe_lowering_hop(const std::vector<process_fact>& chain, std::string_view who = "the process itself");
 
 }  // namespace mrcheck

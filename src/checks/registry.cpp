@@ -41,8 +41,7 @@ check_result with_rules(const check_inputs& in, std::string_view id) {
   return F(*in.facts, *in.rules);
 }
 
-#define MRCHECK_RULES_CHECK(NAME, FN) \
-  [](const check_inputs& in) { return with_rules<FN>(in, NAME); }
+#define MRCHECK_RULES_CHECK(NAME, FN) [](const check_inputs& in) { return with_rules<FN>(in, NAME); }
 
 check_result run_rdma_stack(const check_inputs& in) {
   if (!in.facts || !in.rules) return missing("rdma_stack", "the node facts and the rules");
@@ -79,8 +78,8 @@ const std::array<check_def, 16> k_checks = {{
      MRCHECK_RULES_CHECK("slurmd_memlock", matrix::check_slurmd_memlock)},
     {"propagate_limits", check_group::matrix, need_rules | need_matrix_facts,
      "slurm.conf keeps MEMLOCK from propagating from the submit host", run_propagate_limits},
-    {"max_map_count", check_group::memory, k_matrix, "vm.max_map_count", MRCHECK_RULES_CHECK("max_map_count",
-                                                                                              check_max_map_count)},
+    {"max_map_count", check_group::memory, k_matrix, "vm.max_map_count",
+     MRCHECK_RULES_CHECK("max_map_count", check_max_map_count)},
     {"hugepages", check_group::memory, k_matrix, "the hugepage pool leaves memory to pin",
      MRCHECK_RULES_CHECK("hugepages", check_hugepages)},
     {"mr_host", check_group::mr, need_verbs, "register host memory the way NCCL does", nullptr},

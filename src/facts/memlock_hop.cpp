@@ -62,9 +62,9 @@ std::optional<std::size_t> pick_lowering_hop(std::span<const std::optional<std::
   for (std::size_t i = 0; i + 1 < soft.size(); ++i) {
     if (!soft[i] || *soft[i] != value) return std::nullopt;  // left the stretch without a drop
     const auto& parent = soft[i + 1];
-    if (!parent) return std::nullopt;                        // cannot tell who set it
-    if (*parent > value) return i;                           // this process has less than its parent
-    if (*parent < value) return std::nullopt;                // raised here: no drop is in force
+    if (!parent) return std::nullopt;          // cannot tell who set it
+    if (*parent > value) return i;             // this process has less than its parent
+    if (*parent < value) return std::nullopt;  // raised here: no drop is in force
   }
   return std::nullopt;  // the same value up to the oldest process: inherited
 }
@@ -83,7 +83,10 @@ std::string describe_lowering_hop(const std::vector<process_fact>& chain, std::s
   const process_fact& parent = chain[*i + 1];  // the rule only picks a process whose parent is known
   std::string from = fmt::format(" (its parent pid {} ({}) had soft {})", parent.pid, escape_line(parent.comm, 32),
                                  format_bytes(parent.memlock->soft));
-  if (*i == 0) return fmt::format("{} (pid {}): set between fork and exec by its launcher{}", who, hop.pid, from);
+  if (*i == 0) {
+    return fmt::format("{} (pid {} ({}), soft {}): set between fork and exec by its launcher{}", who, hop.pid,
+                       escape_line(hop.comm, 32), format_bytes(hop.memlock->soft), from);
+  }
   return fmt::format("pid {} ({}), soft {}{}", hop.pid, escape_line(hop.comm, 32), format_bytes(hop.memlock->soft),
                      from);
 }

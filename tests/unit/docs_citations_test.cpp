@@ -26,12 +26,12 @@ std::string read(const fs::path& p) {
 // The repository's own text files: sources, build files, scripts, docs. Not build trees, not the fuzz corpora
 // (inputs the fuzzer mutated, not prose).
 std::vector<fs::path> text_files() {
-  static const std::set<std::string> exts = {".cpp", ".h",  ".c",   ".in", ".txt", ".cmake", ".md",
-                                             ".sh",  ".py", ".map", ".conf"};
+  static const std::set<std::string> exts = {".cpp", ".h",  ".c",  ".in",  ".txt", ".cmake",
+                                             ".md",  ".sh", ".py", ".map", ".conf"};
   std::vector<fs::path> out;
   fs::path root = repo_root();
-  for (const char* top : {"src", "include", "cli", "prolog", "spank", "etc", "tests", "bench", "docs", "man",
-                          "scripts", "packaging", "cmake"}) {
+  for (const char* top : {"src", "include", "cli", "prolog", "spank", "etc", "tests", "bench", "docs", "man", "scripts",
+                          "packaging", "cmake"}) {
     if (!fs::is_directory(root / top)) continue;
     for (auto it = fs::recursive_directory_iterator(root / top); it != fs::recursive_directory_iterator(); ++it) {
       const auto& p = it->path();
@@ -111,8 +111,7 @@ TEST(DocsCitations, DesignAndFactsAreLinkedFromTheReadme) {
   EXPECT_NE(readme.find("docs/facts/"), std::string::npos);
   for (const auto& e : fs::directory_iterator(repo_root() / "docs" / "facts")) {
     if (e.path().filename() == "README.md") continue;
-    EXPECT_NE(read(repo_root() / "docs" / "facts" / "README.md").find(e.path().filename().string()),
-              std::string::npos)
+    EXPECT_NE(read(repo_root() / "docs" / "facts" / "README.md").find(e.path().filename().string()), std::string::npos)
         << e.path() << " is not listed in docs/facts/README.md";
   }
 }
