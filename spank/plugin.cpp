@@ -1,7 +1,7 @@
 // mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
 // loads this file only for a step that checks something and calls these hooks through one table
 // (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/limits/). Which hook does
-// what, and why there (facts.md §1):
+// what, and why there (docs/facts/slurm-spank.md §1):
 //
 //   init            all contexts     load config (the loader has checked the Slurm version, logged the load
 //                                    line and registered --mr-check)
@@ -14,7 +14,7 @@
 //   user_init, task_post_fork, task_exit, exit (slurmstepd)  the admins' record: AdminComment + report_dir
 //                                    through a root collector (admin_glue.h says which hook does what)
 //
-// Never an error from remote init/init_post_opt: a batch step would drain the node (facts.md §1.5).
+// Never an error from remote init/init_post_opt: a batch step would drain the node (docs/facts/slurm-spank.md §5).
 extern "C" {
 #include <slurm/spank.h>
 }
@@ -143,7 +143,7 @@ int on_init_post_opt(spank_t sp, int, char**) {
     slurm_error("mrcheck: %s", plan.error().message().c_str());
     return -1;
   }
-  // setenv in srun's/sbatch's own environment: it is copied into the job's (facts.md §1.3).
+  // setenv in srun's/sbatch's own environment: it is copied into the job's (docs/facts/slurm-spank.md §3).
   for (const auto& [k, v] : plan->setenv) ::setenv(k.c_str(), v.c_str(), 1);
   return 0;
 }
@@ -243,7 +243,7 @@ int core_init_post_opt(spank_t sp, int ac, char** av) {
 }
 // A task hook's failure ends the task here, as slurmstepd does for a `required` plugin (task.c exec_task,
 // mgr.c _fork_all_tasks: _exit(1) in the task child): Slurm ignores an `optional` plugin's error
-// (facts.md §1.5), and on_fail=fail must stop the task however the plugin is loaded.
+// (docs/facts/slurm-spank.md §5), and on_fail=fail must stop the task however the plugin is loaded.
 int core_task_init_privileged(spank_t sp, int ac, char** av) {
   int rc = guarded("task_init_privileged", hook_kind::may_fail, [&] { return on_task_init_privileged(sp, ac, av); });
   if (rc != 0) current_engine().end_task(1);

@@ -7,7 +7,7 @@
 // `srun -n 2 true`). The core is ~1.4 MB of C++ whose dlopen and first calls cost ~0.8 ms of page faults in
 // each of srun and slurmstepd (bench/plugin/README.md); this loader uses libc only and touches a few pages.
 //
-// When is the core loaded (facts.md §1 for the callback order):
+// When is the core loaded (docs/facts/slurm-spank.md §1 for the callback order):
 //   slurmd (its start)       always: a bad mrcheck.conf fails there, in slurmd's log, where admins look
 //   srun, sbatch, salloc     --mr-check given (the option callback validates the LIST before launch), or at
 //                            init_post_opt when MRCHECK_CHECKS is set (an enclosing sbatch --mr-check) or the
@@ -281,8 +281,8 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
     slurm_error("%s", line);
     g.inert = true;
     if (ctx != S_CTX_REMOTE) return -1;
-    // slurmstepd: never an error from remote init (a batch step would drain the node, facts.md §1.5), and the
-    // option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
+    // slurmstepd: never an error from remote init (a batch step would drain the node, docs/facts/slurm-spank.md §5),
+    // and the option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
     spank_option_register(sp, &k_option);
     return 0;
   }

@@ -1,9 +1,9 @@
 // Diagnosis: one failed verbs call (or NCCL failure line) plus what we know about the node -> the cause, a
 // one-line summary with numbers, the evidence behind it and one actionable fix.
 //
-// This is the single place that knows the errno -> cause table of facts.md §3.2. The registration probe, the
-// SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them keeps
-// its own copy of these rules.
+// This is the single place that knows the errno -> cause table of docs/facts/verbs-and-nccl.md §2. The registration
+// probe, the SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them
+// keeps its own copy of these rules.
 //
 // Inputs are plain values: a `failure` (what failed, with which errno) and a `node_evidence` (what is known
 // about the node and the task, every field optional). Missing evidence never makes diagnose() fail: it picks
@@ -76,8 +76,8 @@ struct node_evidence {
   std::optional<std::uint64_t> memlock_soft;  // bytes, k_unlimited for unlimited
   std::optional<std::uint64_t> memlock_hard;
   std::string memlock_source;                 // "task 12345", "this shell (pid 77)"; "" = the failing task
-  std::string memlock_hop;                    // where it was lowered, filled by the plugin/chain walk:
-                                              // "srun's shell (ulimit -l 64, propagated as SLURM_RLIMIT_MEMLOCK)"
+  std::string memlock_hop;                    // where it was lowered: describe_lowering_hop() (memlock_hop.h),
+                                              // "pid 4242 (bash), soft 64 KiB (its parent ... had soft 8 MiB)"
   std::optional<bool> is_root;                // euid 0
   std::optional<bool> cap_ipc_lock;           // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
@@ -131,7 +131,7 @@ struct diagnosis {
   std::string fallback;                // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
 };
 
-// The rules (facts.md §3.2), in order:
+// The rules (docs/facts/verbs-and-nccl.md §2), in order:
 //  ENOMEM on a registration/CQ/QP: a finite soft memlock below the size (or below MemTotal, or unknown size)
 //    without CAP_IPC_LOCK -> memlock; unlimited/adequate limit or CAP_IPC_LOCK -> pinning_resources;
 //    in a container with no limit evidence -> memlock with the container fix (mscclpp #335).

@@ -93,7 +93,8 @@ std::string_view to_string(nvidia_flavour f);
 struct gpu_fact {
   std::string pci_bdf;                 // 0000:3b:00.0
   std::string device_id;               // 0x2335
-  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR (facts.md §4)
+  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR
+                                       // (docs/facts/kernel-and-drivers.md §5)
   int bar1_resource_line = -1;         // which line of /sys/bus/pci/devices/BDF/resource held it
   std::optional<std::uint64_t> memory_bytes;  // from NVML when loaded, else unknown
   std::string bar1_error;              // why bar1_bytes is 0 (resource file unreadable or no prefetchable BAR)

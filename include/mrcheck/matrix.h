@@ -123,7 +123,7 @@ inline constexpr std::string_view k_default_rules_path = "/etc/slurm/mrcheck-rul
 // PATH when given (must exist); else k_default_rules_path when it exists; else default_matrix_rules().
 result<matrix_rules> load_matrix_rules_or_default(const std::string& path);
 
-// What slurm.conf says about limit propagation (facts.md §1.6).
+// What slurm.conf says about limit propagation (docs/facts/memlock.md §1).
 struct slurm_conf_fact {
   std::string path;
   std::optional<std::string> propagate;          // PropagateResourceLimits=

@@ -1,8 +1,8 @@
 // RLIMIT_MEMLOCK along the real job chain: submit host -> srun/sbatch -> slurmd -> slurmstepd -> task.
 //
 // The plugin (spank/) feeds these functions plain values it read once; nothing here sees spank_t. The model
-// is Slurm 22.05's (facts.md §1.6): the task's hard limit is inherited from slurmd through slurmstepd; its
-// soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
+// is Slurm 22.05's (docs/facts/memlock.md §1-§2): the task's hard limit is inherited from slurmd through slurmstepd;
+// its soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
 // (the submit host's soft limit), when MEMLOCK is propagated by slurm.conf or the value carries the `U`
 // prefix (`srun --propagate`), capped at the hard limit.
 #pragma once
@@ -10,6 +10,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/memlock_hop.h>
 #include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
@@ -105,18 +106,7 @@ result<submit_record> decode_submit_record(std::string_view text);
 
 // ---- prediction ----------------------------------------------------------------------------------------
 
-// The hop that set the task's limit below the site's minimum.
-enum class memlock_hop {
-  none,            // nothing lowered it (or it is not below the minimum)
-  submit_host,     // the soft limit of a process on the submit host, propagated by srun/sbatch
-  job_script,      // the batch script (or an enclosing job step) lowered it before the inner srun
-  submit_unknown,  // propagated, but no (valid) submit record says which process lowered it
-  slurmd,          // slurmd's own limit (started outside its unit, LimitMEMLOCK missing)
-  step_daemon,     // slurmstepd has less than slurmd: PAM (UsePAM pam_limits) or a wrapper of slurmstepd
-  task_setup,      // the task has less than slurmstepd before exec: a container or another plugin
-  enforced,        // not a lowering: this plugin raised it (enforce=yes)
-};
-std::string_view to_string(memlock_hop h);
+// memlock_hop, its table (id, label, AdminComment token, fix) and the picking rule: memlock_hop.h.
 
 struct memlock_inputs {
   std::string node;                              // SLURMD_NODENAME / host name
@@ -148,7 +138,7 @@ struct memlock_prediction {
   std::string submit_problem;              // why MRCHECK_SUBMIT was ignored ("" = fine or absent)
   memlock_hop hop = memlock_hop::none;     // what lowered it (when below the minimum)
   std::string cause;                       // "bash pid 4242 on login1 set soft 64 KiB"
-  std::string fix;                         // the fix for that hop
+  std::string fix;                         // the fix for that hop (hop_fix, plus what this chain adds)
   std::vector<chain_row> rows;
   std::vector<std::string> notes;          // facts that could not be read, for the verbose table
   std::string propagate_setting_text;      // slurm_conf_facts::propagate_setting in force

@@ -19,20 +19,6 @@ constexpr std::string_view k_sep = " | ";
 constexpr std::string_view k_prefix = "mrcheck: ";
 constexpr std::size_t k_names_shown = 8;
 
-std::string_view cause_of(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::submit_host:
-    case memlock_hop::submit_unknown: return "submit-host propagation";
-    case memlock_hop::job_script: return "job script";
-    case memlock_hop::slurmd: return "slurmd limit";
-    case memlock_hop::step_daemon: return "slurmstepd limit";
-    case memlock_hop::task_setup: return "task setup";
-    case memlock_hop::none:
-    case memlock_hop::enforced: break;
-  }
-  return "";
-}
-
 std::string compact_bytes(std::uint64_t v) {
   std::string s = format_bytes(v);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
@@ -215,7 +201,7 @@ node_record make_node_record(std::uint32_t node_id, std::string_view node, const
     if (c.id == "memlock" && st.active) {
       std::uint64_t soft = st.enf && st.enf->attempted ? st.enf->start.soft : st.prediction.start.soft;
       c.token = fmt::format("memlock={}", compact_bytes(soft));
-      std::string_view cause = cause_of(st.prediction.hop);
+      std::string_view cause = hop_info(st.prediction.hop).token;
       if (ch.result != verdict::pass && ch.result != verdict::skip && !cause.empty()) {
         c.token += fmt::format(" ({})", cause);
       }

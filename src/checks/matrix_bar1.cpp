@@ -1,8 +1,8 @@
 // bar1: GPUDirect RDMA maps GPU memory for the HCA through the GPU's BAR1 aperture; a BAR1 smaller than the
-// GPU's memory caps what can be registered at once (facts.md §4: the largest prefetchable 64-bit BAR, not
-// always resource line 1). GPU memory comes from NVML when the facts have it, else from the rules' per-device
-// table; a GPU in neither is reported, not guessed.
-#include "matrix/matrix_checks.h"
+// GPU's memory caps what can be registered at once (docs/facts/kernel-and-drivers.md §5: the largest prefetchable
+// 64-bit BAR, not always resource line 1). GPU memory comes from NVML when the facts have it, else from the rules'
+// per-device table; a GPU in neither is reported, not guessed.
+#include "checks/matrix_checks.h"
 
 #include <mrcheck/units.h>
 

@@ -1,8 +1,8 @@
 // rdma_stack: the kernel's mlx5_core/ib_core and the user-space rdma-core must come from one stack. An inbox
 // mlx5_core under an MLNX/DOCA-OFED user space (a kernel upgrade the OFED modules were not rebuilt for), an
 // OFED mlx5_core under the distro's rdma-core, or ib_core and mlx5_core from different builds all make
-// registrations fail in ways that look like memory errors. Discriminators: facts.md §4.
-#include "matrix/matrix_checks.h"
+// registrations fail in ways that look like memory errors. Discriminators: docs/facts/kernel-and-drivers.md §3.
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

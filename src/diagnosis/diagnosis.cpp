@@ -1,6 +1,8 @@
-// errno + node evidence -> cause, summary, evidence, fix. The rules follow facts.md §3.2 (where each errno comes
-// from in the kernel) and the field reports in field.md §4; every branch has a unit test.
+// errno + node evidence -> cause, summary, evidence, fix. The rules follow docs/facts/verbs-and-nccl.md §2 (where each
+// errno comes from in the kernel) and the reports cited in docs/facts/verbs-and-nccl.md §3; every branch has a unit
+// test.
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/memlock_hop.h>
 
 #include <mrcheck/units.h>
 
@@ -569,14 +571,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     }
     e.memlock_source = fmt::format("pid {} ({})", p.pid, escape_line(p.comm, 32));
     if (p.uid) e.is_root = *p.uid == 0;
-    // The first process in the chain that dropped the limit is the hop to name.
-    for (auto it = facts.chain.rbegin(); it != facts.chain.rend(); ++it) {
-      if (it->lowered && it->memlock.is_ok()) {
-        e.memlock_hop = fmt::format("pid {} ({}), soft {}", it->pid, escape_line(it->comm, 32),
-                                    limit_text(it->memlock->soft));
-        break;
-      }
-    }
+    // The hop that set the limit in force: the one picking rule (memlock_hop.h).
+    e.memlock_hop = describe_lowering_hop(facts.chain);
   }
   e.max_map_count = opt_from(facts.max_map_count);
   if (facts.hugepages.is_ok()) {
@@ -597,8 +593,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
     const kmodule_fact& m = it->second;
     const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
-    // facts.md §4: inbox mlx5_core has no version file (or one equal to the kernel release); OFED keeps its own
-    // and is out of tree (taint O).
+    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
+    // OFED keeps its own and is out of tree (taint O).
     const bool out_of_tree = m.taint.find('O') != std::string::npos;
     const bool own_version = m.version && !m.version->empty() && *m.version != release;
     if (out_of_tree || own_version) {
@@ -625,7 +621,7 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   }
   if (facts.libibverbs.is_ok()) {
     const library_fact& lib = facts.libibverbs.value();
-    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, facts.md §3.1).
+    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
     std::string_view v = lib.version;
     std::size_t first = v.find('.');
     std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);

@@ -1,5 +1,5 @@
 // collect_facts(): every node fact, each read through the sysroot (so `mrcheck dump` records it and --root
-// replays it) and each with its own status. Where each fact lives: facts.md §4.
+// replays it) and each with its own status. Where each fact lives: docs/facts/kernel-and-drivers.md.
 #include <mrcheck/facts.h>
 
 #include "facts/internal.h"
@@ -114,7 +114,8 @@ result<nvidia_driver_fact> read_nvidia(const sysroot& root, const std::map<std::
   }
   auto f = parse_nvidia_version(*text);
   if (!f) return f;
-  // Open modules are MODULE_LICENSE("Dual MIT/GPL"), proprietary ones "NVIDIA" -> taint P (facts.md §4).
+  // Open modules are MODULE_LICENSE("Dual MIT/GPL"), proprietary ones "NVIDIA" -> taint P
+  // (docs/facts/kernel-and-drivers.md §4).
   if (mod) {
     bool p = mod->taint.find('P') != std::string::npos;
     if (f->flavour == nvidia_flavour::open && p) {

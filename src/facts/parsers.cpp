@@ -1,5 +1,5 @@
-// Pure parsers for the small files behind the node facts (facts.md §4). No I/O here: collect.cpp reads the
-// files through the sysroot and hands the text over, so every branch is testable from a string or a fixture.
+// Pure parsers for the small files behind the node facts (docs/facts/kernel-and-drivers.md). No I/O here: collect.cpp
+// reads the files through the sysroot and hands the text over, so every branch is testable from a string or a fixture.
 #include <mrcheck/facts.h>
 
 #include <fmt/format.h>

@@ -40,20 +40,6 @@ std::string show(const memlock_limit& m) {
   return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
 }
 
-std::string_view hop_label(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::submit_host: return "submit-host propagation";
-    case memlock_hop::job_script: return "the job script";
-    case memlock_hop::submit_unknown: return "submit-host propagation";
-    case memlock_hop::slurmd: return "slurmd";
-    case memlock_hop::step_daemon: return "slurmstepd";
-    case memlock_hop::task_setup: return "the task's setup";
-    case memlock_hop::none:
-    case memlock_hop::enforced: break;
-  }
-  return "an unknown hop";
-}
-
 }  // namespace
 
 rlimit_ops& real_rlimit_ops() {
@@ -112,31 +98,6 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
     e.problem = "cannot enforce: " + e.problem;
   }
   return e;
-}
-
-check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, const enforcement* enf) {
-  check_result c;
-  c.id = "memlock";
-  memlock_limit final_limit = enf && enf->attempted ? enf->start : p.start;
-  if (final_limit.soft >= required) {
-    c.result = verdict::pass;
-    c.summary = fmt::format("task starts with memlock {} (required {})", show(final_limit), format_bytes(required));
-    if (enf && enf->attempted && final_limit != p.start) {
-      c.summary += fmt::format("; enforce=yes raised it from {}", show(p.start));
-      if (p.hop != memlock_hop::none) c.summary += fmt::format(" (lowered by {})", p.cause);
-    }
-    return c;
-  }
-  c.result = verdict::fail;
-  std::string prefix;
-  if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
-  c.summary = fmt::format("{}task will start with memlock soft {} < required {}; lowered at {}: {}", prefix,
-                          format_bytes(final_limit.soft), format_bytes(required), hop_label(p.hop), p.cause);
-  c.hint = p.fix;
-  if (enf && enf->hard_refused) {
-    c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";
-  }
-  return c;
 }
 
 std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required) {

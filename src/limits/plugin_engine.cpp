@@ -4,6 +4,7 @@
 //   slurmstepd task_init (job user, task child) -> node_task: verdicts, probes, the user's one line.
 #include <mrcheck/memlock_chain.h>
 
+#include <mrcheck/check_registry.h>
 #include <mrcheck/child.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
@@ -77,8 +78,8 @@ result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const 
   if (!g) return g.error();
   submit_plan plan;
   plan.checks = *g;
-  // sbatch/salloc options do not reach the sruns inside the job (facts.md §1.3): carry the user's request in
-  // the job environment; the node side validates it again.
+  // sbatch/salloc options do not reach the sruns inside the job (docs/facts/slurm-spank.md §3): carry the user's
+  // request in the job environment; the node side validates it again.
   if (in.tool != "srun" && (in.request.option_seen || in.request.env_checks)) {
     plan.setenv.emplace_back("MRCHECK_CHECKS", g->any() ? g->to_string() : std::string("off"));
   }
@@ -327,14 +328,12 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   task_verdict v;
   if (!st.active) return v;
   bool first = t.local_task_id == 0;
-  if (st.checks.memlock) v.rep.checks.push_back(judge_memlock(st.prediction, st.required, st.enf ? &*st.enf : nullptr));
   memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
-  if (first) {
-    for (const char* group : {"mr", "nccl"}) {
-      if ((group[0] == 'm' && !st.checks.mr) || (group[0] == 'n' && !st.checks.nccl)) continue;
-      for (auto& ch : probe(group, t, start)) v.rep.checks.push_back(std::move(ch));
-    }
-  }
+  task_memlock tm{&st.prediction, st.required, st.enf ? &*st.enf : nullptr};
+  check_inputs in;
+  in.task = &tm;
+  in.probe = [&](check_group g) { return probe(std::string(to_string(g)), t, start); };
+  v.rep = run_checks(plugin_selection(st.checks, first), in);
   for (auto& ch : v.rep.checks) {
     if (ch.result == verdict::fail && c.on_fail == fail_policy::warn) ch.result = verdict::warn;
     if (ch.result == verdict::error && c.on_error == fail_policy::fail) ch.result = verdict::fail;

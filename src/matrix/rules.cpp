@@ -339,8 +339,8 @@ std::string_view to_string(rule_action a) {
 
 matrix_rules default_matrix_rules() {
   matrix_rules r;
-  // Families by firmware major (facts.md §4, MFT "Supported Adapter Cards Firmware Versions"); minimums are
-  // the "Additional Firmware Rev. Supported" column of MFT 4.22.1 LTS (etc/README.rules.md has the URLs).
+  // Families by firmware major (docs/facts/kernel-and-drivers.md §2, MFT "Supported Adapter Cards Firmware Versions");
+  // minimums are the "Additional Firmware Rev. Supported" column of MFT 4.22.1 LTS (etc/README.rules.md has the URLs).
   auto fam = [&](std::uint64_t major, const char* name, const char* min) {
     r.hca_families[major] = hca_family_rule{name, parse_dotted_version(min).value()};
   };

@@ -289,7 +289,8 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
     p.run.rank = r;
     std::vector<std::string> renv = env;
     if (o.mode == nccl_mode::local_pair) {
-      // Two "hosts" on one GPU (facts.md §6.1): the duplicate-GPU check and P2P/SHM need equal host hashes.
+      // Two "hosts" on one GPU (docs/facts/nccl-test-harness.md §1, §4): the duplicate-GPU check and P2P/SHM need equal
+      // host hashes.
       std::string hostid = fmt::format("mrcheck-{}-rank{}", me, r);
       env_set(renv, "NCCL_HOSTID", hostid);
       out.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));

@@ -1,6 +1,6 @@
 // Every matrix rule's edges, on constructed node facts: a healthy H200 + ConnectX-7 + DOCA node passes every
 // rule, and each test breaks one thing and asserts the verdict, the summary (the drain reason's fact) and the fix.
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <mrcheck/matrix.h>
 
@@ -121,7 +121,8 @@ TEST(MatrixRdmaStack, InboxKernelUnderOfedUserSpaceFails) {
 }
 
 TEST(MatrixRdmaStack, InboxModuleVersionEqualToKernelReleaseIsInbox) {
-  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version (facts.md §4).
+  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version
+  // (docs/facts/kernel-and-drivers.md §3).
   auto f = healthy();
   f.modules["mlx5_core"] = module("mlx5_core", "6.1.0-18-amd64", "");
   f.modules["ib_core"] = module("ib_core", std::nullopt, "");
