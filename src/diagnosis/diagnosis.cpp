@@ -826,6 +826,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     if (h.page_size) e.hugepage_size = h.page_size;
     if (h.mem_total) e.mem_total = h.mem_total;
     if (h.mem_total) e.mem_available = h.mem_available;
+    e.cma_total = h.cma_total;
+    e.cma_free = h.cma_free;
   }
   if (facts.rdma_devices.is_ok()) e.rdma_devices = static_cast<int>(facts.rdma_devices->size());
   if (facts.gpus.is_ok()) {
@@ -880,32 +882,11 @@ node_evidence evidence_from_facts(const node_facts& facts) {
 }
 
 rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* version) {
-  // Stanzas are separated by blank lines; we want Package: libibverbs1 (or rdma-core) and its Version.
-  rdma_flavour found = rdma_flavour::unknown;
-  std::string_view package;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
-    if (line.empty()) {
-      package = {};
-      continue;
-    }
-    if (line.starts_with("Package:")) {
-      package = line.substr(8);
-      while (!package.empty() && package.front() == ' ') package.remove_prefix(1);
-      continue;
-    }
-    if (line.starts_with("Version:") && (package == "libibverbs1" || package == "rdma-core")) {
-      std::string_view v = line.substr(8);
-      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-      if (version) *version = escape_line(v, 64);
-      found = v.find("mlnx") != std::string_view::npos ? rdma_flavour::ofed : rdma_flavour::inbox;
-      if (package == "libibverbs1") return found;  // the library itself wins over the source package
-    }
-  }
-  return found;
+  // One reader of dpkg's status file for the whole program (src/facts/parsers.cpp).
+  auto p = parse_dpkg_rdma(text, "dpkg");
+  if (!p || p->libibverbs_package.empty()) return rdma_flavour::unknown;
+  if (version) *version = p->libibverbs_version;
+  return p->ofed ? rdma_flavour::ofed : rdma_flavour::inbox;
 }
 
 std::optional<bool> cap_ipc_lock_from_status(std::string_view text) {

@@ -175,12 +175,74 @@ TEST(MatrixRdmaStack, OfedReleaseMismatchWarnsAndActionIsConfigurable) {
   EXPECT_EQ(check_rdma_stack(f, rules(), &extra).result, verdict::pass);
 }
 
+// Issue 20: the package database tells DOCA/MLNX-OFED user space from the distribution's when the library's name
+// cannot (the seed's own mismatch: DOCA-OFED user space on the inbox kernel modules).
+TEST(MatrixRdmaStack, PackageDatabaseTellsTheFlavour) {
+  auto f = healthy();
+  f.modules["mlx5_core"] = module("mlx5_core", std::nullopt, "");
+  f.modules["ib_core"] = module("ib_core", std::nullopt, "");
+  library_fact l = *f.libibverbs;
+  l.version = "1.14.54.0";  // OFED's file name looks like upstream's
+  l.path = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.54.0";
+  f.libibverbs = l;
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).result, verdict::pass);
+  auto pk = parse_dpkg_rdma("Package: libibverbs1\nStatus: install ok installed\nVersion: 2410mlnx54-1.2410068\n\n",
+                            "/var/lib/dpkg/status");
+  ASSERT_TRUE(pk.is_ok());
+  f.rdma_packages = *pk;
+  auto c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find("inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space"), std::string::npos)
+      << c.summary;
+  EXPECT_NE(c.detail.find("libibverbs1 2410mlnx54-1.2410068 (MLNX/DOCA-OFED build)"), std::string::npos) << c.detail;
+  // Without any library fact the package database alone decides.
+  f.libibverbs = status::error("not recorded");
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).result, verdict::fail);
+  f.rdma_packages = *parse_dpkg_rdma("Package: rdma-core\nStatus: install ok installed\nVersion: 44.0-2\n", "x");
+  f.modules["mlx5_core"] = module("mlx5_core", "24.10-1.1.4", "O");
+  f.modules["ib_core"] = module("ib_core", std::nullopt, "O");
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).summary, "OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0-2");
+}
+
+// Issue 20: other NIC families need their rdma-core provider; mlx5-only rules do not apply to them.
+TEST(MatrixRdmaStack, NonMellanoxFamiliesNeedTheirProvider) {
+  node_facts f;
+  f.kernel_release = "6.8.0-1015-aws";
+  rdma_device_fact d;
+  d.name = "rdmap16s27";
+  d.driver = "efa";
+  d.fw_ver = "0.0.0.0";
+  f.rdma_devices = std::vector<rdma_device_fact>{d};
+  f.uverbs_abi = 6;
+  f.modules["efa"] = module("efa", "2.15.3g", "O");
+  f.verbs_providers = {"mlx5", "rxe"};
+  auto c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_EQ(c.summary, "rdmap16s27 (efa) has no rdma-core provider libefa in user space");
+  EXPECT_NE(c.detail.find("efa: version 2.15.3g, taint 'O'"), std::string::npos) << c.detail;
+  f.verbs_providers.push_back("efa");
+  c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::pass) << c.summary;
+  EXPECT_EQ(c.summary, "efa device(s), rdma-core providers present");
+  // Broadcom RoCE: the PCI driver is bnxt_en, the verbs module bnxt_re.
+  d.name = "bnxt_re0";
+  d.driver = "bnxt_en";
+  EXPECT_EQ(rdma_family(d), "bnxt_re");
+  d.driver.clear();
+  d.name = "rxe0";
+  EXPECT_EQ(rdma_family(d), "rxe");
+}
+
 TEST(MatrixRdmaStack, UnknownUserSpaceAndNoHardware) {
   auto f = healthy();
   f.libibverbs = status::error("not recorded");
   auto c = check_rdma_stack(f, rules(), nullptr);
-  EXPECT_EQ(c.result, verdict::pass);
+  // Issue 20: an unknown flavour is a warning that says what could not be read, never a silent pass.
+  EXPECT_EQ(c.result, verdict::warn);
+  EXPECT_EQ(c.summary, "OFED mlx5_core 24.10-1.1.4, user-space flavour unknown");
   EXPECT_NE(c.detail.find("user space: not determined"), std::string::npos);
+  EXPECT_NE(c.hint.find("not recorded"), std::string::npos) << c.hint;
+  EXPECT_NE(c.hint.find("package database: not read"), std::string::npos) << c.hint;
   node_facts empty;
   empty.rdma_devices = std::vector<rdma_device_fact>{};
   EXPECT_EQ(check_rdma_stack(empty, rules(), nullptr).result, verdict::skip);
