@@ -402,6 +402,42 @@ TEST(MatrixBar1, ComparesWithNvmlThenTableThenSkips) {
   EXPECT_EQ(check_bar1(f, r).result, verdict::fail);
 }
 
+// Issue 20: a 256 MiB BAR1 on an 80 GB GPU cannot map NCCL's GPU buffers (fail); a 64 GiB one only falls short of
+// the GPU's memory (warn). The floor is NCCL's GPU registrations for the node's NICs, or bar1.min.
+TEST(MatrixBar1, GradedByWhatNcclRegistersOnTheGpu) {
+  auto f = healthy();
+  (*f.gpus)[0].device_id = "0x2330";  // 80 GiB from the rules table
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{64} << 30;
+  auto c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::warn);
+  EXPECT_NE(c.detail.find("needed for NCCL: 71.5 MiB"), std::string::npos) << c.detail;
+  // One NIC: 4 channels of 9.19 MiB per connection, 71.5 MiB on the GPU; a 64 MiB BAR1 cannot hold it.
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{64} << 20;
+  c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_EQ(c.summary, "0000:1b:00.0 BAR1 64 MiB < 71.5 MiB that NCCL registers on the GPU");
+  EXPECT_NE(c.fix.find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
+  // Eight NICs: 32 channels, 572 MiB: the 256 MiB BAR1 of the issue fails.
+  std::vector<rdma_device_fact> eight(8, f.rdma_devices->front());
+  f.rdma_devices = eight;
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{256} << 20;
+  c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find("< 572 MiB"), std::string::npos) << c.summary;
+  // bar1.min from the rules wins; bar1.too_small can be lowered to warn or turned off.
+  auto r = rules();
+  r.bar1_min = std::uint64_t{128} << 20;
+  EXPECT_EQ(check_bar1(f, r).result, verdict::warn);
+  r.bar1_min.reset();
+  r.bar1_too_small = rule_action::warn;
+  EXPECT_EQ(check_bar1(f, r).result, verdict::warn);
+  r.bar1_too_small = rule_action::off;
+  EXPECT_EQ(check_bar1(f, r).summary, "0000:1b:00.0 BAR1 256 MiB < memory 80 GiB");
+  // No RDMA device: no GPUDirect, nothing for NCCL to map, only the memory comparison.
+  f.rdma_devices = std::vector<rdma_device_fact>{};
+  EXPECT_EQ(check_bar1(f, rules()).result, verdict::warn);
+}
+
 TEST(MatrixSlurmdMemlock, HardSoftAndWhereSlurmdIsFound) {
   auto f = healthy();
   f.slurmd = slurmd_process(8u << 20, 8u << 20);
