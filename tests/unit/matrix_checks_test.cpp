@@ -207,7 +207,7 @@ TEST(MatrixRdmaStack, PackageDatabaseTellsTheFlavour) {
 // Issue 20: other NIC families need their rdma-core provider; mlx5-only rules do not apply to them.
 TEST(MatrixRdmaStack, NonMellanoxFamiliesNeedTheirProvider) {
   node_facts f;
-  f.kernel_release = "6.8.0-1015-aws";
+  f.kernel_release = std::string("6.8.0-1015-aws");
   rdma_device_fact d;
   d.name = "rdmap16s27";
   d.driver = "efa";
@@ -416,7 +416,7 @@ TEST(MatrixBar1, GradedByWhatNcclRegistersOnTheGpu) {
   c = check_bar1(f, rules());
   EXPECT_EQ(c.result, verdict::fail);
   EXPECT_EQ(c.summary, "0000:1b:00.0 BAR1 64 MiB < 71.5 MiB that NCCL registers on the GPU");
-  EXPECT_NE(c.fix.find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
+  EXPECT_NE(c.hint.find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
   // Eight NICs: 32 channels, 572 MiB: the 256 MiB BAR1 of the issue fails.
   std::vector<rdma_device_fact> eight(8, f.rdma_devices->front());
   f.rdma_devices = eight;
