@@ -255,11 +255,16 @@ struct builder {
           std::string(k_efa_pages_fix), k_net_plugin_fallback);
       return;
     }
+    // What pinning ran out of, once the memlock limit is out of the picture.
+    const std::string what = is_ofi_family(f) ? "the EFA device's limit on registered host pages"
+                             : cma_suspect()
+                                 ? "long-term pinning of pages that sit in CMA pageblocks and cannot be migrated"
+                                 : fmt::format("memory, max_map_count, hugepages{}", f.gpu_buffer.value_or(false) ? ", BAR1" : "");
     if (bypasses_memlock()) {
       set(cause::pinning_resources, true,
           fmt::format("{} got ENOMEM with CAP_IPC_LOCK, which skips the memlock limit: the kernel could not pin "
-                      "the pages (memory, max_map_count, hugepages{})",
-                      call, f.gpu_buffer.value_or(false) ? ", BAR1" : ""),
+                      "the pages ({})",
+                      call, what),
           pinning_fix(), k_tcp_fallback);
       return;
     }
@@ -281,10 +286,6 @@ struct builder {
     }
     const std::uint64_t soft = *e.memlock_soft;
     if (soft == k_unlimited) {
-      std::string what = is_ofi_family(f) ? "the EFA device's limit on registered host pages"
-                         : cma_suspect()
-                             ? "long-term pinning of pages that sit in CMA pageblocks and cannot be migrated"
-                             : fmt::format("memory, max_map_count, hugepages{}", f.gpu_buffer.value_or(false) ? ", BAR1" : "");
       set(cause::pinning_resources, true,
           fmt::format("{} got ENOMEM although RLIMIT_MEMLOCK is unlimited: the kernel could not pin the pages ({})",
                       call, what),
