@@ -19,6 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include <pwd.h>
+#include <sys/prctl.h>
+
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,6 +298,12 @@ int cmd_probe_mr(const args& a) {
   std::string library = opt.verbs_library ? *opt.verbs_library : cfg.verbs_library;
   bool explicit_library = library.find('/') != std::string::npos;
 
+  if (opt.child) {
+    // The parent enforces the deadline; if it dies (the plugin killed it at its own timeout) this child must not
+    // outlive it, hung in a registration, in its own process group.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) return k_exit_usage;
+  }
   if (!opt.child) {
     if (!opt.timeout) {
       // The SPANK plugin kills this process at probe_timeout itself: the child's own deadline comes a little

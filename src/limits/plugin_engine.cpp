@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 
 namespace mrcheck {
 
@@ -154,6 +156,14 @@ probe_runner real_probe_runner(const config& c) {
     if (group == "mr") {
       spec.argv.push_back("--verbs-library");
       spec.argv.push_back(c.verbs_library);
+      // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
+      // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
+      const std::chrono::milliseconds outer = c.probe_timeout;
+      const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
+      const std::chrono::milliseconds inner =
+          outer > 2 * margin ? outer - margin : std::max(outer / 2, std::chrono::milliseconds(1));
+      spec.argv.push_back("--timeout");
+      spec.argv.push_back(fmt::format("{}ms", inner.count()));
     }
     spec.env = t.job_env;
     spec.timeout = group == "nccl" ? c.nccl_timeout : c.probe_timeout;
