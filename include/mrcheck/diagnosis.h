@@ -54,6 +54,8 @@ struct failure {
     no_device,         // NCCL "NET/IB : No device found"
     completion_error,  // NCCL "NET/IB : Got completion from peer ... with error/status=N"; `wc_status` set
     system_error,      // NCCL "unhandled system error" with no preceding warning naming the call
+    fatal_warning,     // an NCCL WARN outside the taxonomy that NCCL then failed on (its "-> N" return trace, or
+                       // a terminal "unhandled ... error" line): CUDA out of memory, socket creation, topology...
   };
   kind what = kind::call;
   std::string call;                     // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
@@ -62,7 +64,17 @@ struct failure {
   std::optional<bool> gpu_buffer;       // true: cudaMalloc/cuMem memory; false: host memory; nullopt: unknown
   std::optional<int> wc_status;         // ibv_wc_status of a completion error
   std::string peer;                     // completion error: the peer NCCL named ("10.0.0.2<43521>")
+  // What carried the failure (docs/transports.md): "" NCCL's NET/IB or another verbs user, "ofi" the aws-ofi-nccl
+  // net plugin (NET/OFI), "libfabric" a libfabric provider's own line, "kernel" an RDMA driver's dmesg line,
+  // "ucx" UCX. The fix and the fallback depend on it: NCCL_IB_DISABLE=1 does nothing under a net plugin.
+  std::string transport;
+  std::string provider;                 // libfabric provider or kernel device when printed: "efa", "efa_0"
+  std::string detail;                   // fatal_warning: the library's own error text ("out of memory")
+  std::optional<std::uint64_t> log_memlock;  // a memlock limit the log line itself printed (UCX: "current: 64 kbytes")
 };
+
+// True for the transports of the EFA family (aws-ofi-nccl, libfabric, the efa kernel driver).
+bool is_ofi_family(const failure& f);
 
 // Which RDMA stack a part of the node comes from.
 enum class rdma_flavour { unknown, inbox, ofed };
@@ -90,6 +102,8 @@ struct node_evidence {
   std::optional<std::uint64_t> mem_total;            // bytes
   std::optional<std::uint64_t> mem_available;        // bytes
   std::optional<std::uint64_t> gpu_bar1;             // bytes, smallest BAR1 of the node's GPUs
+  std::optional<std::uint64_t> cma_total;            // bytes, /proc/meminfo CmaTotal
+  std::optional<std::uint64_t> cma_free;             // bytes, /proc/meminfo CmaFree
 
   // The RDMA stack.
   rdma_flavour kernel_stack = rdma_flavour::unknown;  // mlx5_core: OFED (version file / taint O) or inbox

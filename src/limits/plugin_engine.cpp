@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <memory>
 
 namespace mrcheck {
@@ -283,6 +284,14 @@ probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget
     if (group == "mr") {
       spec.argv.push_back(std::string(k_probe_verbs_library_flag));
       spec.argv.push_back(c.verbs_library);
+      // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
+      // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
+      const std::chrono::milliseconds outer = std::min<std::chrono::milliseconds>(c.probe_timeout, left);
+      const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
+      const std::chrono::milliseconds inner =
+          outer > 2 * margin ? outer - margin : std::max(outer / 2, std::chrono::milliseconds(1));
+      spec.argv.push_back("--timeout");
+      spec.argv.push_back(fmt::format("{}ms", inner.count()));
     }
     spec.max_output = k_probe_output_max;
     spec.env = probe_environment(t.job_env, t.slurm_conf_path);

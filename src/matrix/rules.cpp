@@ -75,6 +75,7 @@ rule_action* action_field(matrix_rules& r, std::string_view key) {
   if (key == "cuda_driver") return &r.cuda_driver;
   if (key == "nccl") return &r.nccl;
   if (key == "bar1") return &r.bar1;
+  if (key == "bar1.too_small") return &r.bar1_too_small;
   if (key == "slurmd_memlock") return &r.slurmd_memlock;
   if (key == "propagate_limits") return &r.propagate_limits;
   if (key == "max_map_count") return &r.max_map_count;
@@ -230,6 +231,20 @@ class rules_parser {
       auto size = parse_bytes(args[0]);
       if (!size) return err(fmt::format("'slurmd_memlock.min': {}", size.error().message()));
       rules_.slurmd_memlock_min = *size;
+      return status::ok();
+    }
+    if (key == "bar1.min") {
+      if (auto s = want_args(key, args, 1, "auto|SIZE"); !s) return s;
+      if (auto s = once(std::string(key)); !s) return s;
+      if (args[0] == "auto") {
+        rules_.bar1_min.reset();
+        return status::ok();
+      }
+      auto size = parse_bytes(args[0]);
+      if (!size || *size == k_unlimited) {
+        return err(fmt::format("'bar1.min': '{}' is not a size (or 'auto')", escape_line(args[0], 32)));
+      }
+      rules_.bar1_min = *size;
       return status::ok();
     }
     if (key == "max_map_count.min" || key == "max_map_count.recommended") {
