@@ -347,14 +347,47 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
     }
   };
 
+  auto take_ctl = [&](rank_proc& p, const char* data, std::size_t n) {
+    bool unused = false;
+    append_bounded(p.ctl_buf, data, n, k_ctl_max, unused);
+    std::size_t nl;
+    while ((nl = p.ctl_buf.find('\n')) != std::string::npos) {
+      std::string line = p.ctl_buf.substr(0, nl);
+      p.ctl_buf.erase(0, nl + 1);
+      handle_ctl_line(p, line);
+    }
+  };
+  char buf[16384];
+  // A reaped rank's control lines are all in its pipe (its writes finished before it exited), but maybe not
+  // read yet: a rank can send the id, report and exit between two turns of the loop below (a busy node, a
+  // rank that fails right after ncclGetUniqueId). Whatever a reaped rank said must be read before anything is
+  // decided from its being gone: that its id never came, that it failed, what the other node is told.
+  // Bounded: a descendant that kept the pipe and writes on must not hold the loop (64 reads pass 1 MiB, the
+  // most a pipe can buffer).
+  auto drain_ctl = [&](rank_proc& p) {
+    for (int i = 0; i < 64 && p.reaped && p.ctl >= 0; ++i) {
+      struct pollfd f {p.ctl, POLLIN, 0};
+      int n = ::poll(&f, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // nothing more now; a descendant may still hold the pipe (the main loop reads on)
+      ssize_t r = ::read(p.ctl, buf, sizeof buf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        close_fd(p.ctl);
+        return;
+      }
+      take_ctl(p, buf, static_cast<std::size_t>(r));
+    }
+  };
+
   std::optional<clock::time_point> grace_until;
   bool told_peer = false;
   bool noid_handled = false;
-  char buf[16384];
   for (;;) {
     // Which ranks are done, and does a survivor now wait on a peer that is gone?
     for (auto& p : ranks) {
       reap(p, false);
+      drain_ctl(p);
       // Rank 0 ended or closed its control pipe without an id: rank 1 would block on read forever.
       if (p.run.rank == 0 && !p.sent_id && !noid_handled && (p.reaped || p.ctl < 0)) {
         noid_handled = true;
@@ -449,14 +482,7 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
         continue;
       }
       if (k == 2) {
-        bool unused = false;
-        append_bounded(p->ctl_buf, buf, n_read, k_ctl_max, unused);
-        std::size_t nl;
-        while ((nl = p->ctl_buf.find('\n')) != std::string::npos) {
-          std::string line = p->ctl_buf.substr(0, nl);
-          p->ctl_buf.erase(0, nl + 1);
-          handle_ctl_line(*p, line);
-        }
+        take_ctl(*p, buf, n_read);
       } else {
         append_bounded(k == 0 ? p->run.out : p->run.err, buf, n_read, o.max_output, p->run.truncated);
       }
