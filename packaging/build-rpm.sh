@@ -53,8 +53,10 @@ if [[ $(git -C "$src" rev-parse --show-toplevel 2>/dev/null) == "$src" ]]; then
   tar -C "$src" --null -T "$topdir/files" --transform="s,^,$name/,SH" "${tar_opts[@]}"
   how="git's file list"
 else
-  # No usable git: a release root has no git, and a worktree's .git file points outside the root.
-  tar -C "$src" --exclude-vcs --exclude-vcs-ignores --transform="s,^\.,$name,SH" "${tar_opts[@]}" .
+  # No usable git: a release root has no git, and a worktree's .git file points outside the root. tar reads
+  # .gitignore's file patterns but not its directory-only ones (build*/), so the build directories are named.
+  tar -C "$src" --exclude-vcs --exclude-vcs-ignores --anchored --exclude='./build*' \
+    --transform="s,^\.,$name,SH" "${tar_opts[@]}" .
   how="the tree less .git and .gitignore's patterns (no usable git)"
 fi
 say "source: $tarball ($(tar -tzf "$tarball" | grep -vc '/$') files from $how)"
