@@ -13,6 +13,8 @@
 #
 # usage: packaging/build-rpm.sh [BUILD_DIR]     (default: build-rpm next to the source)
 # env:   MRCHECK_SLURM_INCLUDE_DIR (default /usr/include): where slurm/slurm_version.h is
+#        MRCHECK_RPM_PACKAGER (default "mrcheck maintainers <root@localhost>"): the Packager header, which an EL
+#        build host sets with %packager in ~/.rpmmacros, not the spec
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,6 +70,7 @@ if ! rpmbuild -ba --nodeps \
     --load "$src/packaging/debian-rpm.macros" \
     --define "_topdir $topdir" \
     --define "slurm_version $slurm_version" \
+    --define "packager ${MRCHECK_RPM_PACKAGER:-mrcheck maintainers <root@localhost>}" \
     --define "_smp_mflags -j$(nproc)" \
     "$topdir/SPECS/mrcheck.spec" >"$build/rpmbuild.log" 2>&1; then
   tail -n 40 "$build/rpmbuild.log" >&2
