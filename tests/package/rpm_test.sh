@@ -58,7 +58,7 @@ cat "$lint_out"
 summary=$(grep -E '[0-9]+ errors?, [0-9]+ warnings?' "$lint_out" | tail -n1)
 errors=$(sed -n 's/.* \([0-9][0-9]*\) errors\{0,1\},.*/\1/p' <<<"$summary")
 warnings=$(sed -n 's/.* \([0-9][0-9]*\) warnings\{0,1\}.*/\1/p' <<<"$summary")
-checked=$(sed -n 's/^\([0-9][0-9]*\) packages\{0,1\} and \([0-9][0-9]*\) specfiles\{0,1\} checked.*/\1+\2/p' <<<"$summary")
+checked=$(sed -n 's/^ *\([0-9][0-9]*\) packages\{0,1\} and \([0-9][0-9]*\) specfiles\{0,1\} checked.*/\1+\2/p' <<<"$summary")
 check "rpmlint checked the binary RPM, the source RPM and the spec (${checked:-?}: 2+1)" test "$checked" = 2+1
 check "rpmlint: 0 errors (${errors:-no summary})" test "${errors:-x}" = 0
 check "rpmlint: 0 warnings left after packaging/mrcheck.rpmlintrc (${warnings:-no summary})" test "${warnings:-x}" = 0
