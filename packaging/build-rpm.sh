@@ -76,6 +76,8 @@ if ! rpmbuild -ba --nodeps \
   tail -n 40 "$build/rpmbuild.log" >&2
   die "rpmbuild failed (log above, $build/rpmbuild.log)"
 fi
-rpm=$(ls -t "$topdir"/RPMS/*/mrcheck-"$project_version"-*.rpm | grep -v -- '-debug' | head -n1)
+rpms=("$topdir"/RPMS/*/"mrcheck-$project_version-"*.rpm)  # not mrcheck-debuginfo-..., where rpm makes one
+[[ -f ${rpms[0]} ]] || die "rpmbuild made no mrcheck-$project_version RPM (log: $build/rpmbuild.log)"
+rpm=${rpms[0]}
 say "built in $((SECONDS - t0)) s: $(basename "$rpm")"
 echo "$rpm"

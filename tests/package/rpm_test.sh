@@ -47,7 +47,8 @@ t0=$SECONDS
 rpm=$(bash "$src/packaging/build-rpm.sh" "$work/build" | tail -n1)
 echo "build-rpm.sh: $((SECONDS - t0)) s"
 [[ -n $rpm && -f $rpm ]] || { echo "FAIL: packaging/build-rpm.sh made no .rpm"; exit 1; }
-srpm=$(ls "$work/build/rpmbuild/SRPMS/"mrcheck-"$version"-*.src.rpm 2>/dev/null | head -n1)
+srpms=("$work/build/rpmbuild/SRPMS/mrcheck-$version-"*.src.rpm)
+srpm=${srpms[0]}
 check "a source RPM beside it: ${srpm##*/}" test -f "$srpm"
 
 # --- rpmlint -------------------------------------------------------------------------------------------------
