@@ -342,9 +342,23 @@ TEST(nccl_log_stream, large_log_streams_in_bounded_memory) {
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_GT(groups[0]->count, 500u);
   EXPECT_EQ(groups[0]->ranks, std::set<int>{7});
-  // The scanner's own state is a few KiB; allow 16 MiB of slack for allocator and test-framework noise.
+  // The scanner's own state is a few KiB; allow 16 MiB of slack for allocator and test-framework noise. Under
+  // AddressSanitizer freed blocks wait in its quarantine (256 MiB by default) instead of being reused, so there
+  // the resident peak also counts the per-line header strings (host, thread) freed long ago: 64 MiB of slack,
+  // still well below the 64 MiB stream a scanner that kept its input would hold on top.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr long k_slack_kib = 64 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr long k_slack_kib = 64 * 1024;
+#else
+  constexpr long k_slack_kib = 16 * 1024;
+#endif
+#else
+  constexpr long k_slack_kib = 16 * 1024;
+#endif
   const long peak = status_kib("VmHWM:");
-  EXPECT_LT(peak - before, 16 * 1024) << "peak " << peak << " KiB, before " << before << " KiB";
+  EXPECT_LT(peak - before, k_slack_kib) << "peak " << peak << " KiB, before " << before << " KiB";
 }
 
 }  // namespace
