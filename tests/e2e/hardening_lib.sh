@@ -120,3 +120,11 @@ hard_admin_comment() {
   AC=${out#*|}  # JobID|State|AdminComment: the record itself holds " | "
   AC=${AC#*|}
 }
+
+# hard_hostile_setup: $hostile (tests/fakes/hostile_probe.c, the LD_PRELOAD a hostile user or a broken site
+# library would be) and $fake (the fake libibverbs) staged by e2e_stage; skips when they were not built.
+hard_hostile_setup() {
+  hostile=$E2E_INSTALL/lib/fake/hostile_probe.so
+  fake=$E2E_INSTALL/lib/fake/libibverbs.so.1
+  [[ -f $hostile && -f $fake ]] || e2e_skip "no hostile_probe.so or fake libibverbs.so.1 (build targets hostile_probe, fake_ibverbs)"
+}

@@ -11,9 +11,7 @@ source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 source "$(dirname "$0")/hardening_lib.sh"
 plugin_setup
-hostile=$E2E_INSTALL/lib/fake/hostile_probe.so
-fake=$E2E_INSTALL/lib/fake/libibverbs.so.1
-[[ -f $hostile && -f $fake ]] || e2e_skip "no hostile_probe.so or fake libibverbs.so.1 (build targets hostile_probe, fake_ibverbs)"
+hard_hostile_setup
 [[ -x $E2E_INSTALL/sbin/mrcheck-prolog ]] || e2e_skip "mrcheck-prolog not built"
 hard_snapshot
 cd "$MRCHECK_SLURM_WORK"
