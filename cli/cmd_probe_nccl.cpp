@@ -63,44 +63,9 @@ int usage_error(std::string_view msg) {
 }
 
 int run_rank(const args& a) {
-  nccl_rank_args r;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    std::string_view k = a[i];
-    if (i + 1 >= a.size()) return usage_error(fmt::format("{} needs a value", escape_line(k, 32)));
-    std::string_view v = a[++i];
-    std::optional<int> n;
-    if (k == "--rank") {
-      n = to_int(v, 0, 1);
-      if (n) r.rank = *n;
-    } else if (k == "--nranks") {
-      n = to_int(v, 2, 2);
-      if (n) r.nranks = *n;
-    } else if (k == "--device") {
-      n = to_int(v, 0, 1023);
-      if (n) r.device = *n;
-    } else if (k == "--ctl-fd") {
-      n = to_int(v, 3, 1023);
-      if (n) r.ctl_fd = *n;
-    } else if (k == "--id-fd") {
-      n = to_int(v, 3, 1023);
-      if (n) r.id_fd = *n;
-    } else if (k == "--count") {
-      auto c = to_u64(v);
-      if (!c || *c == 0 || *c > (1ULL << 30)) return usage_error("--count must be 1 .. 2^30");
-      r.count = *c;
-      continue;
-    } else if (k == "--nccl-library") {
-      r.nccl_library = std::string(v);
-      continue;
-    } else if (k == "--fake") {
-      r.fake = std::string(v);
-      continue;
-    } else {
-      return usage_error(fmt::format("unknown rank option '{}'", escape_line(k, 32)));
-    }
-    if (!n) return usage_error(fmt::format("bad value for {}", k));
-  }
-  return nccl_rank_main(r);
+  auto r = parse_nccl_rank_args(a);
+  if (!r.is_ok()) return usage_error(r.error().message());
+  return nccl_rank_main(*r);
 }
 
 const char* env_or_null(const char* name) { return std::getenv(name); }
@@ -169,11 +134,11 @@ int cmd_probe_nccl(const args& a) {
       auto n = v ? to_u64(*v) : std::nullopt;
       if (!n) return usage_error(fmt::format("{} needs a number", k));
       (k == "--job-id" ? o.job_id : o.step_id) = *n;
-    } else if (k == "--fake0" || k == "--fake1") {
-      // Tests only (CI without GPU): scripted stand-ins for the ranks.
+    } else if (k == "--stand-in" || k == "--spec0" || k == "--spec1") {
+      // Tests only (CI without GPU): the ranks run as a scripted stand-in program (nccl_pair_options::stand_in).
       auto v = value();
-      if (!v) return usage_error(fmt::format("{} needs a spec", k));
-      o.fake[k == "--fake0" ? 0 : 1] = std::string(*v);
+      if (!v) return usage_error(fmt::format("{} needs a value", k));
+      (k == "--stand-in" ? o.stand_in.program : o.stand_in.spec[k == "--spec0" ? 0 : 1]) = std::string(*v);
     } else {
       return usage_error(fmt::format("unknown option '{}' (see --help)", escape_line(k, 64)));
     }
@@ -182,7 +147,7 @@ int cmd_probe_nccl(const args& a) {
   report rep;
   std::optional<nccl_pair_outcome> outcome;
   if (!mode) {
-    bool fake = !o.fake[0].empty() || !o.fake[1].empty();
+    bool fake = !o.stand_in.program.empty();
     nccl_mode_choice choice = fake ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
                                    : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")), 1);
     if (!choice.mode) {

@@ -148,9 +148,13 @@ struct nccl_pair_options {
   std::string peer;                       // pair_rank 1: the first node's host name or address
   std::uint64_t job_id = 0;
   std::uint64_t step_id = 0;
-  // Tests only, never set by the plugin: each non-empty entry makes that rank a scripted stand-in (see
-  // fake_rank_main in src/nccl/), e.g. "log=/path/nccl.log,action=pass".
-  std::array<std::string, 2> fake;
+  // Tests only, never set by the plugin: when `program` is set, rank R runs as `program --spec SPEC[R] --rank R
+  // ...` instead of `self_exe probe nccl --rank R ...`: a scripted stand-in for CI without a GPU, built only
+  // with the tests (tests/unit/fake_nccl_rank.cpp; SPEC e.g. "log=/path/nccl.log,action=pass").
+  struct stand_in_ranks {
+    std::string program;  // absolute path
+    std::array<std::string, 2> spec;
+  } stand_in;
 };
 
 struct nccl_pair_outcome {
@@ -189,9 +193,13 @@ struct nccl_rank_args {
   int id_fd = -1;           // read (rank != 0): "id HEX" line
   std::uint64_t count = 1 << 20;
   std::string nccl_library;
-  std::string fake;         // tests: scripted stand-in spec
 };
 int nccl_rank_main(const nccl_rank_args& a);
+
+// The rank arguments the orchestrator passes (--rank, --nranks, --device, --ctl-fd, --id-fd, --count,
+// --nccl-library), parsed for `mrcheck probe nccl --rank` and the tests' stand-in. Returns the arguments, or the
+// usage error.
+result<nccl_rank_args> parse_nccl_rank_args(const std::vector<std::string>& a);
 
 // 128-byte ncclUniqueId <-> 256 lowercase hex characters (the control-line encoding).
 std::string hex_encode(const unsigned char* data, std::size_t n);

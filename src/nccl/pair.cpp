@@ -212,7 +212,8 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
   out.mode = o.mode;
   const auto start = clock::now();
   const auto deadline = start + o.timeout;
-  if (o.self_exe.empty() || o.self_exe[0] != '/') {
+  const std::string& exe = o.stand_in.program.empty() ? o.self_exe : o.stand_in.program;
+  if (exe.empty() || exe[0] != '/') {
     out.setup_error = "the mrcheck binary to run the ranks needs an absolute path";
     return out;
   }
@@ -296,13 +297,17 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
       out.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));
     }
     int device = o.mode == nccl_mode::gpu_pair ? r : 0;
-    std::vector<std::string> argv = {o.self_exe, "probe", "nccl", "--rank", std::to_string(r), "--nranks", "2",
-                                     "--device", std::to_string(device), "--ctl-fd", std::to_string(k_ctl_fd),
-                                     "--count", std::to_string(o.count)};
+    std::vector<std::string> argv = {exe};
+    if (o.stand_in.program.empty()) {
+      argv.insert(argv.end(), {"probe", "nccl"});
+    } else {
+      argv.insert(argv.end(), {"--spec", o.stand_in.spec[static_cast<std::size_t>(r)]});
+    }
+    argv.insert(argv.end(), {"--rank", std::to_string(r), "--nranks", "2", "--device", std::to_string(device),
+                             "--ctl-fd", std::to_string(k_ctl_fd), "--count", std::to_string(o.count)});
     bool with_id = r != 0;
     if (with_id) argv.insert(argv.end(), {"--id-fd", std::to_string(k_id_fd)});
     if (!o.nccl_library.empty()) argv.insert(argv.end(), {"--nccl-library", o.nccl_library});
-    if (!o.fake[static_cast<std::size_t>(r)].empty()) argv.insert(argv.end(), {"--fake", o.fake[static_cast<std::size_t>(r)]});
     if (auto e = spawn_rank(p, argv, renv, with_id)) {
       out.setup_error = fmt::format("start rank {}: {}", r, e->message);
       for (auto& q : ranks) {

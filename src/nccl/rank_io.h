@@ -1,4 +1,5 @@
-// Line I/O of the rank children's control pipes, shared by the real rank and the scripted stand-in.
+// Line I/O of the rank children's control pipes, shared by the real rank and the tests' scripted stand-in
+// (tests/unit/fake_nccl_rank.cpp).
 #pragma once
 
 #include <mrcheck/nccl_probe.h>
@@ -22,7 +23,5 @@ class control_writer {
 // newline or when the line exceeds `max`.
 bool read_line(int fd, std::string& out, std::size_t max);
 
-// The scripted stand-in for a rank (tests without GPU): see fake_rank.cpp for the spec.
-int fake_rank_main(const nccl_rank_args& a);
 
 }  // namespace mrcheck::detail

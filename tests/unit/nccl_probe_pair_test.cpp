@@ -1,5 +1,5 @@
-// The orchestration of `mrcheck probe nccl` without a GPU: the real mrcheck binary is re-executed as each rank,
-// with the hidden --fake spec making the rank a scripted stand-in that replays a captured NCCL log, hangs,
+// The orchestration of `mrcheck probe nccl` without a GPU: each rank is a scripted stand-in program
+// (tests/unit/fake_nccl_rank.cpp, nccl_pair_options::stand_in) that replays a captured NCCL log, hangs,
 // crashes or fails. Pipes, the id relay, the timeout, the peer grace, crash reporting, bounded output, the
 // rendezvous of node-pair and the verdicts are all the production code.
 #include <mrcheck/child.h>
@@ -28,6 +28,7 @@ namespace mrcheck {
 namespace {
 
 const std::string k_mrcheck = std::string(MRCHECK_BINARY_DIR) + "/cli/mrcheck";
+const std::string k_fake_rank = MRCHECK_FAKE_NCCL_RANK;
 const std::string k_logs = std::string(MRCHECK_FIXTURES_DIR) + "/nccl_logs/";
 
 std::string unique_tag() {
@@ -35,7 +36,7 @@ std::string unique_tag() {
   return "t" + std::to_string(::getpid()) + "x" + std::to_string(rng() % 1000000000);
 }
 
-// Processes whose command line contains `tag` (our fake ranks carry it in their --fake spec).
+// Processes whose command line contains `tag` (our stand-in ranks carry it in their --spec).
 int processes_with(const std::string& tag) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
@@ -62,7 +63,10 @@ class nccl_pair : public ::testing::Test {
     o_.count = 1024;
     tag_ = unique_tag();
   }
-  void fake(int rank, const std::string& spec) { o_.fake[static_cast<std::size_t>(rank)] = spec + ",tag=" + tag_; }
+  void fake(int rank, const std::string& spec) {
+    o_.stand_in.program = k_fake_rank;
+    o_.stand_in.spec[static_cast<std::size_t>(rank)] = spec + ",tag=" + tag_;
+  }
   void TearDown() override {
     if (!tag_.empty()) {
       EXPECT_EQ(processes_with(tag_), 0) << "a rank outlived run_nccl_pair";
@@ -257,8 +261,10 @@ TEST_F(nccl_pair, node_pair_meets_over_the_rendezvous_and_relays_the_id) {
   a.pair_rank = 0;
   b.pair_rank = 1;
   b.peer = "127.0.0.1";
-  a.fake[0] = "action=pass,tag=" + tag_;
-  b.fake[1] = "action=pass,tag=" + tag_;
+  a.stand_in.program = k_fake_rank;
+  a.stand_in.spec[0] = "action=pass,tag=" + tag_;
+  b.stand_in.program = k_fake_rank;
+  b.stand_in.spec[1] = "action=pass,tag=" + tag_;
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -283,8 +289,10 @@ TEST_F(nccl_pair, node_pair_slow_second_node_is_not_stopped) {
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
   b.peer = "127.0.0.1";
-  a.fake[0] = "action=pass,tag=" + tag_;
-  b.fake[1] = "action=pass,delay=900,tag=" + tag_;  // three times the peer grace
+  a.stand_in.program = k_fake_rank;
+  a.stand_in.spec[0] = "action=pass,tag=" + tag_;
+  b.stand_in.program = k_fake_rank;
+  b.stand_in.spec[1] = "action=pass,delay=900,tag=" + tag_;  // three times the peer grace
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -302,8 +310,10 @@ TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
   b.peer = "localhost";
-  a.fake[0] = "action=crash,tag=" + tag_;
-  b.fake[1] = "action=hang,tag=" + tag_;
+  a.stand_in.program = k_fake_rank;
+  a.stand_in.spec[0] = "action=crash,tag=" + tag_;
+  b.stand_in.program = k_fake_rank;
+  b.stand_in.spec[1] = "action=hang,tag=" + tag_;
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -374,7 +384,7 @@ TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
   std::string tag = unique_tag();
   child_spec s;
-  s.argv = {k_mrcheck, "probe", "nccl", "--timeout", "60s", "--fake0", "action=hang,tag=" + tag, "--fake1", "action=hang,tag=" + tag};
+  s.argv = {k_mrcheck, "probe", "nccl", "--timeout", "60s", "--stand-in", k_fake_rank, "--spec0", "action=hang,tag=" + tag, "--spec1", "action=hang,tag=" + tag};
   s.env = {"PATH=/usr/bin:/bin"};
   s.timeout = std::chrono::milliseconds(700);
   auto o = run_child(s);
@@ -392,8 +402,8 @@ TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
 TEST(nccl_probe_cli, json_report_and_exit_codes) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
   child_spec s;
-  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--fake0", "log=" + k_logs + "h200_local_pair_socket_rank0.log",
-            "--fake1", "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
+  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--stand-in", k_fake_rank, "--spec0", "log=" + k_logs + "h200_local_pair_socket_rank0.log",
+            "--spec1", "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
   s.env = {"PATH=/usr/bin:/bin"};
   s.timeout = std::chrono::seconds(20);
   auto o = run_child(s);
@@ -408,7 +418,7 @@ TEST(nccl_probe_cli, json_report_and_exit_codes) {
   EXPECT_EQ(j.at("timings").at("nccl_init").size(), 2u);
   EXPECT_FALSE(j.at("gdr").get<bool>());
 
-  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--timeout", "300ms", "--fake0", "action=hang", "--fake1", "action=hang"};
+  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--timeout", "300ms", "--stand-in", k_fake_rank, "--spec0", "action=hang", "--spec1", "action=hang"};
   o = run_child(s);
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 1);

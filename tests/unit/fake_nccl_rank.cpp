@@ -1,8 +1,9 @@
-// A scripted stand-in for a rank child, so CI (no GPU) exercises the real orchestration: the same re-exec,
+// A scripted stand-in for a rank child, so CI (no GPU) exercises the real orchestration: the same spawn,
 // control pipes, unique-id relay, timeouts, crash handling and log parsing, with NCCL's output replayed from a
-// captured log (tests/fixtures/nccl_logs/). Reached only through the hidden `--fake SPEC` rank argument, which
-// the orchestrator passes only when a test set nccl_pair_options::fake; the plugin never does.
+// captured log (tests/fixtures/nccl_logs/). Built with the tests only, never shipped: the orchestrator runs it
+// when a test sets nccl_pair_options::stand_in (`mrcheck probe nccl --stand-in PROGRAM --spec0 S --spec1 S`).
 //
+// usage: mrcheck_fake_nccl_rank --spec SPEC RANK-ARGS...   (RANK-ARGS as parse_nccl_rank_args reads them)
 // SPEC: comma-separated key=value:
 //   log=PATH       print this file to stdout (where NCCL prints its log) after the id exchange
 //   action=pass    report success (default) | mismatch | fail (ncclSystemError in ncclCommInitRank) |
@@ -24,37 +25,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace mrcheck::detail {
-
-void control_writer::line(std::string_view text) const {
-  std::string s(text);
-  s.push_back('\n');
-  const char* p = s.data();
-  std::size_t n = s.size();
-  while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-bool read_line(int fd, std::string& out, std::size_t max) {
-  out.clear();
-  for (;;) {
-    char c;
-    ssize_t r = ::read(fd, &c, 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    if (c == '\n') return true;
-    if (out.size() >= max) return false;
-    out.push_back(c);
-  }
-}
 
 namespace {
 
@@ -99,16 +75,14 @@ void copy_file_to_stdout(const std::string& path) {
   for (;;) ::pause();
 }
 
-}  // namespace
-
-int fake_rank_main(const nccl_rank_args& a) {
+int fake_rank_main(const nccl_rank_args& a, const std::string& spec) {
   control_writer ctl(a.ctl_fd);
-  std::string action = spec_value(a.fake, "action", "pass");
+  std::string action = spec_value(spec, "action", "pass");
   nccl_rank_report r;
   r.rank = a.rank;
   r.count = a.count;
   r.nccl_library = "fake";
-  r.nccl_version = std::stoi(spec_value(a.fake, "version", "22803"));
+  r.nccl_version = std::stoi(spec_value(spec, "version", "22803"));
   r.cuda_driver_version = 13000;
   r.device = "0000:00:00.0";
   r.expected = a.nranks * (a.nranks + 1) / 2.0;
@@ -140,9 +114,9 @@ int fake_rank_main(const nccl_rank_args& a) {
   }
   ctl.line("stage cuda");
   ctl.line("stage init");
-  std::string log = spec_value(a.fake, "log", "");
+  std::string log = spec_value(spec, "log", "");
   if (!log.empty()) copy_file_to_stdout(log);
-  if (int delay = std::stoi(spec_value(a.fake, "delay", "0")); delay > 0) ::usleep(static_cast<useconds_t>(delay) * 1000);
+  if (int delay = std::stoi(spec_value(spec, "delay", "0")); delay > 0) ::usleep(static_cast<useconds_t>(delay) * 1000);
   if (action == "hang" || action == "noid") block_forever();
   if (action == "crash") {
     ::signal(SIGSEGV, SIG_DFL);
@@ -178,4 +152,24 @@ int fake_rank_main(const nccl_rank_args& a) {
   return result(0);
 }
 
+}  // namespace
 }  // namespace mrcheck::detail
+
+int main(int argc, char** argv) {
+  std::vector<std::string> a(argv + 1, argv + argc);
+  if (a.size() < 2 || a[0] != "--spec") {
+    std::fprintf(stderr, "usage: %s --spec SPEC RANK-ARGS...\n", argv[0]);
+    return 2;
+  }
+  std::string spec = a[1];
+  a.erase(a.begin(), a.begin() + 2);
+  auto r = mrcheck::parse_nccl_rank_args(a);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "fake rank: %s\n", r.error().message().c_str());
+    return 2;
+  }
+  // As nccl_rank_main: the orchestrator may be gone; line-buffered stdout like NCCL's log.
+  ::signal(SIGPIPE, SIG_IGN);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  return mrcheck::detail::fake_rank_main(*r, spec);
+}
