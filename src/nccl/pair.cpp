@@ -198,146 +198,154 @@ void append_bounded(std::string& to, const char* data, std::size_t n, std::size_
   if (take < n) truncated = true;
 }
 
-}  // namespace
-
-std::string nccl_rank_run::describe() const {
-  if (killed) return "killed by mrcheck";
-  if (signaled) return fmt::format("killed by SIG{}", signal_name(term_signal));
-  if (exited) return fmt::format("exit {}", exit_code);
-  return started ? "did not finish" : "not started";
-}
-
-nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
-  nccl_pair_outcome out;
-  out.mode = o.mode;
-  const auto start = clock::now();
-  const auto deadline = start + o.timeout;
-  const std::string& exe = o.stand_in.program.empty() ? o.self_exe : o.stand_in.program;
-  if (exe.empty() || exe[0] != '/') {
-    out.setup_error = "the mrcheck binary to run the ranks needs an absolute path";
-    return out;
+// One run of the pair: the ranks' environment, the rendezvous (node-pair), the spawn, then one loop that reads
+// every pipe and the peer socket until each rank is reaped and its pipes are closed, under one deadline.
+class pair_run {
+ public:
+  explicit pair_run(const nccl_pair_options& o) : o_(o), start_(clock::now()), deadline_(start_ + o.timeout) {
+    out_.mode = o.mode;
   }
 
+  nccl_pair_outcome run() {
+    const std::string& exe = o_.stand_in.program.empty() ? o_.self_exe : o_.stand_in.program;
+    if (exe.empty() || exe[0] != '/') {
+      out_.setup_error = "the mrcheck binary to run the ranks needs an absolute path";
+      return std::move(out_);
+    }
+    std::vector<std::string> env = rank_environment();
+    if (o_.mode == nccl_mode::node_pair && !meet_peer()) return std::move(out_);
+    if (!spawn_ranks(exe, env)) return std::move(out_);
+    while (!settle()) {
+      apply_limits();
+      if (!poll_once()) break;
+    }
+    collect();
+    return std::move(out_);
+  }
+
+ private:
   // The job's environment is the base: its NCCL_* settings (NCCL_IB_HCA, NCCL_NET_GDR_LEVEL, ...) must make the
   // probe fail where the job would. Only what the probe itself needs is overridden, and reported.
-  std::vector<std::string> env = o.env;
-  for (const auto& e : env) {
-    if (e.starts_with("NCCL_")) out.user_nccl_env.push_back(escape_line(e, 200));
-  }
-  std::vector<std::string> set_common;
-  auto set = [&](std::string_view k, std::string_view v) {
-    env_set(env, k, v);
-    set_common.push_back(fmt::format("{}={}", k, v));
-  };
-  // INFO, narrowed to INIT,NET: the transport ("via NET/IB/0") and "Init timings" lines are INFO-level, and the
-  // subsystem filter keeps the volume small. WARN lines print at any level. NCCL writes to stdout unless
-  // NCCL_DEBUG_FILE says otherwise, so that is dropped: the log must reach us.
-  set("NCCL_DEBUG", "INFO");
-  set("NCCL_DEBUG_SUBSYS", o.verbose ? "INIT,NET,ENV,GRAPH" : "INIT,NET");
-  env_unset(env, "NCCL_DEBUG_FILE");
-  // The id travels through us; a job-wide NCCL_COMM_ID would make rank 0 listen on the job's own port.
-  env_unset(env, "NCCL_COMM_ID");
-  if (o.mode != nccl_mode::node_pair && !env_has(env, "NCCL_SOCKET_IFNAME")) set("NCCL_SOCKET_IFNAME", "lo");
-  if (o.mode == nccl_mode::gpu_pair) {
-    set("NCCL_P2P_DISABLE", "1");
-    set("NCCL_SHM_DISABLE", "1");
-  }
-  out.env_set = set_common;
+  std::vector<std::string> rank_environment() {
+    std::vector<std::string> env = o_.env;
+    for (const auto& e : env) {
+      if (e.starts_with("NCCL_")) out_.user_nccl_env.push_back(escape_line(e, 200));
+    }
+    auto set = [&](std::string_view k, std::string_view v) {
+      env_set(env, k, v);
+      out_.env_set.push_back(fmt::format("{}={}", k, v));
+    };
+    // INFO, narrowed to INIT,NET: the transport ("via NET/IB/0") and "Init timings" lines are INFO-level, and the
+    // subsystem filter keeps the volume small. WARN lines print at any level. NCCL writes to stdout unless
+    // NCCL_DEBUG_FILE says otherwise, so that is dropped: the log must reach us.
+    set("NCCL_DEBUG", "INFO");
+    set("NCCL_DEBUG_SUBSYS", o_.verbose ? "INIT,NET,ENV,GRAPH" : "INIT,NET");
+    env_unset(env, "NCCL_DEBUG_FILE");
+    // The id travels through us; a job-wide NCCL_COMM_ID would make rank 0 listen on the job's own port.
+    env_unset(env, "NCCL_COMM_ID");
+    if (o_.mode != nccl_mode::node_pair && !env_has(env, "NCCL_SOCKET_IFNAME")) set("NCCL_SOCKET_IFNAME", "lo");
+    if (o_.mode == nccl_mode::gpu_pair) {
+      set("NCCL_P2P_DISABLE", "1");
+      set("NCCL_SHM_DISABLE", "1");
+    }
 
-  // NCCL reads these itself (env docs); report them, because a setting there changes what the probe does.
-  std::string home = env_get(env, "HOME");
-  for (const std::string& f : {std::string("/etc/nccl.conf"), home.empty() ? std::string() : home + "/.nccl.conf"}) {
-    struct stat st {};
-    if (!f.empty() && ::stat(f.c_str(), &st) == 0) out.nccl_conf.push_back(escape_line(f, 200));
+    // NCCL reads these itself (env docs); report them, because a setting there changes what the probe does.
+    std::string home = env_get(env, "HOME");
+    for (const std::string& f : {std::string("/etc/nccl.conf"), home.empty() ? std::string() : home + "/.nccl.conf"}) {
+      struct stat st {};
+      if (!f.empty() && ::stat(f.c_str(), &st) == 0) out_.nccl_conf.push_back(escape_line(f, 200));
+    }
+    // Whether NCCL's fallback to NET/Socket is a surprise depends on the node having HCAs at all.
+    if (auto ib = sysroot().list("/sys/class/infiniband"); ib.is_ok()) out_.rdma_devices = static_cast<int>(ib->size());
+    return env;
   }
-
-  // Whether NCCL's fallback to NET/Socket is a surprise depends on the node having HCAs at all.
-  if (auto ib = sysroot().list("/sys/class/infiniband"); ib.is_ok()) out.rdma_devices = static_cast<int>(ib->size());
 
   // node-pair: meet the other node first; the socket then carries the unique id (and the peer's outcome).
-  int peer_fd = -1;
-  std::string peer_buf;
-  bool peer_failed = false;
-  bool peer_said_ok = false;
-  std::vector<int> local_ranks = {0, 1};
-  if (o.mode == nccl_mode::node_pair) {
-    if (o.pair_rank != 0 && o.pair_rank != 1) {
-      out.setup_error = "node-pair needs --pair-rank 0 (first node) or 1";
-      return out;
+  bool meet_peer() {
+    if (o_.pair_rank != 0 && o_.pair_rank != 1) {
+      out_.setup_error = "node-pair needs --pair-rank 0 (first node) or 1";
+      return false;
     }
-    if (o.pair_rank == 1 && o.peer.empty()) {
-      out.setup_error = "node-pair rank 1 needs --peer (the first node)";
-      return out;
+    if (o_.pair_rank == 1 && o_.peer.empty()) {
+      out_.setup_error = "node-pair rank 1 needs --peer (the first node)";
+      return false;
     }
-    auto rv = o.pair_rank == 0 ? detail::rendezvous_serve(o.job_id, o.step_id, deadline)
-                               : detail::rendezvous_join(o.peer, o.job_id, o.step_id, deadline);
+    auto rv = o_.pair_rank == 0 ? detail::rendezvous_serve(o_.job_id, o_.step_id, deadline_)
+                                : detail::rendezvous_join(o_.peer, o_.job_id, o_.step_id, deadline_);
     if (!rv) {
-      out.setup_error = rv.error().message();
-      out.timed_out = clock::now() >= deadline;
-      out.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-      return out;
+      out_.setup_error = rv.error().message();
+      out_.timed_out = clock::now() >= deadline_;
+      out_.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start_);
+      return false;
     }
-    peer_fd = rv->fd;
-    out.port = rv->port;
-    local_ranks = {o.pair_rank};
+    peer_fd_ = rv->fd;
+    out_.port = rv->port;
+    local_ranks_ = {o_.pair_rank};
+    return true;
   }
 
-  std::vector<rank_proc> ranks(local_ranks.size());
-  const pid_t me = ::getpid();
-  for (std::size_t i = 0; i < local_ranks.size(); ++i) {
-    int r = local_ranks[i];
-    rank_proc& p = ranks[i];
-    p.run.rank = r;
-    std::vector<std::string> renv = env;
-    if (o.mode == nccl_mode::local_pair) {
-      // Two "hosts" on one GPU (docs/facts/nccl-test-harness.md §1, §4): the duplicate-GPU check and P2P/SHM need equal
-      // host hashes.
-      std::string hostid = fmt::format("mrcheck-{}-rank{}", me, r);
-      env_set(renv, "NCCL_HOSTID", hostid);
-      out.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));
-    }
-    int device = o.mode == nccl_mode::gpu_pair ? r : 0;
-    std::vector<std::string> argv = {exe};
-    if (o.stand_in.program.empty()) {
-      argv.insert(argv.end(), {"probe", "nccl"});
-    } else {
-      argv.insert(argv.end(), {"--spec", o.stand_in.spec[static_cast<std::size_t>(r)]});
-    }
-    argv.insert(argv.end(), {"--rank", std::to_string(r), "--nranks", "2", "--device", std::to_string(device),
-                             "--ctl-fd", std::to_string(k_ctl_fd), "--count", std::to_string(o.count)});
-    bool with_id = r != 0;
-    if (with_id) argv.insert(argv.end(), {"--id-fd", std::to_string(k_id_fd)});
-    if (!o.nccl_library.empty()) argv.insert(argv.end(), {"--nccl-library", o.nccl_library});
-    if (auto e = spawn_rank(p, argv, renv, with_id)) {
-      out.setup_error = fmt::format("start rank {}: {}", r, e->message);
-      for (auto& q : ranks) {
-        kill_rank(q);
-        reap(q, true);
-        for (int* fd : {&q.out, &q.err, &q.ctl, &q.id_w}) close_fd(*fd);
+  bool spawn_ranks(const std::string& exe, const std::vector<std::string>& env) {
+    ranks_.resize(local_ranks_.size());
+    const pid_t me = ::getpid();
+    for (std::size_t i = 0; i < local_ranks_.size(); ++i) {
+      int r = local_ranks_[i];
+      rank_proc& p = ranks_[i];
+      p.run.rank = r;
+      std::vector<std::string> renv = env;
+      if (o_.mode == nccl_mode::local_pair) {
+        // Two "hosts" on one GPU (docs/facts/nccl-test-harness.md §1, §4): the duplicate-GPU check and P2P/SHM need
+        // equal host hashes.
+        std::string hostid = fmt::format("mrcheck-{}-rank{}", me, r);
+        env_set(renv, "NCCL_HOSTID", hostid);
+        out_.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));
       }
-      close_fd(peer_fd);
-      return out;
+      int device = o_.mode == nccl_mode::gpu_pair ? r : 0;
+      std::vector<std::string> argv = {exe};
+      if (o_.stand_in.program.empty()) {
+        argv.insert(argv.end(), {"probe", "nccl"});
+      } else {
+        argv.insert(argv.end(), {"--spec", o_.stand_in.spec[static_cast<std::size_t>(r)]});
+      }
+      argv.insert(argv.end(), {"--rank", std::to_string(r), "--nranks", "2", "--device", std::to_string(device),
+                               "--ctl-fd", std::to_string(k_ctl_fd), "--count", std::to_string(o_.count)});
+      bool with_id = r != 0;
+      if (with_id) argv.insert(argv.end(), {"--id-fd", std::to_string(k_id_fd)});
+      if (!o_.nccl_library.empty()) argv.insert(argv.end(), {"--nccl-library", o_.nccl_library});
+      if (auto e = spawn_rank(p, argv, renv, with_id)) {
+        out_.setup_error = fmt::format("start rank {}: {}", r, e->message);
+        for (auto& q : ranks_) {
+          kill_rank(q);
+          reap(q, true);
+          for (int* fd : {&q.out, &q.err, &q.ctl, &q.id_w}) close_fd(*fd);
+        }
+        close_fd(peer_fd_);
+        return false;
+      }
     }
+    return true;
   }
 
-  auto find_rank = [&](int r) -> rank_proc* {
-    for (auto& p : ranks) {
+  rank_proc* find_rank(int r) {
+    for (auto& p : ranks_) {
       if (p.run.rank == r) return &p;
     }
     return nullptr;
-  };
-  auto relay_id = [&](const std::string& line) {
+  }
+
+  // Rank 0's id goes to the local rank 1, or to the other node.
+  void relay_id(const std::string& line) {
     if (rank_proc* r1 = find_rank(1)) {
       if (r1->id_w >= 0) {
         write_no_sigpipe(r1->id_w, line + "\n");  // 260 bytes < PIPE_BUF: one atomic write
         close_fd(r1->id_w);
       }
-    } else if (peer_fd >= 0) {
+    } else if (peer_fd_ >= 0) {
       std::string s = line + "\n";
-      (void)!::send(peer_fd, s.data(), s.size(), MSG_NOSIGNAL);
+      (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
     }
-  };
-  auto handle_ctl_line = [&](rank_proc& p, std::string_view line) {
+  }
+
+  void handle_ctl_line(rank_proc& p, std::string_view line) {
     if (line.starts_with("stage ")) {
       p.run.last_stage = escape_line(line.substr(6), 32);
     } else if (line.starts_with("id ") && p.run.rank == 0 && !p.sent_id) {
@@ -350,9 +358,9 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
         p.run.err += fmt::format("mrcheck: nccl rank {}: unreadable result line: {}\n", p.run.rank, e.what());
       }
     }
-  };
+  }
 
-  auto take_ctl = [&](rank_proc& p, const char* data, std::size_t n) {
+  void take_ctl(rank_proc& p, const char* data, std::size_t n) {
     bool unused = false;
     append_bounded(p.ctl_buf, data, n, k_ctl_max, unused);
     std::size_t nl;
@@ -361,68 +369,93 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
       p.ctl_buf.erase(0, nl + 1);
       handle_ctl_line(p, line);
     }
-  };
-  char buf[16384];
+  }
+
   // A reaped rank's control lines are all in its pipe (its writes finished before it exited), but maybe not
-  // read yet: a rank can send the id, report and exit between two turns of the loop below (a busy node, a
-  // rank that fails right after ncclGetUniqueId). Whatever a reaped rank said must be read before anything is
-  // decided from its being gone: that its id never came, that it failed, what the other node is told.
-  // Bounded: a descendant that kept the pipe and writes on must not hold the loop (64 reads pass 1 MiB, the
-  // most a pipe can buffer).
-  auto drain_ctl = [&](rank_proc& p) {
+  // read yet: a rank can send the id, report and exit between two turns of the loop (a busy node, a rank that
+  // fails right after ncclGetUniqueId). Whatever a reaped rank said must be read before anything is decided from
+  // its being gone: that its id never came, that it failed, what the other node is told. Bounded: a descendant
+  // that kept the pipe and writes on must not hold the loop (64 reads pass 1 MiB, the most a pipe can buffer).
+  void drain_ctl(rank_proc& p) {
     for (int i = 0; i < 64 && p.reaped && p.ctl >= 0; ++i) {
       struct pollfd f {p.ctl, POLLIN, 0};
       int n = ::poll(&f, 1, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;  // nothing more now; a descendant may still hold the pipe (the main loop reads on)
-      ssize_t r = ::read(p.ctl, buf, sizeof buf);
+      ssize_t r = ::read(p.ctl, buf_, sizeof buf_);
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (r <= 0) {
         close_fd(p.ctl);
         return;
       }
-      take_ctl(p, buf, static_cast<std::size_t>(r));
+      take_ctl(p, buf_, static_cast<std::size_t>(r));
     }
-  };
+  }
 
-  std::optional<clock::time_point> grace_until;
-  bool told_peer = false;
-  bool noid_handled = false;
-  for (;;) {
-    // Which ranks are done, and does a survivor now wait on a peer that is gone?
-    for (auto& p : ranks) {
+  // The peer node's lines: "id HEX" (we are rank 1), "noid" / "peer-result fail|ok".
+  void take_peer(const char* data, std::size_t n) {
+    bool dropped = false;
+    append_bounded(peer_buf_, data, n, 4096, dropped);
+    std::size_t nl;
+    while ((nl = peer_buf_.find('\n')) != std::string::npos) {
+      std::string line = peer_buf_.substr(0, nl);
+      peer_buf_.erase(0, nl + 1);
+      if (line.starts_with("id ")) {
+        if (rank_proc* r1 = find_rank(1); r1 && r1->id_w >= 0) {
+          write_no_sigpipe(r1->id_w, line + "\n");
+          close_fd(r1->id_w);
+        }
+      } else if (line == "peer-result ok") {
+        peer_said_ok_ = true;
+      } else if (line == "noid" || line == "peer-result fail") {
+        peer_failed_ = true;
+        if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);
+      }
+    }
+  }
+
+  // Which ranks are done, and does a survivor now wait on a peer that is gone? True when every rank is reaped
+  // and its pipes are closed.
+  bool settle() {
+    for (auto& p : ranks_) {
       reap(p, false);
       drain_ctl(p);
       // Rank 0 ended or closed its control pipe without an id: rank 1 would block on read forever.
-      if (p.run.rank == 0 && !p.sent_id && !noid_handled && (p.reaped || p.ctl < 0)) {
-        noid_handled = true;
+      if (p.run.rank == 0 && !p.sent_id && !noid_handled_ && (p.reaped || p.ctl < 0)) {
+        noid_handled_ = true;
         if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);
-        if (peer_fd >= 0) (void)!::send(peer_fd, "noid\n", 5, MSG_NOSIGNAL);
+        if (peer_fd_ >= 0) (void)!::send(peer_fd_, "noid\n", 5, MSG_NOSIGNAL);
       }
     }
-    bool all_done = std::all_of(ranks.begin(), ranks.end(), [](const rank_proc& p) {
-      return p.reaped && p.out < 0 && p.err < 0 && p.ctl < 0;
-    });
-    if (peer_fd >= 0 && !told_peer && std::all_of(ranks.begin(), ranks.end(), [](const rank_proc& p) { return p.reaped; })) {
-      std::string s = fmt::format("peer-result {}\n", rank_failed(ranks[0]) ? "fail" : "ok");
-      (void)!::send(peer_fd, s.data(), s.size(), MSG_NOSIGNAL);
-      told_peer = true;
+    bool all_reaped = std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped; });
+    if (peer_fd_ >= 0 && !told_peer_ && all_reaped) {
+      std::string s = fmt::format("peer-result {}\n", rank_failed(ranks_[0]) ? "fail" : "ok");
+      (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      told_peer_ = true;
     }
-    if (all_done) break;
-    bool any_failed = std::any_of(ranks.begin(), ranks.end(), rank_failed) || peer_failed;
-    bool any_running = std::any_of(ranks.begin(), ranks.end(), [](const rank_proc& p) { return !p.reaped; });
-    auto now = clock::now();
-    if (any_failed && any_running && !grace_until) grace_until = now + o.peer_grace;
-    if (now >= deadline || (grace_until && now >= *grace_until && any_running)) {
-      if (now >= deadline) out.timed_out = true;
-      for (auto& p : ranks) kill_rank(p);
-      for (auto& p : ranks) reap(p, true);
-      // Drain what the killed ranks wrote before dying; their pipes are at EOF now (nothing else holds them).
-    }
+    return std::all_of(ranks_.begin(), ranks_.end(),
+                       [](const rank_proc& p) { return p.reaped && p.out < 0 && p.err < 0 && p.ctl < 0; });
+  }
 
+  // The deadline, and the grace a rank gets after its peer failed: past either, every rank is killed and reaped
+  // (the loop then drains what they wrote; their pipes are at EOF, nothing else holds them).
+  void apply_limits() {
+    bool any_failed = std::any_of(ranks_.begin(), ranks_.end(), rank_failed) || peer_failed_;
+    bool any_running = std::any_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return !p.reaped; });
+    auto now = clock::now();
+    if (any_failed && any_running && !grace_until_) grace_until_ = now + o_.peer_grace;
+    if (now >= deadline_ || (grace_until_ && now >= *grace_until_ && any_running)) {
+      if (now >= deadline_) out_.timed_out = true;
+      for (auto& p : ranks_) kill_rank(p);
+      for (auto& p : ranks_) reap(p, true);
+    }
+  }
+
+  // One poll over every open pipe and the peer socket, and whatever it brings read. False: poll itself failed.
+  bool poll_once() {
     std::vector<struct pollfd> fds;
     std::vector<std::pair<rank_proc*, int>> owner;  // (rank, 0 out / 1 err / 2 ctl); nullptr = peer socket
-    for (auto& p : ranks) {
+    for (auto& p : ranks_) {
       int* which[3] = {&p.out, &p.err, &p.ctl};
       for (int k = 0; k < 3; ++k) {
         if (*which[k] >= 0) {
@@ -431,91 +464,101 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
         }
       }
     }
-    if (peer_fd >= 0) {
-      fds.push_back({peer_fd, POLLIN, 0});
+    if (peer_fd_ >= 0) {
+      fds.push_back({peer_fd_, POLLIN, 0});
       owner.emplace_back(nullptr, 0);
     }
-    bool waiting_for_reap = std::any_of(ranks.begin(), ranks.end(), [](const rank_proc& p) {
+    bool waiting_for_reap = std::any_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) {
       return !p.reaped && p.out < 0 && p.err < 0 && p.ctl < 0;
     });
-    auto limit = grace_until ? std::min(deadline, *grace_until) : deadline;
+    auto limit = grace_until_ ? std::min(deadline_, *grace_until_) : deadline_;
     long long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - clock::now()).count() + 1;
     // Reaping is by polling waitpid: a short tick while a rank has closed its pipes but not yet been reaped,
     // and a bounded one otherwise (no SIGCHLD handler: the caller's signal dispositions are left alone).
     wait_ms = std::clamp<long long>(wait_ms, 0, waiting_for_reap ? 5 : 100);
-    bool killed_all = std::all_of(ranks.begin(), ranks.end(), [](const rank_proc& p) { return p.reaped; });
-    int n = ::poll(fds.data(), fds.size(), killed_all ? 0 : static_cast<int>(wait_ms));
-    if (n < 0 && errno != EINTR) break;
+    bool all_reaped = std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped; });
+    int n = ::poll(fds.data(), fds.size(), all_reaped ? 0 : static_cast<int>(wait_ms));
+    if (n < 0 && errno != EINTR) return false;
     bool read_any = false;
     for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [p, k] = owner[i];
-      ssize_t r = p ? ::read(fds[i].fd, buf, sizeof buf) : ::recv(fds[i].fd, buf, sizeof buf, 0);
+      ssize_t r = p ? ::read(fds[i].fd, buf_, sizeof buf_) : ::recv(fds[i].fd, buf_, sizeof buf_, 0);
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (r <= 0) {
         if (p) {
           close_fd(k == 0 ? p->out : k == 1 ? p->err : p->ctl);
         } else {
           // The other node hung up: fine once it reported success, a failure of its side otherwise.
-          if (!peer_said_ok) peer_failed = true;
-          close_fd(peer_fd);
+          if (!peer_said_ok_) peer_failed_ = true;
+          close_fd(peer_fd_);
         }
         continue;
       }
       read_any = true;
       auto n_read = static_cast<std::size_t>(r);
       if (!p) {
-        bool dropped = false;
-        append_bounded(peer_buf, buf, n_read, 4096, dropped);
-        // The peer node's lines: "id HEX" (we are rank 1), "noid" / "peer-result fail|ok".
-        std::size_t nl;
-        while ((nl = peer_buf.find('\n')) != std::string::npos) {
-          std::string line = peer_buf.substr(0, nl);
-          peer_buf.erase(0, nl + 1);
-          if (line.starts_with("id ")) {
-            if (rank_proc* r1 = find_rank(1); r1 && r1->id_w >= 0) {
-              write_no_sigpipe(r1->id_w, line + "\n");
-              close_fd(r1->id_w);
-            }
-          } else if (line == "peer-result ok") {
-            peer_said_ok = true;
-          } else if (line == "noid" || line == "peer-result fail") {
-            peer_failed = true;
-            if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);
-          }
-        }
-        continue;
-      }
-      if (k == 2) {
-        take_ctl(*p, buf, n_read);
+        take_peer(buf_, n_read);
+      } else if (k == 2) {
+        take_ctl(*p, buf_, n_read);
       } else {
-        append_bounded(k == 0 ? p->run.out : p->run.err, buf, n_read, o.max_output, p->run.truncated);
+        append_bounded(k == 0 ? p->run.out : p->run.err, buf_, n_read, o_.max_output, p->run.truncated);
       }
     }
-    if (killed_all && !read_any) {
+    if (all_reaped && !read_any) {
       // Every rank is reaped and nothing more came: whatever still holds a pipe is not ours to wait for.
-      for (auto& p : ranks) {
+      for (auto& p : ranks_) {
         for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
       }
     }
+    return true;
   }
-  for (auto& p : ranks) {
-    close_fd(p.id_w);
-    for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
-  }
-  close_fd(peer_fd);
-  out.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-  for (auto& p : ranks) {
-    nccl_log_facts f = parse_nccl_log(p.run.out);
-    merge_nccl_log_facts(f, parse_nccl_log(p.run.err));
-    if (out.ranks.empty()) {
-      out.log = std::move(f);
-    } else {
-      merge_nccl_log_facts(out.log, f);
+
+  // Everything closed; each rank's run and the log facts merged over the local ranks go into the outcome.
+  void collect() {
+    for (auto& p : ranks_) {
+      close_fd(p.id_w);
+      for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
     }
-    out.ranks.push_back(std::move(p.run));
+    close_fd(peer_fd_);
+    out_.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start_);
+    for (auto& p : ranks_) {
+      nccl_log_facts f = parse_nccl_log(p.run.out);
+      merge_nccl_log_facts(f, parse_nccl_log(p.run.err));
+      if (out_.ranks.empty()) {
+        out_.log = std::move(f);
+      } else {
+        merge_nccl_log_facts(out_.log, f);
+      }
+      out_.ranks.push_back(std::move(p.run));
+    }
   }
-  return out;
+
+  const nccl_pair_options& o_;
+  const clock::time_point start_;
+  const clock::time_point deadline_;
+  nccl_pair_outcome out_;
+  std::vector<int> local_ranks_ = {0, 1};
+  std::vector<rank_proc> ranks_;
+  int peer_fd_ = -1;
+  std::string peer_buf_;
+  bool peer_failed_ = false;
+  bool peer_said_ok_ = false;
+  bool told_peer_ = false;
+  bool noid_handled_ = false;
+  std::optional<clock::time_point> grace_until_;
+  char buf_[16384];
+};
+
+}  // namespace
+
+std::string nccl_rank_run::describe() const {
+  if (killed) return "killed by mrcheck";
+  if (signaled) return fmt::format("killed by SIG{}", signal_name(term_signal));
+  if (exited) return fmt::format("exit {}", exit_code);
+  return started ? "did not finish" : "not started";
 }
+
+nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) { return pair_run(o).run(); }
 
 }  // namespace mrcheck
