@@ -222,141 +222,108 @@ std::string short_hostname() {
   return h;
 }
 
-int run(int argc, char** argv) {
-  auto opts_or = parse_args(argc, argv);
-  if (!opts_or) {
-    usage(stderr);
-    return k_exit_usage;
-  }
-  options& o = *opts_or;
-  stderr_log out;
-  phase_timer t(o.timings);
-
-  const char* job_id = std::getenv("SLURM_JOB_ID");
-  run_mode mode = o.mode.value_or(job_id && *job_id ? run_mode::prolog : run_mode::healthcheck);
-  const char* mode_name = mode == run_mode::prolog ? "prolog" : "healthcheck";
-
-  // Configuration: --config, else the default file when present. Unknown keys are errors (config.h).
+// What one run judges against: the site's configuration and rules, the filesystem root, the node's name.
+struct run_setup {
   config cfg;
+  matrix_rules rules;
+  sysroot root;
+  std::string node;
+};
+
+// --config (else the default file when present; unknown keys are errors, config.h), the rules, --root and the
+// node name. Nullopt after logging why: a usage error.
+std::optional<run_setup> load_setup(const options& o, const char* mode_name, stderr_log& out) {
+  run_setup s;
   std::string config_path = o.config;
   if (config_path.empty() && std::filesystem::exists(MRCHECK_DEFAULT_CONFIG)) config_path = MRCHECK_DEFAULT_CONFIG;
   if (!config_path.empty()) {
-    if (auto s = check_trusted_file(config_path); !s) {
-      log(out, log_level::error, "{}: {}", mode_name, s.message());
-      return k_exit_usage;
+    if (auto st = check_trusted_file(config_path); !st) {
+      log(out, log_level::error, "{}: {}", mode_name, st.message());
+      return std::nullopt;
     }
-    if (auto s = load_config_file(cfg, config_path); !s) {
-      log(out, log_level::error, "{}: {}", mode_name, s.message());
-      return k_exit_usage;
+    if (auto st = load_config_file(s.cfg, config_path); !st) {
+      log(out, log_level::error, "{}: {}", mode_name, st.message());
+      return std::nullopt;
     }
   }
-  std::string rules_path = !o.rules.empty() ? o.rules : cfg.rules;
+  std::string rules_path = !o.rules.empty() ? o.rules : s.cfg.rules;
   if (rules_path.empty() && std::filesystem::exists(std::string(k_default_rules_path))) rules_path = std::string(k_default_rules_path);
   if (!rules_path.empty()) {
-    if (auto s = check_trusted_file(rules_path); !s) {
-      log(out, log_level::error, "{}: {}", mode_name, s.message());
-      return k_exit_usage;
+    if (auto st = check_trusted_file(rules_path); !st) {
+      log(out, log_level::error, "{}: {}", mode_name, st.message());
+      return std::nullopt;
     }
   }
   auto rules = rules_path.empty() ? result<matrix_rules>(default_matrix_rules()) : load_matrix_rules(rules_path);
   if (!rules) {
     log(out, log_level::error, "{}: {}", mode_name, rules.error().message());
-    return k_exit_usage;
+    return std::nullopt;
   }
+  s.rules = std::move(*rules);
 
-  sysroot root;
   if (!o.root.empty()) {
     auto r = sysroot::open(o.root);
     if (!r) {
       log(out, log_level::error, "{}: --root: {}", mode_name, r.error().message());
-      return k_exit_usage;
+      return std::nullopt;
     }
-    root = std::move(*r);
+    s.root = std::move(*r);
   }
 
-  std::string node = o.node;
-  if (node.empty()) {
+  s.node = o.node;
+  if (s.node.empty()) {
     const char* n = std::getenv("SLURMD_NODENAME");
-    node = n && *n ? n : short_hostname();
+    s.node = n && *n ? n : short_hostname();
   }
-  if (!valid_node_name(node)) {
-    log(out, log_level::error, "{}: node name '{}' is not valid (use --node NAME)", mode_name, escape_line(node, 64));
-    return k_exit_usage;
+  if (!valid_node_name(s.node)) {
+    log(out, log_level::error, "{}: node name '{}' is not valid (use --node NAME)", mode_name, escape_line(s.node, 64));
+    return std::nullopt;
   }
+  return s;
+}
 
-  t.mark("config+rules");
-
-  // Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read
-  // their versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and
-  // procfs; the facts are the same as collect_facts() would gather in one go.
+// Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read their
+// versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and procfs; the
+// facts are the same as collect_facts() would gather in one go.
+report judge_node(const run_setup& s, phase_timer& t) {
   collect_options copts;
   const char* slurm_conf_env = std::getenv("SLURM_CONF");
-  if (slurm_conf_env && *slurm_conf_env && root.is_host()) copts.slurm_conf = slurm_conf_env;
-  copts.verbs_library = cfg.verbs_library;
+  if (slurm_conf_env && *slurm_conf_env && s.root.is_host()) copts.slurm_conf = slurm_conf_env;
+  copts.verbs_library = s.cfg.verbs_library;
   copts.load_libraries = false;
   std::future<library_facts> libs;
-  if (root.is_host()) {
+  if (s.root.is_host()) {
     try {
-      libs = std::async(std::launch::async, load_library_facts, cfg.verbs_library);
+      libs = std::async(std::launch::async, load_library_facts, s.cfg.verbs_library);
     } catch (const std::system_error&) {
       // No thread to be had: load them on this one below.
     }
   }
-  node_facts facts = collect_facts(root, copts);
+  node_facts facts = collect_facts(s.root, copts);
   t.mark("sysfs+procfs");
-  if (root.is_host()) apply_library_facts(libs.valid() ? libs.get() : load_library_facts(cfg.verbs_library), facts);
+  if (s.root.is_host()) apply_library_facts(libs.valid() ? libs.get() : load_library_facts(s.cfg.verbs_library), facts);
   t.mark("libraries");
-  matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
+  matrix_facts extra = collect_matrix_facts(s.root, s.root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
                                             !facts.libibverbs.is_ok());
   t.mark("matrix facts");
-  report rep = run_checks(prolog_selection(), node_check_inputs(facts, *rules, &cfg, &extra));
+  report rep = run_checks(prolog_selection(), node_check_inputs(facts, s.rules, &s.cfg, &extra));
   t.mark("judge");
-  for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
+  return rep;
+}
 
-  desired_action want = plan_action(rep, cfg.on_error);
-  bool fails = want.what == desired_action::kind::drain;
-  nlohmann::json j;
-  if (o.json) j = report_to_json(rep);
-  j["node"] = node;
-  j["mode"] = mode_name;
-  j["rules"] = rules->source;
-  j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
-
-  // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
-  // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
-  std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : cfg.prometheus_textfile);
-  if (!textfile.empty()) {
-    if (auto s = write_textfile(textfile, prometheus_textfile(rep, std::time(nullptr)), ::geteuid()); !s) {
-      log(out, log_level::error, "{}: {}", mode_name, s.message());
-    }
-    t.mark("textfile");
-  }
-
-  auto finish = [&](int code) {
-    t.mark("action");
-    t.print(out, mode_name);
-    if (o.json) fmt::print("{}\n", j.dump(2));
-    return code;
-  };
-  int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
-
-  if (o.dry_run) {
-    if (want.what == desired_action::kind::drain) {
-      log(out, log_level::info, "{}: dry run: would drain {} with reason '{}'", mode_name, node, want.reason);
-    } else if (want.what == desired_action::kind::resume) {
-      log(out, log_level::info, "{}: dry run: would resume {} if mrcheck drained it", mode_name, node);
-    }
-    j["outcome"] = {{"what", "dry_run"}};
-    return finish(fail_code);
-  }
-
+// The drain or resume through slurmctld within the budget; when the controller is unreachable the action is kept
+// pending in the state directory for the next run. Records the outcome in `j` and returns the exit code.
+int act(const options& o, const run_setup& s, const desired_action& want, run_mode mode, int fail_code,
+        nlohmann::json& j, stderr_log& out) {
+  const char* mode_name = mode == run_mode::prolog ? "prolog" : "healthcheck";
+  const std::string& node = s.node;
   std::chrono::milliseconds budget =
       o.timeout.value_or(mode == run_mode::prolog ? std::chrono::milliseconds{10000} : std::chrono::milliseconds{30000});
-  std::string state_dir = !o.state_dir.empty() ? o.state_dir : cfg.state_dir;
+  std::string state_dir = !o.state_dir.empty() ? o.state_dir : s.cfg.state_dir;
   auto store = state_store::open(state_dir, ::geteuid());
   if (!store) {
     log(out, log_level::error, "{}: {}", mode_name, store.error().message());
-    return finish(k_exit_usage);
+    return k_exit_usage;
   }
   bool pending_drain = false;
   auto pending = store->load(node);
@@ -374,15 +341,15 @@ int run(int argc, char** argv) {
   if (!ctl) {
     log(out, log_level::error, "{}: built without libslurm: cannot drain or resume {}", mode_name, node);
     j["outcome"] = {{"what", "failed"}, {"message", "built without libslurm"}};
-    return finish(mode == run_mode::prolog ? fail_code : k_exit_ok);
+    return mode == run_mode::prolog ? fail_code : k_exit_ok;
   }
   apply_outcome res = apply_action(*ctl, node, want, pending_drain, budget);
   j["outcome"] = {{"what", to_string(res.what)}, {"message", res.message}};
   switch (res.what) {
     case apply_outcome::kind::unreachable:
-      if (auto s = store->save(node, want); !s) {
+      if (auto st = store->save(node, want); !st) {
         log(out, log_level::error, "{}: {}: and the pending {} could not be saved: {}", mode_name, res.message,
-            to_string(want.what), s.message());
+            to_string(want.what), st.message());
       } else {
         log(out, log_level::error, "{}: {}; {} of {} pending in {}", mode_name, res.message, to_string(want.what), node,
             store->dir());
@@ -392,14 +359,71 @@ int run(int argc, char** argv) {
       log(out, log_level::error, "{}: {}", mode_name, res.message);
       break;
     case apply_outcome::kind::nothing:
-      if (auto s = store->clear(node); !s) log(out, log_level::error, "{}: {}", mode_name, s.message());
+      if (auto st = store->clear(node); !st) log(out, log_level::error, "{}: {}", mode_name, st.message());
       break;
     default:
       log(out, log_level::info, "{}: {}", mode_name, res.message);
-      if (auto s = store->clear(node); !s) log(out, log_level::error, "{}: {}", mode_name, s.message());
+      if (auto st = store->clear(node); !st) log(out, log_level::error, "{}: {}", mode_name, st.message());
       break;
   }
-  return finish(fail_code);
+  return fail_code;
+}
+
+int run(int argc, char** argv) {
+  auto opts_or = parse_args(argc, argv);
+  if (!opts_or) {
+    usage(stderr);
+    return k_exit_usage;
+  }
+  options& o = *opts_or;
+  stderr_log out;
+  phase_timer t(o.timings);
+
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  run_mode mode = o.mode.value_or(job_id && *job_id ? run_mode::prolog : run_mode::healthcheck);
+  const char* mode_name = mode == run_mode::prolog ? "prolog" : "healthcheck";
+
+  auto setup = load_setup(o, mode_name, out);
+  if (!setup) return k_exit_usage;
+  t.mark("config+rules");
+  report rep = judge_node(*setup, t);
+  for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
+
+  desired_action want = plan_action(rep, setup->cfg.on_error);
+  bool fails = want.what == desired_action::kind::drain;
+  nlohmann::json j;
+  if (o.json) j = report_to_json(rep);
+  j["node"] = setup->node;
+  j["mode"] = mode_name;
+  j["rules"] = setup->rules.source;
+  j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
+
+  // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
+  // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
+  std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
+  if (!textfile.empty()) {
+    if (auto s = write_textfile(textfile, prometheus_textfile(rep, std::time(nullptr)), ::geteuid()); !s) {
+      log(out, log_level::error, "{}: {}", mode_name, s.message());
+    }
+    t.mark("textfile");
+  }
+
+  int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
+  int code = fail_code;
+  if (o.dry_run) {
+    if (want.what == desired_action::kind::drain) {
+      log(out, log_level::info, "{}: dry run: would drain {} with reason '{}'", mode_name, setup->node, want.reason);
+    } else if (want.what == desired_action::kind::resume) {
+      log(out, log_level::info, "{}: dry run: would resume {} if mrcheck drained it", mode_name, setup->node);
+    }
+    j["outcome"] = {{"what", "dry_run"}};
+  } else {
+    code = act(o, *setup, want, mode, fail_code, j, out);
+  }
+  t.mark("action");
+  t.print(out, mode_name);
+  if (o.json) fmt::print("{}\n", j.dump(2));
+  return code;
 }
 
 }  // namespace
