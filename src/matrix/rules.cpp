@@ -129,166 +129,206 @@ class rules_parser {
     return status::ok();
   }
 
+  // One key per line; each family of keys has its handler below.
   status apply(std::string_view key, const std::vector<std::string_view>& args) {
-    if (rule_action* field = action_field(rules_, key)) {
-      if (auto s = want_args(key, args, 1, key == "gpudirect" ? "require|warn|off" : "fail|warn|off"); !s) return s;
-      auto a = parse_action(args[0], key == "gpudirect");
-      if (!a) return err(fmt::format("'{}': '{}' is not fail, warn or off", key, escape_line(args[0], 32)));
-      if (auto s = once(std::string(key)); !s) return s;
-      *field = *a;
-      return status::ok();
-    }
-    if (key == "rdma_stack.ofed_user_marker") {
-      if (args.empty()) return err("'rdma_stack.ofed_user_marker' takes one or more words");
-      if (auto s = once(std::string(key)); !s) return s;
-      rules_.ofed_user_markers.assign(args.begin(), args.end());
-      return status::ok();
-    }
-    if (key == "rdma_stack.uverbs_abi") {
-      if (args.empty()) return err("'rdma_stack.uverbs_abi' takes one or more ABI numbers");
-      if (auto s = once(std::string(key)); !s) return s;
-      rules_.uverbs_abi.clear();
-      for (auto a : args) {
-        std::uint64_t n = 0;
-        if (!parse_u64(a, n) || n > 1000) return err(fmt::format("'{}' is not a uverbs ABI number", escape_line(a, 32)));
-        rules_.uverbs_abi.push_back(static_cast<int>(n));
-      }
-      return status::ok();
-    }
-    if (key == "hca_family") {
-      if (args.size() != 2) return err("'hca_family' takes MAJOR NAME (e.g. hca_family 28 ConnectX-7)");
-      std::uint64_t major = 0;
-      if (!parse_u64(args[0], major) || major > 65535) {
-        return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
-      }
-      if (auto s = once(fmt::format("hca_family {}", major)); !s) return s;
-      rules_.hca_families[major].name = std::string(args[1]);
-      return status::ok();
-    }
-    if (key == "hca_fw.min") {
-      if (args.size() != 2) return err("'hca_fw.min' takes MAJOR VERSION|none (e.g. hca_fw.min 28 28.39.1002)");
-      std::uint64_t major = 0;
-      if (!parse_u64(args[0], major)) return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
-      auto it = rules_.hca_families.find(major);
-      if (it == rules_.hca_families.end()) return err(fmt::format("'hca_fw.min {}': no hca_family {} declared", major, major));
-      if (auto s = once(fmt::format("hca_fw.min {}", major)); !s) return s;
-      if (auto s = version_value(key, args[1], it->second.min); !s) return s;
-      if (it->second.min && it->second.min->parts.front() != major) {
-        return err(fmt::format("'hca_fw.min {}': version {} belongs to major {}", major, it->second.min->to_string(),
-                               it->second.min->parts.front()));
-      }
-      return status::ok();
-    }
-    if (key == "gpu_driver.min" || key == "cuda_driver.min" || key == "nccl.min") {
-      if (auto s = want_args(key, args, 1, "VERSION|none"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      auto& field = key == "gpu_driver.min" ? rules_.gpu_driver_min
-                    : key == "cuda_driver.min" ? rules_.cuda_driver_min
-                                               : rules_.nccl_min;
-      return version_value(key, args[0], field);
-    }
-    if (key == "gpudirect.dmabuf_kernel_min" || key == "gpudirect.dmabuf_cuda_min") {
-      if (auto s = want_args(key, args, 1, "VERSION"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      auto v = parse_dotted_version(args[0]);
-      if (!v) return err(fmt::format("'{}': {}", key, v.error().message()));
-      (key == "gpudirect.dmabuf_kernel_min" ? rules_.dmabuf_kernel_min : rules_.dmabuf_cuda_min) = *v;
-      return status::ok();
-    }
-    if (key == "gpu_driver.flavour") {
-      if (auto s = want_args(key, args, 1, "any|open|proprietary"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      if (args[0] == "any") {
-        rules_.gpu_driver_flavour = flavour_rule::any;
-      } else if (args[0] == "open") {
-        rules_.gpu_driver_flavour = flavour_rule::open;
-      } else if (args[0] == "proprietary") {
-        rules_.gpu_driver_flavour = flavour_rule::proprietary;
-      } else {
-        return err(fmt::format("'gpu_driver.flavour': '{}' is not any, open or proprietary", escape_line(args[0], 32)));
-      }
-      return status::ok();
-    }
-    if (key == "gpu_memory") {
-      if (args.size() < 2) return err("'gpu_memory' takes DEVICE_ID SIZE [name...] (e.g. gpu_memory 0x2335 141G H200)");
-      auto id = normalize_device_id(args[0]);
-      if (!id) return err(fmt::format("'{}' is not a PCI device id (4 hex digits)", escape_line(args[0], 32)));
-      auto size = parse_bytes(args[1]);
-      if (!size || *size == 0 || *size == k_unlimited) {
-        return err(fmt::format("'gpu_memory {}': '{}' is not a memory size", *id, escape_line(args[1], 32)));
-      }
-      if (auto s = once("gpu_memory " + *id); !s) return s;
-      rules_.gpu_memory[*id] = *size;
-      return status::ok();
-    }
-    if (key == "slurmd_memlock.min") {
-      if (auto s = want_args(key, args, 1, "SIZE|unlimited"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      if (args[0] == "unlimited" || args[0] == "infinity") {
-        rules_.slurmd_memlock_min = k_unlimited;
-        return status::ok();
-      }
-      auto size = parse_bytes(args[0]);
-      if (!size) return err(fmt::format("'slurmd_memlock.min': {}", size.error().message()));
-      rules_.slurmd_memlock_min = *size;
-      return status::ok();
-    }
-    if (key == "bar1.min") {
-      if (auto s = want_args(key, args, 1, "auto|SIZE"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      if (args[0] == "auto") {
-        rules_.bar1_min.reset();
-        return status::ok();
-      }
-      auto size = parse_bytes(args[0]);
-      if (!size || *size == k_unlimited) {
-        return err(fmt::format("'bar1.min': '{}' is not a size (or 'auto')", escape_line(args[0], 32)));
-      }
-      rules_.bar1_min = *size;
-      return status::ok();
-    }
-    if (key == "max_map_count.min" || key == "max_map_count.recommended") {
-      if (auto s = want_args(key, args, 1, "COUNT|none"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      auto& field = key == "max_map_count.min" ? rules_.max_map_count_min : rules_.max_map_count_recommended;
-      if (args[0] == "none") {
-        field.reset();
-        return status::ok();
-      }
-      std::uint64_t n = 0;
-      // The sysctl is an int (mm/util.c sysctl_max_map_count).
-      if (!parse_u64(args[0], n) || n > INT32_MAX) {
-        return err(fmt::format("'{}': '{}' is not a map count (0 to {})", key, escape_line(args[0], 32), INT32_MAX));
-      }
-      field = n;
-      return status::ok();
-    }
-    if (key == "hugepages.reserved_max" || key == "hugepages.reserved_warn") {
-      if (auto s = want_args(key, args, 1, "PERCENT%|none"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      auto& field = key == "hugepages.reserved_max" ? rules_.hugepages_reserved_max_pct : rules_.hugepages_reserved_warn_pct;
-      if (args[0] == "none") {
-        field.reset();
-        return status::ok();
-      }
-      std::string_view v = args[0];
-      std::uint64_t n = 0;
-      // The '%' is required: a bare number here reads like a size or a page count.
-      if (!v.ends_with('%') || !parse_u64(v.substr(0, v.size() - 1), n) || n > 100) {
-        return err(fmt::format("'{}': '{}' is not a percentage of MemTotal (0% to 100%)", key, escape_line(v, 32)));
-      }
-      field = n;
-      return status::ok();
-    }
-    if (key == "hugepages.free_min") {
-      if (auto s = want_args(key, args, 1, "PAGES"); !s) return s;
-      if (auto s = once(std::string(key)); !s) return s;
-      std::uint64_t n = 0;
-      if (!parse_u64(args[0], n)) return err(fmt::format("'{}': '{}' is not a page count", key, escape_line(args[0], 32)));
-      rules_.hugepages_free_min = n;
-      return status::ok();
+    if (rule_action* field = action_field(rules_, key)) return action(key, args, field);
+    using handler = status (rules_parser::*)(std::string_view, const std::vector<std::string_view>&);
+    static constexpr std::pair<std::string_view, handler> k_handlers[] = {
+        {"rdma_stack.ofed_user_marker", &rules_parser::ofed_user_marker},
+        {"rdma_stack.uverbs_abi", &rules_parser::uverbs_abi},
+        {"hca_family", &rules_parser::hca_family},
+        {"hca_fw.min", &rules_parser::hca_fw_min},
+        {"gpu_driver.min", &rules_parser::driver_version_min},
+        {"cuda_driver.min", &rules_parser::driver_version_min},
+        {"nccl.min", &rules_parser::driver_version_min},
+        {"gpudirect.dmabuf_kernel_min", &rules_parser::dmabuf_min},
+        {"gpudirect.dmabuf_cuda_min", &rules_parser::dmabuf_min},
+        {"gpu_driver.flavour", &rules_parser::gpu_driver_flavour},
+        {"gpu_memory", &rules_parser::gpu_memory},
+        {"slurmd_memlock.min", &rules_parser::slurmd_memlock_min},
+        {"bar1.min", &rules_parser::bar1_min},
+        {"max_map_count.min", &rules_parser::max_map_count},
+        {"max_map_count.recommended", &rules_parser::max_map_count},
+        {"hugepages.reserved_max", &rules_parser::hugepages_reserved},
+        {"hugepages.reserved_warn", &rules_parser::hugepages_reserved},
+        {"hugepages.free_min", &rules_parser::hugepages_free_min},
+    };
+    for (const auto& [k, h] : k_handlers) {
+      if (k == key) return (this->*h)(key, args);
     }
     return err(fmt::format("unknown rule key '{}'", escape_line(key, 64)));
+  }
+
+  status action(std::string_view key, const std::vector<std::string_view>& args, rule_action* field) {
+    if (auto s = want_args(key, args, 1, key == "gpudirect" ? "require|warn|off" : "fail|warn|off"); !s) return s;
+    auto a = parse_action(args[0], key == "gpudirect");
+    if (!a) return err(fmt::format("'{}': '{}' is not fail, warn or off", key, escape_line(args[0], 32)));
+    if (auto s = once(std::string(key)); !s) return s;
+    *field = *a;
+    return status::ok();
+  }
+
+  status ofed_user_marker(std::string_view key, const std::vector<std::string_view>& args) {
+    if (args.empty()) return err("'rdma_stack.ofed_user_marker' takes one or more words");
+    if (auto s = once(std::string(key)); !s) return s;
+    rules_.ofed_user_markers.assign(args.begin(), args.end());
+    return status::ok();
+  }
+
+  status uverbs_abi(std::string_view key, const std::vector<std::string_view>& args) {
+    if (args.empty()) return err("'rdma_stack.uverbs_abi' takes one or more ABI numbers");
+    if (auto s = once(std::string(key)); !s) return s;
+    rules_.uverbs_abi.clear();
+    for (auto a : args) {
+      std::uint64_t n = 0;
+      if (!parse_u64(a, n) || n > 1000) return err(fmt::format("'{}' is not a uverbs ABI number", escape_line(a, 32)));
+      rules_.uverbs_abi.push_back(static_cast<int>(n));
+    }
+    return status::ok();
+  }
+
+  status hca_family(std::string_view /*key*/, const std::vector<std::string_view>& args) {
+    if (args.size() != 2) return err("'hca_family' takes MAJOR NAME (e.g. hca_family 28 ConnectX-7)");
+    std::uint64_t major = 0;
+    if (!parse_u64(args[0], major) || major > 65535) {
+      return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
+    }
+    if (auto s = once(fmt::format("hca_family {}", major)); !s) return s;
+    rules_.hca_families[major].name = std::string(args[1]);
+    return status::ok();
+  }
+
+  status hca_fw_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (args.size() != 2) return err("'hca_fw.min' takes MAJOR VERSION|none (e.g. hca_fw.min 28 28.39.1002)");
+    std::uint64_t major = 0;
+    if (!parse_u64(args[0], major)) return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
+    auto it = rules_.hca_families.find(major);
+    if (it == rules_.hca_families.end()) return err(fmt::format("'hca_fw.min {}': no hca_family {} declared", major, major));
+    if (auto s = once(fmt::format("hca_fw.min {}", major)); !s) return s;
+    if (auto s = version_value(key, args[1], it->second.min); !s) return s;
+    if (it->second.min && it->second.min->parts.front() != major) {
+      return err(fmt::format("'hca_fw.min {}': version {} belongs to major {}", major, it->second.min->to_string(),
+                             it->second.min->parts.front()));
+    }
+    return status::ok();
+  }
+
+  status driver_version_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "VERSION|none"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    auto& field = key == "gpu_driver.min" ? rules_.gpu_driver_min
+                  : key == "cuda_driver.min" ? rules_.cuda_driver_min
+                                             : rules_.nccl_min;
+    return version_value(key, args[0], field);
+  }
+
+  status dmabuf_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "VERSION"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    auto v = parse_dotted_version(args[0]);
+    if (!v) return err(fmt::format("'{}': {}", key, v.error().message()));
+    (key == "gpudirect.dmabuf_kernel_min" ? rules_.dmabuf_kernel_min : rules_.dmabuf_cuda_min) = *v;
+    return status::ok();
+  }
+
+  status gpu_driver_flavour(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "any|open|proprietary"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    if (args[0] == "any") {
+      rules_.gpu_driver_flavour = flavour_rule::any;
+    } else if (args[0] == "open") {
+      rules_.gpu_driver_flavour = flavour_rule::open;
+    } else if (args[0] == "proprietary") {
+      rules_.gpu_driver_flavour = flavour_rule::proprietary;
+    } else {
+      return err(fmt::format("'gpu_driver.flavour': '{}' is not any, open or proprietary", escape_line(args[0], 32)));
+    }
+    return status::ok();
+  }
+
+  status gpu_memory(std::string_view /*key*/, const std::vector<std::string_view>& args) {
+    if (args.size() < 2) return err("'gpu_memory' takes DEVICE_ID SIZE [name...] (e.g. gpu_memory 0x2335 141G H200)");
+    auto id = normalize_device_id(args[0]);
+    if (!id) return err(fmt::format("'{}' is not a PCI device id (4 hex digits)", escape_line(args[0], 32)));
+    auto size = parse_bytes(args[1]);
+    if (!size || *size == 0 || *size == k_unlimited) {
+      return err(fmt::format("'gpu_memory {}': '{}' is not a memory size", *id, escape_line(args[1], 32)));
+    }
+    if (auto s = once("gpu_memory " + *id); !s) return s;
+    rules_.gpu_memory[*id] = *size;
+    return status::ok();
+  }
+
+  status slurmd_memlock_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "SIZE|unlimited"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    if (args[0] == "unlimited" || args[0] == "infinity") {
+      rules_.slurmd_memlock_min = k_unlimited;
+      return status::ok();
+    }
+    auto size = parse_bytes(args[0]);
+    if (!size) return err(fmt::format("'slurmd_memlock.min': {}", size.error().message()));
+    rules_.slurmd_memlock_min = *size;
+    return status::ok();
+  }
+
+  status bar1_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "auto|SIZE"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    if (args[0] == "auto") {
+      rules_.bar1_min.reset();
+      return status::ok();
+    }
+    auto size = parse_bytes(args[0]);
+    if (!size || *size == k_unlimited) {
+      return err(fmt::format("'bar1.min': '{}' is not a size (or 'auto')", escape_line(args[0], 32)));
+    }
+    rules_.bar1_min = *size;
+    return status::ok();
+  }
+
+  status max_map_count(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "COUNT|none"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    auto& field = key == "max_map_count.min" ? rules_.max_map_count_min : rules_.max_map_count_recommended;
+    if (args[0] == "none") {
+      field.reset();
+      return status::ok();
+    }
+    std::uint64_t n = 0;
+    // The sysctl is an int (mm/util.c sysctl_max_map_count).
+    if (!parse_u64(args[0], n) || n > INT32_MAX) {
+      return err(fmt::format("'{}': '{}' is not a map count (0 to {})", key, escape_line(args[0], 32), INT32_MAX));
+    }
+    field = n;
+    return status::ok();
+  }
+
+  status hugepages_reserved(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "PERCENT%|none"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    auto& field = key == "hugepages.reserved_max" ? rules_.hugepages_reserved_max_pct : rules_.hugepages_reserved_warn_pct;
+    if (args[0] == "none") {
+      field.reset();
+      return status::ok();
+    }
+    std::string_view v = args[0];
+    std::uint64_t n = 0;
+    // The '%' is required: a bare number here reads like a size or a page count.
+    if (!v.ends_with('%') || !parse_u64(v.substr(0, v.size() - 1), n) || n > 100) {
+      return err(fmt::format("'{}': '{}' is not a percentage of MemTotal (0% to 100%)", key, escape_line(v, 32)));
+    }
+    field = n;
+    return status::ok();
+  }
+
+  status hugepages_free_min(std::string_view key, const std::vector<std::string_view>& args) {
+    if (auto s = want_args(key, args, 1, "PAGES"); !s) return s;
+    if (auto s = once(std::string(key)); !s) return s;
+    std::uint64_t n = 0;
+    if (!parse_u64(args[0], n)) return err(fmt::format("'{}': '{}' is not a page count", key, escape_line(args[0], 32)));
+    rules_.hugepages_free_min = n;
+    return status::ok();
   }
 
   std::string_view file_;
