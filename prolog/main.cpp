@@ -19,8 +19,8 @@
 #include "slurm_control.h"
 
 #include "../src/facts/libraries.h"
-#include "../src/matrix/node_action.h"
-#include "../src/matrix/textfile.h"
+#include "prolog/node_action.h"
+#include "prolog/textfile.h"
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>

@@ -4,7 +4,7 @@
 // (MessageTimeout), and a Prolog must not outlive its budget waiting for it.
 #pragma once
 
-#include "../src/matrix/node_action.h"
+#include "prolog/node_action.h"
 
 #include <memory>
 

@@ -1,13 +1,13 @@
-// mrcheck-prolog's Prometheus textfile (src/matrix/textfile.h): prometheus_label_value() escapes a label value
+// mrcheck-prolog's Prometheus textfile (prolog/textfile.h): prometheus_label_value() escapes a label value
 // for the text exposition format 0.0.4, prometheus_textfile() writes one gauge per check.
 // Input: label text; also split at NUL into check ids with verdicts picked by the first byte.
 // Invariants: the escaped value has no raw line feed, every '"' in it is escaped, and unescaping it (the
 // format's rules: \\ \" \n) gives the input back; the textfile has exactly one sample line per check plus two,
 // each sample line is `name{check="<escaped>"} <int>` or `name <int>`, every other line a # HELP / # TYPE.
-// fuzz-requires: src/matrix/textfile.h
+// fuzz-requires: prolog/textfile.h
 #include "fuzz_common.h"
 
-#include "matrix/textfile.h"
+#include "prolog/textfile.h"
 
 #include <optional>
 

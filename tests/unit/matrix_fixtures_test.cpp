@@ -1,7 +1,7 @@
 // The whole path the prolog takes, on fixture trees: collect_facts + collect_matrix_facts through a sysroot,
 // judge_matrix with the shipped rules, plan_action. Each misalignment tree drains for its own check with the
 // exact reason; the aligned tree and the real H200 capture drain nothing.
-#include "matrix/node_action.h"
+#include "prolog/node_action.h"
 
 #include <mrcheck/facts.h>
 #include <mrcheck/matrix.h>

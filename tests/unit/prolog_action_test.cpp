@@ -1,7 +1,7 @@
 // mrcheck-prolog's decisions against a fake slurmctld: drain with mrcheck's reason, never touch a foreign
 // reason, resume only its own drains, retry an unreachable slurmctld inside the budget, and the state
 // directory that keeps an action that did not land.
-#include "matrix/node_action.h"
+#include "prolog/node_action.h"
 
 #include <gtest/gtest.h>
 

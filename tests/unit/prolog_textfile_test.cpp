@@ -1,6 +1,6 @@
 // mrcheck-prolog's Prometheus textfile: the exposition text (HELP/TYPE, one gauge per check, escaped label
 // values) and the atomic, symlink-refusing write.
-#include "matrix/textfile.h"
+#include "prolog/textfile.h"
 
 #include <gtest/gtest.h>
 

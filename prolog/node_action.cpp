@@ -1,4 +1,4 @@
-#include "matrix/node_action.h"
+#include "prolog/node_action.h"
 
 #include <mrcheck/units.h>
 

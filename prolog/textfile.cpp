@@ -1,4 +1,4 @@
-#include "matrix/textfile.h"
+#include "prolog/textfile.h"
 
 #include <fmt/format.h>
 
