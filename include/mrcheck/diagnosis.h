@@ -132,10 +132,6 @@ node_evidence evidence_from_facts(const node_facts& facts);
 // like upstream). `version` receives the Version string when found. unknown when no such package.
 rdma_flavour user_stack_from_dpkg_status(std::string_view dpkg_status, std::string* version = nullptr);
 
-// Parses "CapEff:\t0000003fffffffff" out of /proc/PID/status text; CAP_IPC_LOCK is bit 14.
-// nullopt when the line is missing or malformed.
-std::optional<bool> cap_ipc_lock_from_status(std::string_view proc_status);
-
 struct diagnosis {
   cause what = cause::unknown;
   bool confirmed = false;              // the node evidence supports the cause (not only the errno)

@@ -227,6 +227,10 @@ int find_bar1(const std::vector<pci_resource>& resources);
 
 // /proc/meminfo: MemTotal is required; HugePages_* default to 0 when the kernel has no hugetlbfs.
 result<hugepages_fact> parse_meminfo(std::string_view meminfo);
+// Parses "CapEff:\t0000003fffffffff" out of /proc/PID/status text; CAP_IPC_LOCK is bit 14.
+// nullopt when the line is missing or malformed.
+std::optional<bool> cap_ipc_lock_from_status(std::string_view proc_status);
+
 // dpkg's status file -> the RDMA packages. Error when none of libibverbs1/rdma-core/libfabric is installed.
 result<rdma_packages_fact> parse_dpkg_rdma(std::string_view dpkg_status, std::string source);
 // /opt/amazon/efa_installed_packages -> versions. Error without the "# EFA installer version:" line.

@@ -3,6 +3,7 @@
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/nccl_probe.h>
+#include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -11,8 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace mrcheck {
 
@@ -41,12 +40,7 @@ node_evidence own_evidence() {
     e.memlock_hard = rl.rlim_max == RLIM_INFINITY ? k_unlimited : rl.rlim_max;
   }
   e.is_root = ::geteuid() == 0;
-  std::ifstream in("/proc/self/status");
-  if (in) {
-    std::stringstream ss;
-    ss << in.rdbuf();
-    e.cap_ipc_lock = cap_ipc_lock_from_status(ss.str());
-  }
+  if (auto st = sysroot{}.read("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
   return e;
 }
 

@@ -886,26 +886,6 @@ rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* ver
   return p->ofed ? rdma_flavour::ofed : rdma_flavour::inbox;
 }
 
-std::optional<bool> cap_ipc_lock_from_status(std::string_view text) {
-  std::size_t at = text.find("\nCapEff:");
-  if (at == std::string_view::npos) {
-    if (!text.starts_with("CapEff:")) return std::nullopt;
-    at = 0;
-  } else {
-    at += 1;
-  }
-  std::string_view v = text.substr(at + 7);
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  std::size_t end = 0;
-  while (end < v.size() && std::isxdigit(static_cast<unsigned char>(v[end]))) ++end;
-  if (end == 0 || end > 16) return std::nullopt;
-  std::uint64_t caps = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + end, caps, 16);
-  if (ec != std::errc()) return std::nullopt;
-  constexpr int k_cap_ipc_lock = 14;  // linux/capability.h
-  return ((caps >> k_cap_ipc_lock) & 1U) != 0;
-}
-
 void to_json(nlohmann::json& j, const diagnosis& d) {
   j = nlohmann::json{{"cause", to_string(d.what)}, {"confirmed", d.confirmed}, {"summary", d.summary},
                      {"evidence", d.evidence},     {"fix", d.fix},             {"fallback", d.fallback}};

@@ -358,4 +358,24 @@ result<efa_installer_fact> parse_efa_installer(std::string_view text) {
   return f;
 }
 
+std::optional<bool> cap_ipc_lock_from_status(std::string_view text) {
+  std::size_t at = text.find("\nCapEff:");
+  if (at == std::string_view::npos) {
+    if (!text.starts_with("CapEff:")) return std::nullopt;
+    at = 0;
+  } else {
+    at += 1;
+  }
+  std::string_view v = text.substr(at + 7);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  std::size_t end = 0;
+  while (end < v.size() && std::isxdigit(static_cast<unsigned char>(v[end]))) ++end;
+  if (end == 0 || end > 16) return std::nullopt;
+  std::uint64_t caps = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + end, caps, 16);
+  if (ec != std::errc()) return std::nullopt;
+  constexpr int k_cap_ipc_lock = 14;  // linux/capability.h
+  return ((caps >> k_cap_ipc_lock) & 1U) != 0;
+}
+
 }  // namespace mrcheck

@@ -252,8 +252,7 @@ class pair_run {
     // NCCL reads these itself (env docs); report them, because a setting there changes what the probe does.
     std::string home = env_get(env, "HOME");
     for (const std::string& f : {std::string("/etc/nccl.conf"), home.empty() ? std::string() : home + "/.nccl.conf"}) {
-      struct stat st {};
-      if (!f.empty() && ::stat(f.c_str(), &st) == 0) out_.nccl_conf.push_back(escape_line(f, 200));
+      if (!f.empty() && sysroot().exists(f)) out_.nccl_conf.push_back(escape_line(f, 200));
     }
     // Whether NCCL's fallback to NET/Socket is a surprise depends on the node having HCAs at all.
     if (auto ib = sysroot().list("/sys/class/infiniband"); ib.is_ok()) out_.rdma_devices = static_cast<int>(ib->size());

@@ -13,19 +13,16 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 namespace mrcheck {
 
 namespace {
 
+// Through the sysroot like every other read (docs/DESIGN.md): a fixture tree stands in for the host in tests.
 std::optional<std::string> read_small(const char* path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto r = sysroot{}.read(path);
+  if (!r) return std::nullopt;
+  return std::move(*r);
 }
 
 std::optional<std::uint64_t> meminfo_value(std::string_view text, std::string_view key, bool kib) {
