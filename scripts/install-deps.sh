@@ -16,7 +16,7 @@ packages=(
   man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod time
   # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh); find-debuginfo
   # (debugedit) and eu-strip (elfutils) strip it and split its debug information as on EL
-  rpm rpmlint debugedit elfutils file
+  rpm rpmlint debugedit elfutils file cpio
 )
 
 missing=()

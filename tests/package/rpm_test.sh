@@ -15,7 +15,8 @@
 #     with a line that says what to install.
 #
 # usage: tests/package/rpm_test.sh SOURCE_DIR WORK_DIR
-# exit: 0 pass, 1 fail, 77 skipped (rpmbuild or rpmlint not installed: scripts/install-deps.sh installs them)
+# exit: 0 pass, 1 fail, 77 skipped (only where rpmbuild or rpmlint is not installed: scripts/install-deps.sh
+#       installs them)
 set -uo pipefail
 
 src=${1:?usage: rpm_test.sh SOURCE_DIR WORK_DIR}
@@ -29,8 +30,13 @@ check() { # check DESCRIPTION COMMAND...
   if "$@"; then pass "$what"; else fail "$what"; fi
 }
 
-for tool in rpmbuild rpmlint rpm2cpio cpio; do
+# Skipped only without rpm's builder or rpmlint; any other tool missing is a failure that names it (every one
+# of them comes with scripts/install-deps.sh).
+for tool in rpmbuild rpmlint; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/install-deps.sh installs rpm and rpmlint)"; exit 77; }
+done
+for tool in rpm2cpio cpio file readelf; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/install-deps.sh)"; exit 1; }
 done
 mkdir -p "$work"
 
