@@ -6,10 +6,12 @@
 #   - the source tarball mrcheck-VERSION.tar.gz is made from the working tree's files (what git tracks plus
 #     untracked files it does not ignore; without a usable git, the tree less .git and .gitignore's patterns);
 #   - rpmbuild runs with --nodeps (Debian's rpm database is empty: no BuildRequires can be satisfied there),
-#     with the Slurm release defined from slurm_version.h, and with packaging/debian-rpm.macros for the
-#     cmake macros EL has and Debian's rpm lacks;
+#     with the Slurm release defined from slurm_version.h, and with packaging/debian-rpm.macros for what EL's
+#     rpm configuration has and Debian's lacks or sets otherwise (the cmake macros, the debuginfo split that
+#     strips the binaries, 0755 plugins, unversioned doc directories);
 #   - only the product is compiled (the spec builds with MRCHECK_BUILD_TESTS=OFF), -j$(nproc).
-# Prints the path of the binary .rpm on the last line; the source .rpm is beside it under BUILD_DIR/SRPMS.
+# Prints the path of the binary .rpm on the last line; mrcheck-debuginfo is beside it, the source .rpm under
+# BUILD_DIR/rpmbuild/SRPMS.
 #
 # usage: packaging/build-rpm.sh [BUILD_DIR]     (default: build-rpm next to the source)
 # env:   MRCHECK_SLURM_INCLUDE_DIR (default /usr/include): where slurm/slurm_version.h is
@@ -25,6 +27,11 @@ say() { printf 'mrcheck: build-rpm: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 command -v rpmbuild >/dev/null || die "rpmbuild is not installed (Debian: apt-get install rpm; scripts/install-deps.sh)"
+# The debuginfo split EL does (packaging/debian-rpm.macros): find-debuginfo, eu-strip, and file for brp-strip.
+for tool in find-debuginfo eu-strip file; do
+  command -v $tool >/dev/null ||
+    die "$tool is not installed (Debian: apt-get install debugedit elfutils file; scripts/install-deps.sh)"
+done
 spec=$src/packaging/mrcheck.spec
 
 # The spec's Version is the project's: a tarball named for one and holding the other would mislead.
@@ -76,7 +83,7 @@ if ! rpmbuild -ba --nodeps \
   tail -n 40 "$build/rpmbuild.log" >&2
   die "rpmbuild failed (log above, $build/rpmbuild.log)"
 fi
-rpms=("$topdir"/RPMS/*/"mrcheck-$project_version-"*.rpm)  # not mrcheck-debuginfo-..., where rpm makes one
+rpms=("$topdir"/RPMS/*/"mrcheck-$project_version-"*.rpm)  # not mrcheck-debuginfo-..., beside it
 [[ -f ${rpms[0]} ]] || die "rpmbuild made no mrcheck-$project_version RPM (log: $build/rpmbuild.log)"
 rpm=${rpms[0]}
 say "built in $((SECONDS - t0)) s: $(basename "$rpm")"

@@ -14,8 +14,9 @@ packages=(
   procps iproute2 util-linux psmisc passwd python3
   # man pages (rendered by the man test), the .deb test (debootstrap), the prolog's bench baseline tools
   man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod time
-  # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh)
-  rpm rpmlint
+  # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh); find-debuginfo
+  # (debugedit) and eu-strip (elfutils) strip it and split its debug information as on EL
+  rpm rpmlint debugedit elfutils file cpio
 )
 
 missing=()

@@ -82,9 +82,9 @@ fi
 echo "== tests (unit, fakes, end-to-end on the local Slurm)"
 export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
 # The package tests (label `package`, issue 11) build the .deb, install it into a fresh debootstrapped
-# Debian 12 root and follow README.md's install steps on this host: 15-25 minutes on 2 cores, most of it
-# the .deb build and debootstrap's download (the root test skips, saying why, without a route to the Debian
-# mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
+# Debian 12 root, follow README.md's install steps on this host and build and lint the RPM (issue 17):
+# 23-33 minutes on 2 cores, most of it the two package builds and debootstrap's download (the root test
+# skips, saying why, without a route to the Debian mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
 exclude=()
 [[ ${MRCHECK_SKIP_PACKAGE:-0} == 1 ]] && exclude=(-LE '^package$')
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" "${exclude[@]}" || status=1

@@ -2,9 +2,11 @@
 # The RPM for EL sites, built and checked on this Debian machine (it is never installed here: there is no
 # EL machine): packaging/build-rpm.sh builds packaging/mrcheck.spec against the Slurm headers in
 # /usr/include/slurm, then
-#   - rpmlint passes on the spec, the binary and the source RPM with zero errors and zero warnings (the few
-#     warnings that come from building on Debian are filtered in packaging/mrcheck.rpmlintrc, each with
-#     its reason);
+#   - rpmlint passes on the spec, the binary and the source RPM with zero errors and zero warnings, with the
+#     settings EL's rpmlint has (packaging/rpmlint.toml) and the few filters in packaging/mrcheck.rpmlintrc,
+#     each with its reason;
+#   - the shipped programs and plugins are stripped, their debug information in mrcheck-debuginfo, as EL's
+#     find-debuginfo leaves them; every program has its man page;
 #   - the Release names the Slurm release (1.slurm22.05), and Requires bound Slurm to that major.minor
 #     (slurm >= 22.05, slurm < 22.06) beside the libslurm.so.NN()(64bit) that mrcheck-prolog links;
 #   - the files are where the spec and README.md say, and the shipped plugstack line names the plugin where
@@ -13,7 +15,8 @@
 #     with a line that says what to install.
 #
 # usage: tests/package/rpm_test.sh SOURCE_DIR WORK_DIR
-# exit: 0 pass, 1 fail, 77 skipped (rpmbuild or rpmlint not installed: scripts/install-deps.sh installs them)
+# exit: 0 pass, 1 fail, 77 skipped (only where rpmbuild or rpmlint is not installed: scripts/install-deps.sh
+#       installs them)
 set -uo pipefail
 
 src=${1:?usage: rpm_test.sh SOURCE_DIR WORK_DIR}
@@ -27,8 +30,13 @@ check() { # check DESCRIPTION COMMAND...
   if "$@"; then pass "$what"; else fail "$what"; fi
 }
 
-for tool in rpmbuild rpmlint rpm2cpio cpio; do
+# Skipped only without rpm's builder or rpmlint; any other tool missing is a failure that names it (every one
+# of them comes with scripts/install-deps.sh).
+for tool in rpmbuild rpmlint; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/install-deps.sh installs rpm and rpmlint)"; exit 77; }
+done
+for tool in rpm2cpio cpio file readelf; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/install-deps.sh)"; exit 1; }
 done
 mkdir -p "$work"
 
@@ -54,7 +62,7 @@ check "a source RPM beside it: ${srpm##*/}" test -f "$srpm"
 # --- rpmlint -------------------------------------------------------------------------------------------------
 # rpmlint 2 prints "N packages and M specfiles checked; E errors, W warnings, ..." last.
 lint_out=$work/rpmlint.out
-rpmlint -r "$src/packaging/mrcheck.rpmlintrc" "$src/packaging/mrcheck.spec" "$rpm" ${srpm:+"$srpm"} >"$lint_out" 2>&1
+rpmlint -c "$src/packaging/rpmlint.toml" -r "$src/packaging/mrcheck.rpmlintrc" "$src/packaging/mrcheck.spec" "$rpm" ${srpm:+"$srpm"} >"$lint_out" 2>&1
 cat "$lint_out"
 summary=$(grep -E '[0-9]+ errors?, [0-9]+ warnings?' "$lint_out" | tail -n1)
 errors=$(sed -n 's/.* \([0-9][0-9]*\) errors\{0,1\},.*/\1/p' <<<"$summary")
@@ -122,9 +130,29 @@ check "nothing outside /usr (no /etc: the site copies the examples)" bash -c '! 
 check "no Debian copyright file (LICENSE is the license file)" bash -c '! grep -qx /usr/share/doc/mrcheck/copyright <<<"$1"' _ "$list"
 check "the plugstack example names the plugin where the package puts it" \
   grep -qE "^optional $libdir/slurm/spank_mrcheck\.so " "$extract/usr/share/mrcheck/plugstack.conf.d/mrcheck.conf"
+# 0755 as on EL (CMake and rpm on Debian would make the plugins 0644: packaging/debian-rpm.macros).
 check "the plugin and the prolog are executable, root-owned" \
   test "$(rpm -qp --nosignature --qf '[%{FILEMODES:perms} %{FILEUSERNAME} %{FILENAMES}\n]' "$rpm" |
     grep -cE '^-rwxr-xr-x root (/usr/sbin/mrcheck-prolog|/usr/bin/mrcheck|.*/slurm/(spank_mrcheck|mrcheck_spank_core)\.so)$')" = 4
+# rpmlint 2.4.0 cannot check this itself (packaging/mrcheck.rpmlintrc): each program in /usr/bin and
+# /usr/sbin has a page of its own name in the package.
+for exe in $(grep -E '^/usr/s?bin/[^/]+$' <<<"$list"); do
+  name=${exe##*/}
+  check "a man page for $exe" grep -qE "^/usr/share/man/man[1-8]/$name\.[1-8]\.gz$" <<<"$list"
+done
+
+# --- stripped, with the debug information in mrcheck-debuginfo (find-debuginfo, as on EL) ----------------------
+debugs=("$work/build/rpmbuild/RPMS/"*/"mrcheck-debuginfo-$version-"*.rpm)
+debuginfo=${debugs[0]}
+check "a debuginfo RPM beside it: ${debuginfo##*/}" test -f "$debuginfo"
+debug_list=$(rpm -qpl --nosignature "$debuginfo" 2>/dev/null)
+for f in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog "$libdir/slurm/spank_mrcheck.so" "$libdir/slurm/mrcheck_spank_core.so"; do
+  what=$(file -b "$extract$f")
+  check "stripped: $f (${what##*, })" bash -c '[[ $1 == *", stripped"* ]]' _ "$what"
+  check "its debug information in mrcheck-debuginfo: /usr/lib/debug$f-*.debug" \
+    grep -qE "^/usr/lib/debug$f-$version-.*\.debug$" <<<"$debug_list"
+done
+
 built=$("$extract/usr/bin/mrcheck" --version 2>&1)
 check "the packaged mrcheck says its Slurm: $built" grep -qF "Slurm $slurm_version" <<<"$built"
 echo "--- rpm -qp --info"
