@@ -61,7 +61,7 @@ NETS=$(for n in node1 node2 node3; do readlink "/proc/$(slurmd_pid $n)/ns/net"; 
 MNTS=$(for n in node1 node2 node3; do readlink "/proc/$(slurmd_pid $n)/ns/mnt"; done | sort -u | wc -l)
 expect_eq "layout: three network namespaces" "$NETS" "3"
 expect_eq "layout: three mount namespaces" "$MNTS" "3"
-expect_not_contains "layout: node2's stack is not the host's" "$(readlink /proc/$(slurmd_pid node2)/ns/net)" "$(readlink /proc/self/ns/net)"
+expect_not_contains "layout: node2's stack is not the host's" "$(readlink "/proc/$(slurmd_pid node2)/ns/net")" "$(readlink /proc/self/ns/net)"
 
 # A probe helper that waits for a gate file (at most 20 s) before the real probe: the window in which a
 # test can find, kill or cancel what runs, and the way to release many steps at one moment.
@@ -99,7 +99,7 @@ expect_eq "node-pair: two reports in node-pair mode, no verdict but pass" \
 stepds_in() { # stepds_in NODE JOB: slurmstepd processes of JOB's step 0 in NODE's network namespace
   local p n=0
   for p in $(ip netns pids "$(netns_of "$1")"); do
-    [[ $(cat "/proc/$p/cmdline" 2>/dev/null | tr '\0' ' ') == "slurmstepd: [$2.0]"* ]] && n=$((n + 1))
+    [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == "slurmstepd: [$2.0]"* ]] && n=$((n + 1))
   done
   echo "$n"
 }
