@@ -84,9 +84,17 @@ run_user srun -J ns-handoff-$$ -N3 -n3 --mr-check=memlock true
 admin_comment ns-handoff-$$
 expect_eq "handoff: one record with all three nodes" "$AC" "mrcheck: step 0: pass on 3 nodes"
 
-# 2. The node-pair rendezvous between two stacks (fake NCCL ranks; the peer is node1's address).
+# 2. The node-pair rendezvous between two stacks (scripted stand-in ranks; the peer is node1's address). The
+# stand-in is a test program of its own where the build has one (`--stand-in PROG --spec0/--spec1`), else the
+# CLI's hidden `--fake0/--fake1`.
+if [[ -x $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank ]]; then
+  install -m 0755 "$MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank" "$E2E_INSTALL/bin/"
+  STAND_IN=(--stand-in "$E2E_INSTALL/bin/mrcheck_fake_nccl_rank" --spec0 action=pass --spec1 action=pass)
+else
+  STAND_IN=(--fake0 action=pass --fake1 action=pass)
+fi
 run_user srun -J ns-pair-$$ -N2 -n2 "$E2E_INSTALL/bin/mrcheck" probe nccl --mode node-pair --peer "$(addr_of node1)" \
-  --fake0 action=pass --fake1 action=pass --timeout 20 --json
+  "${STAND_IN[@]}" --timeout 20 --json
 [[ $RC == 0 ]] || show_run "node-pair"
 expect_eq "node-pair: it ran" "$RC" "0"
 expect_eq "node-pair: two reports in node-pair mode, no verdict but pass" \
