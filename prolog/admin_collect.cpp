@@ -5,8 +5,11 @@
 //         (one JSON line) and "end" before it execs
 //   fd 4  the write end of a pipe slurmstepd reads: our "mrcheck: ..." log lines; its EOF says we are done
 // Node 0 listens for the other nodes' records (admin_accept_record), waits for them at most report_timeout
-// after its own, formats the step record, and does one slurm_load_job + one slurm_update_job: the controller
-// sees two RPCs per step whatever the number of tasks and nodes. Other nodes send their record to node 0.
+// after its own, formats the step record, and writes it with slurm_load_job + slurm_update_job + a read back
+// (write_admin_comment): three controller RPCs per step whatever the number of tasks and nodes, two more for
+// each retry. Other nodes send their record to node 0.
+// It detaches first (admin_protocol.h), so a step cancelled before node 0 collected still gets a record:
+// "cancelled; no report from ..." when node 0's task began checking and ended without its record.
 // Every node writes its JSON report to report_dir= when set.
 //
 // Trust: the arguments come from slurmstepd (root); the pipe's content from the task child, which runs as the
@@ -36,7 +39,9 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "slurm_api.h"
@@ -141,25 +146,51 @@ void lock_node_updates() {
   }
 }
 
-status write_admin_comment(std::uint32_t job, const std::string& record, std::size_t max) {
+// Issue 21: the lock above serialises one host; two steps whose node 0 differ (srun -w node1 & srun -w node2)
+// can still both read the old AdminComment, and the second write drops the first record. So every writer reads
+// the comment back after a settling pause (100-250 ms, random, so two writers do not retry in step) and appends
+// again while its record is missing, at most k_write_attempts times. A record is lost only when another
+// writer's read and write lie further apart than the pause. RPCs: read, write, read back (3); 2 per retry.
+constexpr int k_write_attempts = 4;
+
+bool has_record(std::string_view comment, std::string_view record) {
+  for (std::size_t at = comment.find(record); at != std::string_view::npos; at = comment.find(record, at + 1)) {
+    std::size_t end = at + record.size();
+    bool starts = at == 0 || comment.substr(0, at).ends_with(" | ");
+    bool ends = end == comment.size() || comment.substr(end).starts_with(" | ");
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+status write_admin_comment(std::uint32_t job, const std::string& record, std::size_t max, int& attempts) {
   lock_node_updates();
   std::string current;
   if (int rc = slurm_api::load_admin_comment(job, current); rc != 0) {
     return status::error(fmt::format("slurm_load_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
   }
-  auto next = append_admin_comment(current, record, max);
-  if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
-  if (int rc = slurm_api::set_admin_comment(job, *next); rc != 0) {
-    return status::error(fmt::format("slurm_update_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
+  std::minstd_rand rnd(std::random_device{}());
+  for (attempts = 1; attempts <= k_write_attempts; ++attempts) {
+    auto next = append_admin_comment(current, record, max);
+    if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
+    if (int rc = slurm_api::set_admin_comment(job, *next); rc != 0) {
+      return status::error(fmt::format("slurm_update_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + static_cast<int>(rnd() % 150)));
+    if (int rc = slurm_api::load_admin_comment(job, current); rc != 0) {
+      return status::error(fmt::format("slurm_load_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
+    }
+    if (has_record(current, record)) return status::ok();
   }
-  return status::ok();
+  return status::error(fmt::format("a concurrent update removed the record {} times", k_write_attempts));
 }
 #endif
 
 struct own_message {
   std::optional<node_record> record;
   std::string report_json;
-  bool done = false;  // "end" or EOF seen
+  bool began = false;  // the task started checking (k_admin_begin_marker)
+  bool done = false;   // "end" or EOF seen
 };
 
 void take_pipe_lines(std::string& buf, own_message& m, const collect_args& a) {
@@ -169,6 +200,8 @@ void take_pipe_lines(std::string& buf, own_message& m, const collect_args& a) {
     buf.erase(0, nl + 1);
     if (line == k_admin_end_marker) {
       m.done = true;
+    } else if (line == k_admin_begin_marker && !m.record) {
+      m.began = true;
     } else if (!m.record) {
       auto r = decode_node_record(line);
       if (!r) {
@@ -223,6 +256,7 @@ int collect(const collect_args& a) {
   std::optional<clock::time_point> deadline;  // node 0: own record + report_timeout
   auto own_deadline = start + a.own;
   bool pipe_open = true;
+  bool stepd_gone = false;  // fd 4's reader (slurmstepd) went away: the step was torn down
   for (;;) {
     auto now = clock::now();
     if (own.done && !deadline) deadline = now + a.timeout;
@@ -235,10 +269,19 @@ int collect(const collect_args& a) {
     auto until = deadline ? *deadline : own_deadline;
     int wait = static_cast<int>(std::clamp<long long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count(), 1, 1 << 30));
-    struct pollfd p[2] = {{pipe_open ? k_record_fd : -1, POLLIN, 0}, {listener ? listener->fd() : -1, POLLIN, 0}};
-    int n = ::poll(p, 2, wait);
+    struct pollfd p[3] = {{pipe_open ? k_record_fd : -1, POLLIN, 0},
+                          {listener ? listener->fd() : -1, POLLIN, 0},
+                          {stepd_gone ? -1 : k_log_fd, 0, 0}};
+    int n = ::poll(p, 3, wait);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
+    if (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      // slurmstepd is gone (its end of fd 4 closed): at most report_timeout more, whatever we waited for.
+      stepd_gone = true;
+      auto cap = clock::now() + a.timeout;
+      if (!deadline || *deadline > cap) deadline = cap;
+      if (own_deadline > cap) own_deadline = cap;
+    }
     if (p[0].revents) {
       char chunk[8192];
       ssize_t r = ::read(k_record_fd, chunk, sizeof chunk);
@@ -284,20 +327,28 @@ int collect(const collect_args& a) {
     if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
     return s ? 0 : 1;
   }
-  if (!own.record && others.empty()) return 0;  // the step was not checked here
+  // Not checked here; or checked, but the task ended before its record (cancelled, killed): then a record says so.
+  bool cancelled = !own.record && own.began;
+  if (!own.record && others.empty() && !cancelled) return 0;
   std::vector<node_record> all = std::move(others);
   if (own.record) all.push_back(*own.record);
 #ifdef MRCHECK_HAVE_SLURM
   slurm_api::init();
   std::vector<std::string> names = slurm_api::expand_hostlist(a.nodelist, a.nnodes);
   if (names.empty() || names.front() != a.node) names.clear();  // not this step's list: name by index
-  std::string record = format_step_record(step, a.nnodes, all, names);
-  auto s = write_admin_comment(a.job, record, a.max);
+  std::string record = format_step_record(step, a.nnodes, all, names, cancelled);
+  int attempts = 0;
+  auto s = write_admin_comment(a.job, record, a.max, attempts);
   if (!s) {
     logf("mrcheck: admin: job {} {}: AdminComment not written: {}", a.job, step, s.message());
     return 1;
   }
-  logi("mrcheck: admin: job {} {}: AdminComment: {}", a.job, step, record);
+  if (attempts > 1) {
+    logi("mrcheck: admin: job {} {}: AdminComment: {} (written {} times: a concurrent step's update removed it)", a.job,
+         step, record, attempts);
+  } else {
+    logi("mrcheck: admin: job {} {}: AdminComment: {}", a.job, step, record);
+  }
   return 0;
 #else
   logf("mrcheck: admin: job {} {}: built without libslurm, AdminComment not written", a.job, step);
@@ -311,6 +362,11 @@ int admin_collect_main(int argc, char** argv) {
   ::fcntl(k_log_fd, F_SETFL, ::fcntl(k_log_fd, F_GETFL) | O_NONBLOCK);
   auto a = parse(argc, argv);
   if (!a) return 2;
+  // Detach (admin_protocol.h): the first process exits, its child goes on outside slurmstepd's process tree, in
+  // the same process group. Without a fork, it goes on in place.
+  if (pid_t child = ::fork(); child > 0) {
+    ::_exit(0);
+  }
   // The bound of the whole run, libslurm's own retries included (default SIGALRM action: terminate).
   auto total = a->own + a->timeout * 2 + std::chrono::seconds(10);
   ::signal(SIGALRM, SIG_DFL);

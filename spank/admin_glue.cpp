@@ -105,7 +105,10 @@ bool drain_log(admin_state& a, std::chrono::milliseconds bound) {
 
 void reap(admin_state& a, bool kill_it) {
   if (a.pid <= 0) return;
-  if (kill_it) ::kill(a.pid, SIGKILL);
+  // The collector detaches (admin_protocol.h): a.pid is its first process, which exits at once; the collector
+  // itself is in the process group a.pid, and while fd 4 is open (no EOF yet) it is alive and holds that
+  // group's id, so the group cannot name anyone else.
+  if (kill_it && a.log_r >= 0) ::kill(-a.pid, SIGKILL);
   int st = 0;
   // slurmstepd's own wait3() in its task loop may have reaped it already (ECHILD): that is fine. Bounded:
   // one second at most, then init reaps it when slurmstepd exits.
@@ -153,6 +156,13 @@ void admin_write_record(int fd, const std::string& msg) {
     p += w;
     left -= static_cast<std::size_t>(w);
   }
+}
+
+void admin_task_begin(spank_t sp) {
+  auto& a = astate();
+  int task = -1;
+  if (a.rec_w < 0 || !get(sp, S_TASK_ID, &task) || task != 0) return;
+  admin_write_record(a.rec_w, std::string(k_admin_begin_marker) + "\n");
 }
 
 int admin_take_record_fd(const task_facts& t) {
@@ -241,7 +251,8 @@ void admin_task_exit(spank_t sp, const config& c) {
   get(sp, S_JOB_LOCAL_TASK_COUNT, &local);
   if (++a.exited < local) return;
   a.finished = true;
-  auto bound = c.report_timeout + std::chrono::seconds(3);
+  // + 5 s: the collector's own read, write and read-back of AdminComment, and its retries (admin_collect.cpp).
+  auto bound = c.report_timeout + std::chrono::seconds(5);
   if (!drain_log(a, std::chrono::duration_cast<std::chrono::milliseconds>(bound))) {
     slurm_error("mrcheck: admin: the collector did not finish within %lld ms; stopped",
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()));

@@ -21,6 +21,9 @@ namespace mrcheck::spank_glue {
 
 void admin_user_init(spank_t sp, const config& c, bool maybe_checked);
 void admin_task_record(const config& c, const task_facts& t, const node_state& st, const report& rep);
+// Local task 0, at the start of task_init when this node checks the step: tells the collector so, so that a task
+// ended before its record (a cancelled step) is told apart from a node that had nothing to check (issue 21).
+void admin_task_begin(spank_t sp);
 // The pieces of admin_task_record, for a record sent later by the post-exec watcher (issue 21): the record
 // pipe's write end for local task 0 (-1 for the other tasks or when no record is kept; the task keeps no other
 // end), the message, and the non-blocking write.

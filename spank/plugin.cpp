@@ -26,11 +26,13 @@ extern "C" {
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/memlock_chain.h>
+#include <mrcheck/probe_stop.h>
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,14 +168,33 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
   if (!s.node.active) return 0;
+  admin_task_begin(sp);
   bool probes = s.node.checks.mr || s.node.checks.nccl;
   task_facts t = read_task_facts(sp, probes);
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
-  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner(s.cfg, budget.total));
+  auto stopped = std::make_shared<bool>(false);
+  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner_stop(s.cfg, budget.total, stopped));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
+  if (*stopped) {
+    // A probe was killed from outside: the step is being cancelled (or the job user killed their own probe).
+    // What the probes did not finish (their items carry the group's id) is no finding about the node. With
+    // nothing else found, no record: node 0 then reports the step as cancelled and this node as "no report"
+    // (issue 21), not as a FAIL of a node that was never judged. A finding of our own (memlock) is still sent.
+    report kept;
+    bool found = false;
+    for (const auto& c : v.rep.checks) {
+      if (c.id == "mr" || c.id == "nccl") continue;
+      found = found || (c.result != verdict::pass && c.result != verdict::skip);
+      kept.checks.push_back(c);
+    }
+    int rec = admin_take_record_fd(t);
+    if (rec >= 0 && found) admin_write_record(rec, admin_record_message(t, s.node, kept));
+    if (rec >= 0) ::close(rec);
+    return v.rc;
+  }
   if (!v.watch_post_exec) {
     admin_task_record(s.cfg, t, s.node, v.rep);
     return v.rc;

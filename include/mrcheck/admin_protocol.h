@@ -4,12 +4,17 @@
 //
 //   argv   ADMIN_HELPER admin-collect --job J --step S --node-id I --nnodes N --node NAME --nodelist LIST
 //          --admin-comment 0|1 --report-dir DIR --max BYTES --timeout-ms MS --own-ms MS
-//   fd 3   read end of a pipe: local task 0 (or the post-exec watcher, which sends it after exec) writes the
-//          node record (one JSON line, admin_record.h), the node's report (one JSON line, optional) and the
+//   fd 3   read end of a pipe: local task 0 writes the begin marker line when it starts checking, then (itself
+//          or the post-exec watcher, which sends it after exec) the node record (one JSON line, admin_record.h), the node's report (one JSON line, optional) and the
 //          end marker line; at most k_admin_message_max bytes in all
 //   fd 4   write end of a pipe slurmstepd reads: "E mrcheck: ..." / "I mrcheck: ..." lines for slurmd's log; its
 //          EOF tells slurmstepd the collector is done
 //   0-2    /dev/null; its own session; oom_score_adj 0
+// The collector detaches at once (it forks, the first process exits): the step's teardown signals slurmstepd's
+// process tree (proctrack/linuxproc), and node 0 must outlive that long enough to write the record of a cancelled
+// step (issue 21). slurmstepd still waits for it through fd 4 (bounded) and, while fd 4 is open, can stop it with
+// its process group (the session slurmstepd made for it). When slurmstepd goes away (fd 4 reports POLLERR) the
+// collector gives the other nodes at most report_timeout more.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +26,10 @@ inline constexpr std::string_view k_admin_collect_command = "admin-collect";
 inline constexpr int k_admin_record_fd = 3;
 inline constexpr int k_admin_log_fd = 4;
 inline constexpr std::string_view k_admin_end_marker = "end";
+// Written by local task 0 when this node checks the step, before its probes: a collector that then sees the pipe
+// close without a record knows the task ended (cancelled, killed) before it reported, not that the node had
+// nothing to check.
+inline constexpr std::string_view k_admin_begin_marker = "begin";
 // Below a pipe's default 64 KiB capacity, so the task's non-blocking write never stops short, and the most the
 // collector reads from fd 3.
 inline constexpr std::size_t k_admin_message_max = 60 * 1024;

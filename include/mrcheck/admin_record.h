@@ -74,8 +74,9 @@ std::string step_label(std::uint32_t step_id);
 // Items worst first; nodes with the same finding grouped; node lists bounded ("+5 more").
 // `names[i]` names node id i for "no report" (missing names read "node index i"); `records` may come in any
 // order; a record with a node id >= nnodes or a duplicate id is ignored.
+// `cancelled`: node 0's own task ended before it reported (issue 21); the record then starts with "cancelled".
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
-                               const std::vector<std::string>& names);
+                               const std::vector<std::string>& names, bool cancelled = false);
 
 // Appends `record` to the job's current admin_comment. Records are separated by " | "; text that is not
 // mrcheck's is kept as it is. When the result would exceed `max` bytes, mrcheck's oldest step records are

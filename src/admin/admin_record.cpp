@@ -283,7 +283,7 @@ std::string step_label(std::uint32_t step_id) {
 }
 
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
-                               const std::vector<std::string>& names) {
+                               const std::vector<std::string>& names, bool cancelled) {
   std::vector<const node_record*> by_id(nnodes, nullptr);
   for (const auto& r : records) {
     if (r.node_id < nnodes && !by_id[r.node_id]) by_id[r.node_id] = &r;
@@ -355,6 +355,7 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
   if (!missing.empty()) parts.push_back(fmt::format("no report from {}", node_list(missing)));
   // With no node passing and nothing found, the record starts with "no report".
   if (passing == 0 && items.empty() && !missing.empty()) parts.erase(parts.begin());
+  if (cancelled) parts.insert(parts.begin(), "cancelled");
   std::string out = fmt::format("{}{}: ", k_prefix, clean(step, 32, "|;"));
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (i) out += "; ";

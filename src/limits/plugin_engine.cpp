@@ -7,6 +7,7 @@
 #include <mrcheck/check_registry.h>
 #include <mrcheck/child.h>
 #include <mrcheck/probe_protocol.h>
+#include <mrcheck/probe_stop.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -261,6 +262,10 @@ std::vector<std::string> probe_environment(const std::vector<std::string>& job_e
 }
 
 probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget) {
+  return real_probe_runner_stop(c, budget, nullptr);
+}
+
+probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped) {
   using clock = std::chrono::steady_clock;
   struct shared {
     clock::time_point deadline;
@@ -268,7 +273,7 @@ probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget
   };
   auto sh = std::make_shared<shared>();
   sh->deadline = clock::now() + budget;
-  return [c, sh](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
+  return [c, sh, stopped](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
     check_result r;
     r.id = group;
     r.result = verdict::error;
@@ -304,7 +309,10 @@ probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget
       r.summary = fmt::format("probe {} could not start: {}", group, out.error().message());
       return {r};
     }
-    if (out->killed_from_outside()) sh->stopped = true;
+    if (out->killed_from_outside()) {
+      sh->stopped = true;
+      if (stopped) *stopped = true;
+    }
     // The contract of `mrcheck probe` (probe_protocol.h): exit pass/warn, fail or error; the report JSON on stdout.
     if (out->timed_out || out->signaled || !out->exited || out->exit_code > k_probe_exit_error) {
       // A registration that hangs or crashes would hang or crash NCCL's init in the job too: that is a

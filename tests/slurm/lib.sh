@@ -156,3 +156,72 @@ node_usable() {
 node_names() {
     awk '{print $1}' "${dir}/run/nodes" 2>/dev/null
 }
+
+# --- network namespaces (slurm-up.sh --netns) ----------------------------------------------------------
+# With --netns every slurmd runs in a network namespace of its own (a veth pair to a bridge on this host,
+# its own address) and a mount namespace of its own whose /run is a private tmpfs, so per-host state
+# (mrcheck's /run/mrcheck-admin.lock, listening ports) is really per node. slurmctld, slurmdbd, MariaDB and
+# munged stay on the host: slurmctld is reached at the bridge's address, munged through its socket file
+# (a path socket is not in a network namespace). DIR/run/netns holds "BRIDGE PREFIX" while it is set up;
+# DIR/run/nodes then has a third column, the node's address.
+# The names derive from the port base, so two clusters never share one: bridge mrbr<base>, namespaces
+# mrns<base>-<node>, host ends of the veths mrv<base>n<i>. Subnet 10.231.<base/100 % 256>.0/24.
+netns_names() {
+    ns_bridge="mrbr${port_base}"
+    ns_prefix="10.231.$(((port_base / 100) % 256))"
+}
+netns_on() { [[ -s "${dir}/run/netns" ]]; }
+netns_of() { echo "mrns${port_base}-$1"; }
+
+# netns_setup: creates (idempotently) the bridge and one namespace per line of DIR/run/nodes.
+netns_setup() {
+    netns_names
+    if ! ip link show "${ns_bridge}" >/dev/null 2>&1; then
+        ip link add "${ns_bridge}" type bridge || return 1
+        ip addr add "${ns_prefix}.1/24" dev "${ns_bridge}" || return 1
+    fi
+    ip link set "${ns_bridge}" up || return 1
+    local node port addr i=0 ns veth
+    while read -r node port addr; do
+        [[ -n "${node}" ]] || continue
+        i=$((i + 1))
+        ns="$(netns_of "${node}")"
+        veth="mrv${port_base}n${i}"
+        if ! ip netns list | grep -qw "${ns}"; then
+            ip netns add "${ns}" || return 1
+        fi
+        if ! ip link show "${veth}" >/dev/null 2>&1; then
+            ip -n "${ns}" link del eth0 2>/dev/null || true
+            ip link add "${veth}" type veth peer name eth0 netns "${ns}" || return 1
+            ip -n "${ns}" addr add "${addr}/24" dev eth0 || return 1
+        fi
+        ip link set "${veth}" master "${ns_bridge}" up || return 1
+        ip -n "${ns}" link set lo up || return 1
+        ip -n "${ns}" link set eth0 up || return 1
+    done <"${dir}/run/nodes"
+    echo "${ns_bridge} ${ns_prefix}" >"${dir}/run/netns"
+}
+
+# netns_teardown: removes the namespaces, veths and bridge netns_setup made (after the slurmd are stopped).
+netns_teardown() {
+    netns_names
+    local node i=0
+    while read -r node _; do
+        [[ -n "${node}" ]] || continue
+        i=$((i + 1))
+        ip link del "mrv${port_base}n${i}" 2>/dev/null || true
+        ip netns del "$(netns_of "${node}")" 2>/dev/null || true
+    done <"${dir}/run/nodes"
+    ip link del "${ns_bridge}" 2>/dev/null || true
+    rm -f "${dir}/run/netns"
+}
+
+# netns_prefix_cmd NODE: the command prefix that starts a process in NODE's namespaces (network + a mount
+# namespace with a private tmpfs on /run), as an array in netns_cmd; empty without --netns.
+netns_prefix_cmd() {
+    netns_cmd=()
+    netns_on || return 0
+    # nsenter, not `ip netns exec`: that remounts /sys, and slurmd needs the host's /sys/fs/cgroup.
+    netns_cmd=(unshare --mount --propagation private nsenter "--net=/run/netns/$(netns_of "$1")"
+        sh -c 'mount -t tmpfs -o mode=0755,size=16m mrcheck-run /run && exec "$@"' netns-run)
+}

@@ -104,6 +104,12 @@ stop slurmctld "${dir}/run/slurmctld.pid"
 stop slurmdbd "${dir}/run/slurmdbd.pid"
 stop mariadbd "${dir}/run/mariadb.pid" 60
 stop munged "${dir}/run/munged.pid"
+# --netns: the namespaces, veths and bridge slurm-up.sh made (lib.sh netns_teardown). A slurmstepd still
+# inside one keeps that namespace alive until it ends; its name, link and the bridge go now.
+if netns_on; then
+    netns_teardown
+    say "network namespaces removed"
+fi
 rm -f "${dir}/env.sh"
 
 if ((rc == 0)); then

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Starts a private one-node Slurm (munged, MariaDB, slurmdbd, slurmctld, slurmd) in DIR for mrcheck's
 # end-to-end tests. Usage: slurm-up.sh [--nodes N] [DIR]   (DIR: $MRCHECK_SLURM_DIR or /tmp/mrcheck-slurm;
-# --nodes N: N slurmd named node1..nodeN on this host instead of one named after it; see README.md)
+# --nodes N: N slurmd named node1..nodeN on this host instead of one named after it; --netns: those slurmd
+# each in a network and mount namespace of its own, 3 nodes unless --nodes says otherwise; see README.md)
 # Never reads or writes /etc/slurm, /etc/munge or a system database; every port is off Slurm's defaults.
 # Idempotent: when everything is already up it says so and exits 0; when only part is up it starts the rest.
 set -euo pipefail
@@ -12,11 +13,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "${here}/lib.sh"
 
 usage() {
-    echo "usage: slurm-up.sh [--nodes N] [DIR]" >&2
+    echo "usage: slurm-up.sh [--nodes N] [--netns] [DIR]" >&2
     exit 2
 }
 arg_dir=""
 want_nodes=""
+want_netns=0
 while (($#)); do
     case "$1" in
         --nodes)
@@ -24,6 +26,7 @@ while (($#)); do
             [[ "${want_nodes}" =~ ^[1-9][0-9]?$ ]] || die "--nodes needs a count from 1 to 99"
             shift
             ;;
+        --netns) want_netns=1 ;;
         -h | --help) usage ;;
         -*) usage ;;
         *)
@@ -34,6 +37,20 @@ while (($#)); do
     shift
 done
 resolve_dir "${arg_dir}"
+
+# --netns needs iproute2 and CAP_NET_ADMIN (a throw-away namespace tells): without them, skip (77) rather
+# than fail, so a test asking for it says why it did not run.
+if ((want_netns)); then
+    [[ -n "${want_nodes}" ]] || want_nodes=3
+    command -v ip >/dev/null || { say "skip: --netns needs iproute2's ip"; exit 77; }
+    command -v unshare >/dev/null || { say "skip: --netns needs unshare"; exit 77; }
+    probe_ns="mrcheck-probe-$$"
+    if ! ip netns add "${probe_ns}" 2>/dev/null; then
+        say "skip: --netns needs CAP_NET_ADMIN (ip netns add failed)"
+        exit 77
+    fi
+    ip netns del "${probe_ns}" 2>/dev/null || true
+fi
 
 [[ "$(id -u)" == 0 ]] || die "must run as root (the daemons run as root, as SlurmUser=root)"
 take_lock
@@ -81,6 +98,10 @@ print_env() {
 # may be using (a second cluster in its own DIR and port base is the way, see README.md).
 if [[ -n "${want_nodes}" && -s "${dir}/run/nodes" ]] && any_up; then
     have_nodes="$(node_names | wc -l)"
+    have_netns=0
+    [[ -s "${dir}/run/netns" ]] && have_netns=1
+    ((have_netns == want_netns)) ||
+        die "${dir} runs a cluster with netns=${have_netns}, not ${want_netns}: run slurm-down.sh ${dir} first"
     ((have_nodes == want_nodes)) ||
         die "${dir} runs ${have_nodes} node(s), not ${want_nodes}: run slurm-down.sh ${dir} first," \
             "or use another DIR with another MRCHECK_SLURM_PORT_BASE"
@@ -150,13 +171,21 @@ write_configs() {
     if ((count == 1)); then
         echo "${host_short} ${slurmd_port}" >>"${dir}/run/nodes"
     else
+        netns_names
         for ((i = 1; i <= count; i++)); do
-            echo "node${i} $((port_base + 20 + i))" >>"${dir}/run/nodes"
+            # --netns: a third column, the node's own address on the bridge.
+            if ((want_netns)); then
+                echo "node${i} $((port_base + 20 + i)) ${ns_prefix}.$((10 + i))" >>"${dir}/run/nodes"
+            else
+                echo "node${i} $((port_base + 20 + i))" >>"${dir}/run/nodes"
+            fi
         done
     fi
     echo "${port_base}" >"${dir}/run/port-base"
-    while read -r n p; do
-        node_lines+="NodeName=${n} NodeHostname=${host_short} NodeAddr=127.0.0.1 Port=${p} CPUs=${cpus} Boards=${boards:-1} SocketsPerBoard=${sockets} CoresPerSocket=${cores} ThreadsPerCore=${threads} RealMemory=${mem} State=UNKNOWN"$'\n'
+    local ctld_addr=127.0.0.1
+    ((want_netns == 0)) || ctld_addr="${ns_prefix}.1"
+    while read -r n p a; do
+        node_lines+="NodeName=${n} NodeHostname=${host_short} NodeAddr=${a:-127.0.0.1} Port=${p} CPUs=${cpus} Boards=${boards:-1} SocketsPerBoard=${sockets} CoresPerSocket=${cores} ThreadsPerCore=${threads} RealMemory=${mem} State=UNKNOWN"$'\n'
     done <"${dir}/run/nodes"
     names="$(node_names | paste -sd, -)"
 
@@ -171,7 +200,7 @@ write_configs() {
     cat >"${dir}/slurm.conf" <<EOF
 # Private test cluster written by tests/slurm/slurm-up.sh; edit with tests/slurm/slurm-conf-set.sh.
 ClusterName=${cluster_name}
-SlurmctldHost=${host_short}(127.0.0.1)
+SlurmctldHost=${host_short}(${ctld_addr})
 SlurmctldPort=${ctld_port}
 SlurmdPort=${slurmd_port}
 SlurmUser=root
@@ -269,6 +298,12 @@ check_port_free() {
         fail_with_logs "port ${port} for ${what} is already in use (set MRCHECK_SLURM_PORT_BASE to move all ports)"
     fi
 }
+
+# --netns: the bridge and the nodes' namespaces, before slurmctld (it listens on every address, the bridge's
+# included) and the slurmd that run inside them.
+if [[ "$(awk 'NF >= 3' "${dir}/run/nodes" | wc -l)" != 0 ]]; then
+    netns_setup || fail_with_logs "cannot set up the nodes' network namespaces"
+fi
 
 # Nothing of ours runs yet: every port must be free before anything starts, so a clash fails fast and
 # leaves no half-started cluster behind.
@@ -423,6 +458,8 @@ export MRCHECK_SLURM_PARTITION=debug
 export MRCHECK_SLURM_PLUGSTACK_D=${dir}/plugstack.conf.d
 export MRCHECK_SLURM_WORK=${dir}/work
 export MRCHECK_SLURM_MUNGE_SOCKET=${munge_sock}
+# 1 when each slurmd runs in its own network and mount namespace (slurm-up.sh --netns; lib.sh netns_*).
+export MRCHECK_SLURM_NETNS=$(netns_on && echo 1 || echo 0)
 # Run a command as the unprivileged test user, keeping this shell's environment and limits (no PAM):
 #   \$MRCHECK_AS_USER srun -n1 true
 export MRCHECK_AS_USER="setpriv --reuid=${test_uid} --regid=$(id -g "${test_user}") --init-groups -- env HOME=${test_home} USER=${test_user} LOGNAME=${test_user}"

@@ -129,7 +129,9 @@ restart_one() {
     mkdir -p "${dir}/spool/slurmd-${node}"
     local since
     since="$(date +%s)"
-    spawn "${dir}/log/slurmd-${node}.stderr" "${limit[@]}" slurmd -N "${node}"
+    # --netns clusters: the node's own network and mount namespaces (lib.sh netns_prefix_cmd).
+    netns_prefix_cmd "${node}"
+    spawn "${dir}/log/slurmd-${node}.stderr" "${limit[@]}" "${netns_cmd[@]}" slurmd -N "${node}"
     wait_until 30 "slurmd ${node} pid file" pid_alive slurmd "${dir}/run/slurmd-${node}.pid" ||
         fail_with_logs "slurmd ${node} did not start"
     local pid

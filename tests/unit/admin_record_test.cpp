@@ -119,6 +119,10 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
             "mrcheck: step 0: pass on 2 nodes; no report from node2");
   EXPECT_EQ(format_step_record("batch", 1, {got[0]}, {}), "mrcheck: batch: pass on 1 node");
   EXPECT_EQ(format_step_record("step 1", 2, {}, {"a"}), "mrcheck: step 1: no report from a,node index 1");
+  // Node 0's task began checking and ended without its record (issue 21: a cancelled step).
+  EXPECT_EQ(format_step_record("step 4", 2, {}, {"n1", "n2"}, true), "mrcheck: step 4: cancelled; no report from n1,n2");
+  EXPECT_EQ(format_step_record("step 5", 3, {got[2]}, {"node1", "node2", "node3"}, true),
+            "mrcheck: step 5: cancelled; pass on 1 node; no report from node1,node2");
   // The same finding on several nodes is one item; worst first.
   std::vector<node_record> many = {rec(0, "a", {{"mr_host", verdict::warn, "mr_host (slow)"}}),
                                    rec(1, "b", {fail_memlock()}), rec(2, "c", {fail_memlock()})};
