@@ -34,6 +34,13 @@ struct child_spec {
   std::vector<child_rlimit> rlimits;       // applied in the child before the uid switch and exec
   std::string cwd;                         // "" = keep
   bool reset_oom_score_adj = true;         // slurmstepd runs at -1000; a probe must not inherit that
+  // Containers (src/container/enter.cpp): exec this descriptor (execveat AT_EMPTY_PATH, a file opened before the
+  // caller entered another mount namespace) instead of argv[0], after `before_exec` ran in the child (after the
+  // limits and the uid switch; async-signal-safe only; returns 0 or an errno, named by `before_exec_what`).
+  int exec_fd = -1;
+  int (*before_exec)(const void* arg) noexcept = nullptr;
+  const void* before_exec_arg = nullptr;
+  const char* before_exec_what = "before exec";
 };
 
 struct child_outcome {

@@ -115,7 +115,9 @@ result<child_outcome> run_child(const child_spec& spec) {
     if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
     if (::dup2(out_pipe[1], STDOUT_FILENO) < 0) child_fail("dup2 stdout", errno);
     if (::dup2(err_pipe[1], STDERR_FILENO) < 0) child_fail("dup2 stderr", errno);
-    close_from(3);
+    // A descriptor to exec survives as fd 3 (container probes, spec.exec_fd).
+    if (spec.exec_fd >= 0 && ::dup2(spec.exec_fd, 3) < 0) child_fail("dup2 exec fd", errno);
+    close_from(spec.exec_fd >= 0 ? 4 : 3);
 
     if (spec.reset_oom_score_adj) {
       // slurmstepd protects itself with -1000, which children inherit (pyxis does the same reset).
@@ -137,6 +139,13 @@ result<child_outcome> run_child(const child_spec& spec) {
         if (::setresgid(*spec.gid, *spec.gid, *spec.gid) != 0) child_fail("setresgid", errno);
       }
       if (spec.uid && ::setresuid(*spec.uid, *spec.uid, *spec.uid) != 0) child_fail("setresuid", errno);
+    }
+    if (spec.before_exec) {
+      if (int e = spec.before_exec(spec.before_exec_arg); e != 0) child_fail(spec.before_exec_what, e);
+    }
+    if (spec.exec_fd >= 0) {
+      ::syscall(SYS_execveat, 3, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+      child_fail("execveat", errno);
     }
     ::execve(argv[0], argv.data(), envp.data());
     child_fail("execve", errno);

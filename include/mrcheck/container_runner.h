@@ -1,0 +1,14 @@
+// The plugin's probe runner for a task in a container (src/container/runner.cpp). Separate from container.h
+// because it needs the plugin engine's types (memlock_chain.h).
+#pragma once
+
+#include <mrcheck/container.h>
+#include <mrcheck/memlock_chain.h>
+
+namespace mrcheck {
+
+// `mr` and `nccl` for a task that is in its container (the helper runs there) or is about to enter one (a
+// watcher checks it after the task starts). `c` and `st` must outlive the runner.
+probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc);
+
+}  // namespace mrcheck
