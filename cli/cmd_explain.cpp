@@ -22,7 +22,12 @@
 //                                           // gpu_peer_memory | dmabuf_unsupported | duplicate_gpu |
 //                                           // no_rdma_device | unknown
 //         "confirmed": true,                // node evidence backs the cause (false: inferred from errno alone)
-//         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error
+//         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error |
+//                                           // fatal_warning (a WARN outside the taxonomy that NCCL failed on)
+//         "transport": "ib",                // ib (NET/IB or another verbs user) | ofi (aws-ofi-nccl) | libfabric |
+//                                           // kernel (an RDMA driver's dmesg line) | ucx
+//         "provider": null,                 // libfabric provider or kernel device ("efa", "efa_0") when printed
+//         "detail": null,                   // fatal_warning: the library's own error text ("out of memory")
 //         "call": "ibv_reg_mr_iova2",       // null when the log names no call
 //         "errno": 12,                      // null when the log prints none
 //         "errno_name": "ENOMEM",           // null when unknown

@@ -2,9 +2,12 @@
 // errno. The SPANK plugin runs exactly this (`mrcheck probe mr --json`, the job's environment and limits) as a
 // child and parses stdout as report JSON; exit 0 pass/warn, 1 fail, 2 error or usage.
 //
-// --timeout runs the probe in a child of its own (this binary again) so that a registration that hangs or a
-// library that crashes becomes a verdict here too; the plugin's child runner does the same from slurmstepd.
+// The probe always runs in a child of its own (this binary again, --isolated-child) so that a registration that
+// hangs or a library that crashes becomes a verdict here too, as the plugin's child runner does from slurmstepd.
+// --timeout bounds it; without it the config's probe_timeout (30 s by default) less a tenth does.
 #include "commands.h"
+
+#include <mrcheck/probe_protocol.h>
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
@@ -18,6 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include <pwd.h>
+#include <sys/prctl.h>
+
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,7 +51,8 @@ constexpr std::string_view k_help =
     "  --gpu                 also register GPU memory (CUDA driver API, libcuda.so.1)\n"
     "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
     "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)\n"
-    "  --timeout DURATION    run the probe in a child and kill it after DURATION (hang/crash -> verdict)\n"
+    "  --timeout DURATION    kill the probe's child after DURATION (default: the config's probe_timeout less a\n"
+    "                        tenth, 27s); a hang or a crash of the child is a verdict\n"
     "  --verbose             the facts behind each verdict, and every call as it is made, on stderr\n"
     "\n"
     "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
@@ -68,10 +75,11 @@ int usage_error(const std::string& msg) {
   return k_exit_usage;
 }
 
+// The exit codes the SPANK plugin reads (probe_protocol.h).
 int exit_code_for(verdict v) {
-  if (v == verdict::fail) return k_exit_fail;
-  if (v == verdict::error) return k_exit_usage;
-  return k_exit_ok;
+  if (v == verdict::fail) return k_probe_exit_fail;
+  if (v == verdict::error) return k_probe_exit_error;
+  return k_probe_exit_pass;
 }
 
 std::string upper(std::string_view s) {
@@ -293,7 +301,23 @@ int cmd_probe_mr(const args& a) {
   std::string library = opt.verbs_library ? *opt.verbs_library : cfg.verbs_library;
   bool explicit_library = library.find('/') != std::string::npos;
 
-  if (opt.timeout && !opt.child) return run_isolated(opt, a);
+  if (opt.child) {
+    // The parent enforces the deadline; if it dies (the plugin killed it at its own timeout) this child must not
+    // outlive it, hung in a registration, in its own process group.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) return k_exit_usage;
+  }
+  if (!opt.child) {
+    if (!opt.timeout) {
+      // The SPANK plugin kills this process at probe_timeout itself: the child's own deadline comes a little
+      // earlier (a tenth, at least a second) so that the verdict naming the call still gets out.
+      using std::chrono::milliseconds;
+      const milliseconds t = cfg.probe_timeout;
+      const milliseconds margin = std::max(t / 10, milliseconds(1000));
+      opt.timeout = t > 2 * margin ? t - margin : std::max(t / 2, milliseconds(1));
+    }
+    return run_isolated(opt, a);
+  }
   return run_here(opt, library, explicit_library);
 }
 

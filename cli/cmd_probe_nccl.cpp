@@ -2,6 +2,8 @@
 // re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
 #include "commands.h"
 
+#include <mrcheck/probe_protocol.h>
+
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
 #include <mrcheck/nccl_probe.h>
@@ -217,9 +219,9 @@ int cmd_probe_nccl(const args& a) {
     }
   }
   switch (rep.overall()) {
-    case verdict::fail: return k_exit_fail;
-    case verdict::error: return k_exit_usage;
-    default: return k_exit_ok;
+    case verdict::fail: return k_probe_exit_fail;
+    case verdict::error: return k_probe_exit_error;
+    default: return k_probe_exit_pass;
   }
 }
 

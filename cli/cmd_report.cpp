@@ -5,7 +5,7 @@
 #include "commands.h"
 
 #include <mrcheck/build_config.h>
-#include <mrcheck/checks.h>
+#include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/matrix.h>
@@ -25,18 +25,12 @@ namespace {
 
 constexpr const char* k_report_usage = "usage: mrcheck report [--json] [--root DIR] [--config FILE]\n";
 
-void append(report& into, report more) {
-  for (auto& c : more.checks) into.checks.push_back(std::move(c));
-}
-
-// Every group of checks `report` runs: the basic ones, then the driver/firmware matrix that mrcheck-prolog
-// judges (the same rules file, so `mrcheck report` on a node shows what its prolog would decide).
+// Every check `report` runs (report_selection(): memlock, then the node's memory and the driver/firmware matrix
+// under the same rules file mrcheck-prolog judges by, so `mrcheck report` on a node shows what its prolog would
+// decide).
 report run_all_checks(const node_facts& facts, const config& cfg, const matrix_rules& rules,
                       const matrix_facts& extra) {
-  report r;
-  append(r, run_basic_checks(facts, cfg, rules));
-  append(r, judge_matrix(facts, rules, extra));
-  return r;
+  return run_checks(report_selection(), node_check_inputs(facts, rules, &cfg, &extra));
 }
 
 std::string text_facts(const node_facts& f) {

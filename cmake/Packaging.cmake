@@ -102,15 +102,20 @@ set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CPACK_GENERATOR "DEB")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")  # mrcheck_<version>-<release>_<arch>.deb
-set(CPACK_DEBIAN_PACKAGE_RELEASE "1")
+# The Debian revision names the Slurm release the package is for (0.2.0-1+slurm24.11): one package per
+# release, and a site can tell them apart by name (docs/slurm-releases.md).
+set(mrcheck_deb_revision "1")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${MRCHECK_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION "admin")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
-# Depends from what is linked (libc, libstdc++, fmt, hwloc, libslurm38 for the prolog), by dpkg-shlibdeps.
+# Depends from what is linked (libc, libstdc++, fmt, hwloc, libslurm for the prolog), by dpkg-shlibdeps.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The plugin loads only into the Slurm major.minor it was built against (src/common/plugin.c compares
-# plugin_version & 0xffff00 for spank), and it lives in the plugin directory of slurm-wlm-basic-plugins,
-# which ships libslurmfull.so that srun and slurmstepd resolve the plugin's spank_* calls from.
+# plugin_version & 0xffff00 for spank), so the package needs that release's Slurm: from Debian
+# (slurm-wlm-basic-plugins, which ships libslurmfull.so that srun and slurmstepd resolve the plugin's spank_*
+# calls from) or from SchedMD's own Debian packaging (slurm-smd, 23.11 and later). dpkg has no "A in a range
+# or B in a range": each bound is a clause with both names, which a node with one of the two satisfies
+# exactly when its release is in range.
 set(mrcheck_deb_depends "")
 if(TARGET spank_mrcheck AND Slurm_VERSION MATCHES "^([0-9]+)\\.([0-9]+)\\.")
   # Slurm spells its minor with two digits (22.05); dpkg compares digits numerically, so this is cosmetic.
@@ -122,9 +127,13 @@ if(TARGET spank_mrcheck AND Slurm_VERSION MATCHES "^([0-9]+)\\.([0-9]+)\\.")
       set(${v} "0${${v}}")
     endif()
   endforeach()
+  set(mrcheck_mm "${mrcheck_slurm_major}.${mrcheck_slurm_minor}")
+  set(mrcheck_next "${mrcheck_slurm_major}.${mrcheck_slurm_next}")
   set(mrcheck_deb_depends
-    "slurm-wlm-basic-plugins (>= ${mrcheck_slurm_major}.${mrcheck_slurm_minor}), slurm-wlm-basic-plugins (<< ${mrcheck_slurm_major}.${mrcheck_slurm_next})")
+    "slurm-wlm-basic-plugins (>= ${mrcheck_mm}) | slurm-smd (>= ${mrcheck_mm}), slurm-wlm-basic-plugins (<< ${mrcheck_next}) | slurm-smd (<< ${mrcheck_next})")
+  set(mrcheck_deb_revision "1+slurm${mrcheck_mm}")
 endif()
+set(CPACK_DEBIAN_PACKAGE_RELEASE "${mrcheck_deb_revision}")
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "${mrcheck_deb_depends}")
 # dlopen'd at run time only where present: one package for GPU nodes, CPU login nodes, nodes without rdma-core.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libibverbs1, ibverbs-providers")

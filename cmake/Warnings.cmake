@@ -1,4 +1,4 @@
-# Warnings and hardening shared by every target (enroot's list plus the C++ extras, house-style.md).
+# Warnings and hardening shared by every target (enroot's list plus the C++ extras).
 set(mrcheck_warnings
   -Wall -Wextra -Wshadow -Wformat=2 -Wconversion -Wno-sign-conversion -Wundef -Wcast-align
   -Wnull-dereference -Wdouble-promotion -Wmissing-declarations -Wvla -Wunused)

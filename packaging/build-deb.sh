@@ -1,6 +1,8 @@
 #!/bin/bash
-# Builds the mrcheck .deb for Debian 12's Slurm (slurm-wlm 22.05): configure for Debian's layout, build
-# the shipped targets only, `cpack -G DEB`. Prints the path of the .deb on the last line.
+# Builds the mrcheck .deb for the Slurm whose headers this machine (or release root) has: configure for
+# Debian's layout, build the shipped targets only, `cpack -G DEB`, then let libslurm come from SchedMD's
+# slurm-smd as well. Prints the path of the .deb on the last line. The version names the Slurm release
+# (0.2.0-1+slurm24.11); scripts/slurm-release.sh RELEASE deb runs this inside that release's Debian root.
 #
 # usage: packaging/build-deb.sh [BUILD_DIR]     (default: build-deb next to the source)
 # env:   JOBS (default 2), MRCHECK_SLURM_PLUGIN_DIR (default Debian's: /usr/lib/<multiarch>/slurm-wlm)
@@ -23,6 +25,21 @@ cmake -S "$src" -B "$build" "${gen[@]}" \
   -DMRCHECK_BUILD_SPANK=ON \
   -DMRCHECK_BUILD_TESTS=OFF >&2
 cmake --build "$build" -j "$jobs" >&2
+rm -f "$build"/mrcheck_*.deb
 (cd "$build" && cpack -G DEB >&2)
 deb=$(ls -t "$build"/mrcheck_*.deb | head -n1)
+
+# dpkg-shlibdeps names Debian's libslurm package (libslurm38, libslurm42t64, ...) for mrcheck-prolog. SchedMD's
+# own packaging ships the same library inside slurm-smd, with no Provides: offer it as the alternative, with
+# the same major.minor bounds as the plugin's dependency (cmake/Packaging.cmake).
+depends=$(dpkg-deb --field "$deb" Depends)
+mm=$(sed -n 's/.*slurm-smd (>= \([0-9.]*\)).*/\1/p' <<<"$depends")
+if [[ -n $mm ]] && grep -qE '(^|, )libslurm[0-9a-z]+( \([^)]*\))?(,|$)' <<<"$depends"; then
+  fixed=$(sed -E "s/(^|, )(libslurm[0-9a-z]+( \([^)]*\))?)(,|$)/\1\2 | slurm-smd (>= $mm)\4/" <<<"$depends")
+  tmp=$(mktemp -d)
+  dpkg-deb -R "$deb" "$tmp/pkg"
+  sed -i "s/^Depends: .*/Depends: ${fixed//\//\\/}/" "$tmp/pkg/DEBIAN/control"
+  dpkg-deb --root-owner-group -Zxz -b "$tmp/pkg" "$deb" >&2
+  rm -rf "$tmp"
+fi
 echo "$deb"

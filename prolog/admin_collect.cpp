@@ -14,6 +14,8 @@
 // The environment is slurmstepd's, never the job's. alarm() bounds the whole run, libslurm included.
 #include "admin_collect.h"
 
+#include <mrcheck/admin_protocol.h>
+
 #include <mrcheck/admin_record.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
@@ -37,16 +39,7 @@
 #include <string>
 #include <vector>
 
-#ifdef MRCHECK_HAVE_SLURM
-extern "C" {
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
-// Exported by libslurm (src/common/read_config.c) but not declared in slurm.h: the NodeAddr slurm.conf gives
-// a NodeName, which is how Slurm itself reaches a node whose name does not resolve. Returns xmalloc'd text.
-// (Not slurm_conf_get_nodeaddr: that one is keyed by NodeHostname.)
-char* slurm_conf_get_address(const char* node_name);
-}
-#endif
+#include "slurm_api.h"
 
 namespace mrcheck::prolog {
 
@@ -54,9 +47,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr int k_record_fd = 3;
-constexpr int k_log_fd = 4;
-constexpr std::size_t k_pipe_max = 96 * 1024;
+constexpr int k_record_fd = k_admin_record_fd;
+constexpr int k_log_fd = k_admin_log_fd;
+constexpr std::size_t k_pipe_max = k_admin_message_max;
 
 struct collect_args {
   std::uint32_t job = 0;
@@ -130,29 +123,6 @@ std::string file_node(const collect_args& a) {
 }
 
 #ifdef MRCHECK_HAVE_SLURM
-std::vector<std::string> expand_nodelist(const std::string& list, std::uint32_t max) {
-  std::vector<std::string> out;
-  if (list.empty()) return out;
-  hostlist_t hl = slurm_hostlist_create(list.c_str());
-  if (!hl) return out;
-  while (out.size() < max) {
-    char* h = slurm_hostlist_shift(hl);
-    if (!h) break;
-    out.emplace_back(h);
-    std::free(h);
-  }
-  slurm_hostlist_destroy(hl);
-  return out;
-}
-
-std::string node_address(const std::string& name) {
-  char* addr = slurm_conf_get_address(name.c_str());
-  if (!addr) return name;
-  std::string s(addr);
-  // xmalloc'd by libslurm; this process ends in moments, so it is not freed through slurm_xfree.
-  return s.empty() ? name : s;
-}
-
 // Concurrent steps of one job (`srun ... & srun ... &`) would each read, append and write AdminComment and
 // could drop each other's record. Collectors on one node take turns on a root-owned lock file in /run; steps
 // whose node 0 differ still race (Slurm has no compare-and-swap for job updates). Bounded: after 5 s the
@@ -173,23 +143,14 @@ void lock_node_updates() {
 
 status write_admin_comment(std::uint32_t job, const std::string& record, std::size_t max) {
   lock_node_updates();
-  job_info_msg_t* msg = nullptr;
-  if (slurm_load_job(&msg, job, SHOW_ALL) != SLURM_SUCCESS) {
-    int e = slurm_get_errno();
-    return status::error(fmt::format("slurm_load_job {}: {}", job, escape_line(slurm_strerror(e), 200)));
-  }
   std::string current;
-  if (msg && msg->record_count > 0 && msg->job_array[0].admin_comment) current = msg->job_array[0].admin_comment;
-  slurm_free_job_info_msg(msg);
+  if (int rc = slurm_api::load_admin_comment(job, current); rc != 0) {
+    return status::error(fmt::format("slurm_load_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
+  }
   auto next = append_admin_comment(current, record, max);
   if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
-  job_desc_msg_t d;
-  slurm_init_job_desc_msg(&d);
-  d.job_id = job;
-  d.admin_comment = next->data();
-  if (slurm_update_job(&d) != SLURM_SUCCESS) {
-    int e = slurm_get_errno();
-    return status::error(fmt::format("slurm_update_job {}: {}", job, escape_line(slurm_strerror(e), 200)));
+  if (int rc = slurm_api::set_admin_comment(job, *next); rc != 0) {
+    return status::error(fmt::format("slurm_update_job {}: {}", job, escape_line(slurm_api::error_text(rc), 200)));
   }
   return status::ok();
 }
@@ -206,7 +167,7 @@ void take_pipe_lines(std::string& buf, own_message& m, const collect_args& a) {
   while (!m.done && (nl = buf.find('\n')) != std::string::npos) {
     std::string line = buf.substr(0, nl);
     buf.erase(0, nl + 1);
-    if (line == "end") {
+    if (line == k_admin_end_marker) {
       m.done = true;
     } else if (!m.record) {
       auto r = decode_node_record(line);
@@ -308,14 +269,14 @@ int collect(const collect_args& a) {
   if (!node0) {
     if (!own.record) return 0;  // this node did not check the step: nothing to hand in
 #ifdef MRCHECK_HAVE_SLURM
-    slurm_init(nullptr);
+    slurm_api::init();
     // Node 0 is the first node of the step's list (Slurm numbers a step's nodes in list order).
-    std::vector<std::string> first = expand_nodelist(a.nodelist, 1);
+    std::vector<std::string> first = slurm_api::expand_hostlist(a.nodelist, 1);
     if (first.empty()) {
       logf("mrcheck: admin: job {} {}: no step node list: cannot reach node 0", a.job, step);
       return 1;
     }
-    std::string host = node_address(first.front());
+    std::string host = slurm_api::node_address(first.front());
 #else
     std::string host = first_host_of_nodelist(a.nodelist);
 #endif
@@ -327,8 +288,8 @@ int collect(const collect_args& a) {
   std::vector<node_record> all = std::move(others);
   if (own.record) all.push_back(*own.record);
 #ifdef MRCHECK_HAVE_SLURM
-  slurm_init(nullptr);
-  std::vector<std::string> names = expand_nodelist(a.nodelist, a.nnodes);
+  slurm_api::init();
+  std::vector<std::string> names = slurm_api::expand_hostlist(a.nodelist, a.nnodes);
   if (names.empty() || names.front() != a.node) names.clear();  // not this step's list: name by index
   std::string record = format_step_record(step, a.nnodes, all, names);
   auto s = write_admin_comment(a.job, record, a.max);

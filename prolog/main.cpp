@@ -10,8 +10,8 @@
 //   1  prolog mode only: the matrix fails. mrcheck has drained the node with its own reason (or, slurmctld
 //      being unreachable, recorded the drain in state_dir for the next run). Slurm then drains the node itself
 //      if it is not drained yet (reason "Prolog error") and requeues the job - held, unless slurm.conf has
-//      SchedulerParameters=nohold_on_prolog_fail (facts.md §1.7) - so the job starts on a healthy node instead
-//      of dying in NCCL init here.
+//      SchedulerParameters=nohold_on_prolog_fail (docs/facts/slurm-prolog.md §1) - so the job starts on a healthy node
+//      instead of dying in NCCL init here.
 //   2  usage, configuration or rules error, or an unsafe state_dir: nothing was judged or changed. In prolog
 //      mode Slurm drains the node with "Prolog error": a typo in the rules shows at once instead of silently
 //      disabling the checks. Validate a rules file first with `mrcheck-prolog --dry-run --rules FILE`.
@@ -24,7 +24,7 @@
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
-#include <mrcheck/checks.h>
+#include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/log.h>
@@ -309,9 +309,7 @@ int run(int argc, char** argv) {
   matrix_facts extra = collect_matrix_facts(root, root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
                                             !facts.libibverbs.is_ok());
   t.mark("matrix facts");
-  report rep = judge_matrix(facts, *rules, extra);
-  rep.checks.push_back(check_max_map_count(facts, *rules));
-  rep.checks.push_back(check_hugepages(facts, *rules));
+  report rep = run_checks(prolog_selection(), node_check_inputs(facts, *rules, &cfg, &extra));
   t.mark("judge");
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 

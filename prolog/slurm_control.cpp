@@ -1,5 +1,6 @@
 #include "slurm_control.h"
 
+#include <mrcheck/child.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -16,12 +17,7 @@
 #include <functional>
 #include <string>
 
-#ifdef MRCHECK_HAVE_SLURM
-extern "C" {
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
-}
-#endif
+#include "slurm_api.h"
 
 namespace mrcheck::prolog {
 
@@ -31,18 +27,8 @@ namespace {
 
 constexpr std::size_t k_max_answer = 16 * 1024;
 
-// slurm_errno.h: 1000-1999 are communication errors (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*),
-// 5000-5099 socket errors; errno values below 1000. Everything from 2000 (ESLURM_*) is an answer from slurmctld.
-bool transient_slurm_error(int rc) {
-  if (rc >= 1000 && rc < 2000) return true;
-  if (rc >= 5000 && rc < 5100) return true;
-  return rc == ETIMEDOUT || rc == ECONNREFUSED || rc == ECONNRESET || rc == EAGAIN || rc == EHOSTUNREACH ||
-         rc == ENETUNREACH || rc == EINTR;
-}
-
 std::string error_line(int rc) {
-  const char* text = slurm_strerror(rc);
-  return fmt::format("err {} {} {}", rc, transient_slurm_error(rc) ? 1 : 0, text ? escape_line(text, 200) : "unknown");
+  return fmt::format("err {} {} {}", rc, slurm_api::transient(rc) ? 1 : 0, escape_line(slurm_api::error_text(rc), 200));
 }
 
 // The child's whole job: talk to slurmctld once and print the answer. Returns the text for the pipe.
@@ -51,73 +37,43 @@ using child_fn = std::function<std::string()>;
 // Forks, runs `fn` in the child (stdin/stdout/stderr on /dev/null, answer on a pipe), waits at most
 // `timeout`. Transient failures (timeout, unreachable) are EAGAIN statuses.
 result<std::string> in_child(const char* what, const child_fn& fn, std::chrono::milliseconds timeout) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return status::from_errno(fmt::format("{}: pipe", what), errno);
   std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return status::from_errno(fmt::format("{}: fork", what), e);
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    // libslurm logs its own errors to stderr; the parent reports the outcome in one mrcheck: line instead.
-    int devnull = ::open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      ::dup2(devnull, 0);
-      ::dup2(devnull, 1);
-      ::dup2(devnull, 2);
-    }
+  child_spec spec;
+  spec.run_in_child = [&fn]() -> int {
+    // The answer goes to the captured stdout; libslurm's own output (stdout or stderr) to /dev/null: the parent
+    // reports the outcome in one mrcheck: line instead.
+    int answer_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (answer_fd < 0 || devnull < 0) return 127;
+    ::dup2(devnull, STDOUT_FILENO);
     std::string answer;
     try {
-      slurm_init(nullptr);
+      slurm_api::init();
       answer = fn();
     } catch (...) {
       answer = "err 0 0 internal error in the slurm child";
     }
     std::size_t off = 0;
     while (off < answer.size()) {
-      ssize_t n = ::write(fds[1], answer.data() + off, answer.size() - off);
+      ssize_t n = ::write(answer_fd, answer.data() + off, answer.size() - off);
       if (n <= 0) break;
       off += static_cast<std::size_t>(n);
     }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p {fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) {
-      timed_out = true;
-      break;
-    }
-    char buf[4096];
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (out.size() < k_max_answer) out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+    return 0;
+  };
+  spec.timeout = timeout;
+  spec.max_output = k_max_answer;
+  spec.err = child_stream::null;
+  spec.own_group = false;
+  spec.contain = false;
+  spec.reset_oom_score_adj = false;
+  auto out = run_child(spec);
+  if (!out) return out.error().with_context(what);
+  if (out->timed_out) {
     return status::from_errno(fmt::format("{}: slurmctld did not answer within {} ms", what, timeout.count()), EAGAIN);
   }
-  if (out.empty()) return status::error(fmt::format("{}: the slurm child died without an answer", what));
-  return out;
+  if (out->out.empty()) return status::error(fmt::format("{}: the slurm child died without an answer", what));
+  return out->out;
 }
 
 // "ok\n..." -> the rest; "err RC TRANSIENT TEXT" -> status (EAGAIN when transient).
@@ -141,25 +97,15 @@ class slurm_control final : public node_control {
     auto out = in_child(
         "slurm_load_node_single",
         [&]() -> std::string {
-          node_info_msg_t* msg = nullptr;
-          std::string name = node;
-          if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS) return error_line(slurm_get_errno());
-          std::string answer;
-          if (!msg || msg->record_count == 0 || !msg->node_array[0].name) {
-            answer = fmt::format("err {} 0 node not found", ESLURM_INVALID_NODE_NAME);
-          } else {
-            const node_info_t& n = msg->node_array[0];
-            bool drain = (n.node_state & NODE_STATE_DRAIN) != 0;
-            bool down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
-            std::string reason = n.reason ? n.reason : "";
-            // One line: the reason is escaped on our side only for display; keep it raw but newline-free.
-            for (char& c : reason) {
-              if (c == '\n' || c == '\r') c = ' ';
-            }
-            answer = fmt::format("ok\n{} {}\n{}", drain ? 1 : 0, down ? 1 : 0, reason);
+          slurm_api::node_state n;
+          if (int rc = slurm_api::load_node(node, n); rc != 0) {
+            return rc == slurm_api::invalid_node_name() ? fmt::format("err {} 0 node not found", rc) : error_line(rc);
           }
-          slurm_free_node_info_msg(msg);
-          return answer;
+          // One line: the reason is escaped on our side only for display; keep it raw but newline-free.
+          for (char& c : n.reason) {
+            if (c == '\n' || c == '\r') c = ' ';
+          }
+          return fmt::format("ok\n{} {}\n{}", n.drain ? 1 : 0, n.down ? 1 : 0, n.reason);
         },
         timeout);
     if (!out) return out.error();
@@ -176,27 +122,21 @@ class slurm_control final : public node_control {
   }
 
   status drain(const std::string& node, const std::string& reason, std::chrono::milliseconds timeout) override {
-    return update(node, NODE_STATE_DRAIN, reason, timeout);
+    return update(node, slurm_api::node_change::drain, reason, timeout);
   }
 
   status resume(const std::string& node, std::chrono::milliseconds timeout) override {
-    return update(node, NODE_RESUME, "", timeout);
+    return update(node, slurm_api::node_change::resume, "", timeout);
   }
 
  private:
-  static status update(const std::string& node, uint32_t state, const std::string& reason, std::chrono::milliseconds timeout) {
+  static status update(const std::string& node, slurm_api::node_change change, const std::string& reason,
+                       std::chrono::milliseconds timeout) {
     auto out = in_child(
         "slurm_update_node",
         [&]() -> std::string {
-          update_node_msg_t m;
-          slurm_init_update_node_msg(&m);
-          std::string name = node;
-          std::string why = reason;
-          m.node_names = name.data();
-          m.node_state = state;
-          if (!why.empty()) m.reason = why.data();
-          if (slurm_update_node(&m) != SLURM_SUCCESS) return error_line(slurm_get_errno());
-          return "ok";
+          int rc = slurm_api::update_node(node, change, reason);
+          return rc == 0 ? "ok" : error_line(rc);
         },
         timeout);
     if (!out) return out.error();

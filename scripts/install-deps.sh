@@ -14,6 +14,8 @@ packages=(
   procps iproute2 util-linux psmisc passwd python3
   # man pages (rendered by the man test), the .deb test (debootstrap), the prolog's bench baseline tools
   man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod time
+  # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh)
+  rpm rpmlint
 )
 
 missing=()

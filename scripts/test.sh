@@ -18,6 +18,16 @@ fi
 
 bash scripts/install-deps.sh
 
+# The other supported Slurm releases run in Debian roots of their suites (scripts/slurm-release.sh,
+# docs/slurm-releases.md). Making a root is download and dpkg work: both start now, beside the main build.
+# MRCHECK_RELEASES="" leaves them out of a quick local run.
+releases=${MRCHECK_RELEASES-24.11 26.05}
+declare -A root_job=()
+for rel in $releases; do
+  bash scripts/slurm-release.sh "$rel" root >"${TMPDIR:-/tmp}/mrcheck-root-$rel.log" 2>&1 &
+  root_job[$rel]=$!
+done
+
 echo "== build (g++, -Werror)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON >/dev/null
 ninja -C "$build" -j "$jobs"
@@ -30,6 +40,45 @@ cleanup() {
 trap cleanup EXIT
 
 status=0
+# Each release leg: build in its root with -Werror, every end-to-end test on that release's daemons, then its
+# .deb built and checked there. A leg gets the plugin built for the release before it, to show that Slurm
+# refuses a plugin of another release (tests/e2e/release_mismatch_test.sh); the main leg gets the last one.
+foreign=$build/spank/spank_mrcheck.so
+for rel in $releases; do
+  echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"
+  t0=$SECONDS
+  if ! wait "${root_job[$rel]}"; then
+    cat "${TMPDIR:-/tmp}/mrcheck-root-$rel.log"
+    echo "test.sh: the Slurm $rel root could not be made (above)" >&2
+    status=1
+    continue
+  fi
+  MRCHECK_FOREIGN_PLUGIN=$foreign bash scripts/slurm-release.sh "$rel" test || status=1
+  bash scripts/slurm-release.sh "$rel" deb || status=1
+  foreign=$(bash scripts/slurm-release.sh "$rel" path)/mrcheck/build/spank/spank_mrcheck.so
+  echo "== Slurm $rel: $((SECONDS - t0)) s"
+done
+
+# The plugin the last leg built needs its suite's newer C library, which Debian 12 lacks (dlopen fails
+# before Slurm's version check). The main leg's foreign plugin is therefore built here, against that
+# release's Slurm headers: only slurm/ is copied out of the root, so every other header stays Debian 12's.
+last=${releases##* }
+if [[ -n $last && -f $foreign && $foreign != "$build/"* ]]; then
+  echo "== the Slurm $last plugin, built here for the main leg's release_mismatch_test"
+  foreign_build=$build-foreign-$last
+  mkdir -p "$foreign_build/include"
+  rm -rf "$foreign_build/include/slurm"
+  cp -a "$(bash scripts/slurm-release.sh "$last" path)/usr/include/slurm" "$foreign_build/include/"
+  if cmake -S . -B "$foreign_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON \
+      -DSlurm_INCLUDE_DIR="$foreign_build/include" -DMRCHECK_BUILD_UNIT_TESTS=OFF >/dev/null &&
+    ninja -C "$foreign_build" -j "$jobs" spank_mrcheck; then
+    export MRCHECK_FOREIGN_PLUGIN=$foreign_build/spank/spank_mrcheck.so
+  else
+    echo "test.sh: the Slurm $last plugin could not be built on this host (above)" >&2
+    status=1
+  fi
+fi
+
 echo "== tests (unit, fakes, end-to-end on the local Slurm)"
 export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
 # The package tests (label `package`, issue 11) build the .deb, install it into a fresh debootstrapped

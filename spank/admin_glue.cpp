@@ -1,6 +1,8 @@
 #include "admin_glue.h"
 
+#include <mrcheck/admin_protocol.h>
 #include <mrcheck/admin_record.h>
+#include <mrcheck/child.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -26,7 +28,6 @@ namespace {
 
 constexpr std::uint32_t k_extern_step = 0xfffffffc;
 constexpr std::uint32_t k_batch_step = 0xfffffffb;
-constexpr std::size_t k_message_max = 60 * 1024;  // below the pipe's 64 KiB: the task never blocks on it
 
 // Per slurmstepd (and inherited by its task children through fork).
 struct admin_state {
@@ -37,6 +38,7 @@ struct admin_state {
   bool finished = false;
   std::uint32_t exited = 0;
   std::string partial;
+  std::size_t forwarded = 0;  // lines forwarded to slurmd's log this step
 };
 admin_state& astate() {
   static admin_state s;
@@ -68,6 +70,10 @@ void forward_lines(admin_state& a, bool flush) {
     // slurm_error in slurmstepd also reaches the user's srun; the record is the admins' business, so every
     // line goes to slurmd's log only (the collector's "E"/"I" level is dropped: the text says what failed).
     if (line.size() > 2 && (line[0] == 'E' || line[0] == 'I') && line[1] == ' ') line.erase(0, 2);
+    if (a.forwarded == k_admin_log_lines_max) {
+      slurm_info("mrcheck: admin: further collector lines of this step not shown (at most %zu)", k_admin_log_lines_max);
+    }
+    if (a.forwarded++ >= k_admin_log_lines_max) continue;
     line = escape_line(line, 1000);
     slurm_info("%s", line.c_str());
   }
@@ -126,28 +132,47 @@ void admin_user_init(spank_t sp, const config& c, bool maybe_checked) {
   a.rec_w = fds[1];
 }
 
-void admin_task_record(const config&, const task_facts& t, const node_state& st, const report& rep) {
-  auto& a = astate();
-  if (a.rec_w < 0) return;
-  if (t.local_task_id == 0) {
-    node_record r = make_node_record(0, t.node, st, rep);
-    std::string json = report_to_json(rep).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-    std::string msg = encode_node_record(r) + "\n";
-    if (msg.size() + json.size() + 5 < k_message_max) msg += json + "\n";
-    msg += "end\n";
-    ::fcntl(a.rec_w, F_SETFL, ::fcntl(a.rec_w, F_GETFL) | O_NONBLOCK);
-    const char* p = msg.data();
-    std::size_t left = msg.size();
-    while (left > 0) {
-      ssize_t w = ::write(a.rec_w, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;  // collector gone or pipe full: the node shows as "no report", the task goes on
-      p += w;
-      left -= static_cast<std::size_t>(w);
-    }
+std::string admin_record_message(const task_facts& t, const node_state& st, const report& rep) {
+  node_record r = make_node_record(0, t.node, st, rep);
+  std::string json = report_to_json(rep).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  std::string msg = encode_node_record(r) + "\n";
+  std::string end = std::string(k_admin_end_marker) + "\n";
+  if (msg.size() + json.size() + 1 + end.size() <= k_admin_message_max) msg += json + "\n";
+  return msg + end;
+}
+
+void admin_write_record(int fd, const std::string& msg) {
+  if (fd < 0) return;
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  const char* p = msg.data();
+  std::size_t left = msg.size();
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;  // collector gone or pipe full: the node shows as "no report", the task goes on
+    p += w;
+    left -= static_cast<std::size_t>(w);
   }
-  close_fd(a.rec_w);
+}
+
+int admin_take_record_fd(const task_facts& t) {
+  auto& a = astate();
   close_fd(a.rec_r);
+  if (a.rec_w < 0) return -1;
+  if (t.local_task_id != 0) {
+    close_fd(a.rec_w);
+    return -1;
+  }
+  int fd = a.rec_w;
+  a.rec_w = -1;
+  return fd;
+}
+
+void admin_task_record(const config&, const task_facts& t, const node_state& st, const report& rep) {
+  int fd = admin_take_record_fd(t);
+  if (fd < 0) return;
+  admin_write_record(fd, admin_record_message(t, st, rep));
+  ::close(fd);
 }
 
 void admin_task_post_fork(spank_t sp, const config& c) {
@@ -170,7 +195,7 @@ void admin_task_post_fork(spank_t sp, const config& c) {
   std::string list = job_env(sp, "SLURM_STEP_NODELIST");
   if (list.empty()) list = job_env(sp, "SLURM_JOB_NODELIST");
   auto own = c.probe_timeout + c.nccl_timeout + std::chrono::seconds(30);
-  std::vector<std::string> args = {c.admin_helper_path(), "admin-collect",
+  std::vector<std::string> args = {c.admin_helper_path(), std::string(k_admin_collect_command),
                                    "--job", std::to_string(job), "--step", std::to_string(step),
                                    "--node-id", std::to_string(node_id), "--nnodes", std::to_string(nnodes),
                                    "--node", node, "--nodelist", list,
@@ -178,52 +203,30 @@ void admin_task_post_fork(spank_t sp, const config& c) {
                                    "--max", std::to_string(c.admin_comment_max),
                                    "--timeout-ms", std::to_string(c.report_timeout.count()),
                                    "--own-ms", std::to_string(own.count())};
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
   int logp[2];
   if (::pipe2(logp, O_CLOEXEC) != 0) {
     slurm_error("mrcheck: admin: pipe: %s", std::strerror(errno));
     return;
   }
-  std::string exec_failed = fmt::format("E mrcheck: admin: cannot execute admin_helper {}\n", escape_line(args[0], 256));
-  // Everything the child needs is prepared above: between fork and exec only async-signal-safe calls, as
-  // slurmstepd has threads.
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDWR);
-    // Move both ends above 4 first so the dup2s below cannot clobber each other.
-    int r = ::fcntl(a.rec_r, F_DUPFD, 10);
-    int l = ::fcntl(logp[1], F_DUPFD, 10);
-    if (devnull < 0 || r < 0 || l < 0) ::_exit(127);
-    ::dup2(devnull, 0);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::dup2(r, 3);
-    ::dup2(l, 4);
-    ::close_range(5, ~0U, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::setsid();
-    // slurmstepd runs at oom_score_adj -1000; the collector must not.
-    int oom = ::open("/proc/self/oom_score_adj", O_WRONLY);
-    if (oom >= 0) {
-      ssize_t w = ::write(oom, "0", 1);
-      (void)w;
-      ::close(oom);
-    }
-    ::execve(argv[0], argv.data(), environ);
-    ssize_t w = ::write(4, exec_failed.data(), exec_failed.size());  // slurmd's log says why, once per step
-    (void)w;
-    ::_exit(127);
-  }
+  child_spec spec;
+  spec.argv = std::move(args);
+  spec.env = current_environment();
+  spec.out = child_stream::null;
+  // Its stderr goes where its log lines go: an exec failure ("mrcheck: child: execve PATH: ...") reaches
+  // slurmd's log once per step.
+  spec.err = child_stream::inherit;
+  spec.extra_fds = {{STDERR_FILENO, logp[1]}, {k_admin_record_fd, a.rec_r}, {k_admin_log_fd, logp[1]}};
+  spec.new_session = true;
+  spec.contain = false;
+  auto started = spawn_child(spec);
   ::close(logp[1]);
-  if (pid < 0) {
-    slurm_error("mrcheck: admin: fork: %s", std::strerror(errno));
+  if (!started) {
+    slurm_error("mrcheck: admin: %s", started.error().message().c_str());
     ::close(logp[0]);
     return;
   }
+  pid_t pid = started->pid;
+  close_fd(started->pidfd);
   a.pid = pid;
   a.log_r = logp[0];
   // The task children were all forked before task_post_fork: slurmstepd's own ends are not needed any more.

@@ -4,7 +4,8 @@
 //
 //   user_init        slurmstepd, before the tasks fork: the record pipe (inherited by the task children)
 //   task_post_fork   slurmstepd (root), task 0: start the collector with the pipe's read end
-//   task_init        task child of local task 0 (job user, before exec): write the node record, close
+//   task_init        task child of local task 0 (job user, before exec): write the node record, close; or
+//                    hand the pipe to the post-exec watcher, which writes it with the verdict after exec
 //   task_exit        slurmstepd, last local task: wait for the collector (bounded) so node 0's AdminComment
 //                    update lands before srun hears the step ended (and the job may complete)
 //   exit             slurmstepd: kill and reap whatever is left; close everything
@@ -20,6 +21,12 @@ namespace mrcheck::spank_glue {
 
 void admin_user_init(spank_t sp, const config& c, bool maybe_checked);
 void admin_task_record(const config& c, const task_facts& t, const node_state& st, const report& rep);
+// The pieces of admin_task_record, for a record sent later by the post-exec watcher (issue 21): the record
+// pipe's write end for local task 0 (-1 for the other tasks or when no record is kept; the task keeps no other
+// end), the message, and the non-blocking write.
+int admin_take_record_fd(const task_facts& t);
+std::string admin_record_message(const task_facts& t, const node_state& st, const report& rep);
+void admin_write_record(int fd, const std::string& msg);
 void admin_task_post_fork(spank_t sp, const config& c);
 void admin_task_exit(spank_t sp, const config& c);
 void admin_exit();

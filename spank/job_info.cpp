@@ -62,7 +62,7 @@ task_facts read_task_facts(spank_t sp, bool with_env) {
   t.extern_step = t.step_id == k_extern_step;
   int local_id = 0;
   if (item(sp, S_TASK_ID, "S_TASK_ID", &local_id)) t.local_task_id = local_id;
-  t.task_pid = ::getpid();  // S_TASK_PID is 0 in the task child (facts.md §1.1)
+  t.task_pid = ::getpid();  // S_TASK_PID is 0 in the task child (docs/facts/slurm-spank.md §1)
   t.request.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
   t.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
   t.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");

@@ -1,7 +1,7 @@
 // mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
 // loads this file only for a step that checks something and calls these hooks through one table
 // (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/limits/). Which hook does
-// what, and why there (facts.md §1):
+// what, and why there (docs/facts/slurm-spank.md §1):
 //
 //   init            all contexts     load config (the loader has checked the Slurm version, logged the load
 //                                    line and registered --mr-check)
@@ -14,7 +14,7 @@
 //   user_init, task_post_fork, task_exit, exit (slurmstepd)  the admins' record: AdminComment + report_dir
 //                                    through a root collector (admin_glue.h says which hook does what)
 //
-// Never an error from remote init/init_post_opt: a batch step would drain the node (facts.md §1.5).
+// Never an error from remote init/init_post_opt: a batch step would drain the node (docs/facts/slurm-spank.md §5).
 extern "C" {
 #include <slurm/spank.h>
 }
@@ -146,7 +146,7 @@ int on_init_post_opt(spank_t sp, int, char**) {
     slurm_error("mrcheck: %s", plan.error().message().c_str());
     return -1;
   }
-  // setenv in srun's/sbatch's own environment: it is copied into the job's (facts.md §1.3).
+  // setenv in srun's/sbatch's own environment: it is copied into the job's (docs/facts/slurm-spank.md §3).
   for (const auto& [k, v] : plan->setenv) ::setenv(k.c_str(), v.c_str(), 1);
   return 0;
 }
@@ -174,19 +174,41 @@ int on_task_init(spank_t sp, int, char**) {
   task_facts t = read_task_facts(sp, probes);
   t.request.option_seen = s.option_seen;
   t.request.option = s.option;
-  // A task in (or about to enter) its container is probed there, not on the host.
+  auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
+  // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
   task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins) : task_location{};
+  probe_runner host = real_probe_runner(s.cfg, budget.total);
   task_verdict v = current_engine().task(
-      s.cfg, t, s.node, loc.place == task_place::host ? real_probe_runner(s.cfg) : container_probe_runner(s.cfg, s.ct, loc));
-  admin_task_record(s.cfg, t, s.node, v.rep);
+      s.cfg, t, s.node, loc.place == task_place::host ? host : container_probe_runner(s.cfg, s.ct, loc, host, budget.total));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
-  if (v.watch_post_exec) {
-    memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
-    auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
-                                     std::chrono::milliseconds(3000));
-    if (!w) slurm_error("mrcheck: memlock: %s", w.message().c_str());
+  if (!v.watch_post_exec) {
+    admin_task_record(s.cfg, t, s.node, v.rep);
+    return v.rc;
   }
+  // The watcher sends the admins' record once it has seen the task after exec, so that a limit lowered after
+  // exec reaches the record and not only the task's stderr (issue 21).
+  int rec = admin_take_record_fd(t);
+  post_exec_done done;
+  if (rec >= 0) {
+    done = [t, st = s.node, rep = v.rep](const std::optional<check_result>& after, int fd) {
+      report r = rep;
+      if (after) {
+        check_result c = *after;
+        c.id = "memlock_exec";
+        r.checks.push_back(std::move(c));
+      }
+      admin_write_record(fd, admin_record_message(t, st, r));
+    };
+  }
+  memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
+  auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
+                                   std::chrono::milliseconds(3000), done, rec);
+  if (!w) {
+    slurm_error("mrcheck: memlock: %s", w.message().c_str());
+    admin_write_record(rec, admin_record_message(t, s.node, v.rep));
+  }
+  if (rec >= 0) ::close(rec);
   return v.rc;
 }
 
@@ -229,7 +251,7 @@ int core_init_post_opt(spank_t sp, int ac, char** av) {
 }
 // A task hook's failure ends the task here, as slurmstepd does for a `required` plugin (task.c exec_task,
 // mgr.c _fork_all_tasks: _exit(1) in the task child): Slurm ignores an `optional` plugin's error
-// (facts.md §1.5), and on_fail=fail must stop the task however the plugin is loaded.
+// (docs/facts/slurm-spank.md §5), and on_fail=fail must stop the task however the plugin is loaded.
 int core_task_init_privileged(spank_t sp, int ac, char** av) {
   int rc = guarded("task_init_privileged", hook_kind::may_fail, [&] { return on_task_init_privileged(sp, ac, av); });
   if (rc != 0) current_engine().end_task(1);

@@ -7,7 +7,7 @@
 // `srun -n 2 true`). The core is ~1.4 MB of C++ whose dlopen and first calls cost ~0.8 ms of page faults in
 // each of srun and slurmstepd (bench/plugin/README.md); this loader uses libc only and touches a few pages.
 //
-// When is the core loaded (facts.md §1 for the callback order):
+// When is the core loaded (docs/facts/slurm-spank.md §1 for the callback order):
 //   slurmd (its start)       always: a bad mrcheck.conf fails there, in slurmd's log, where admins look
 //   srun, sbatch, salloc     --mr-check given (the option callback validates the LIST before launch), or at
 //                            init_post_opt when MRCHECK_CHECKS is set (an enclosing sbatch --mr-check) or the
@@ -40,6 +40,14 @@ __attribute__((visibility("default"))) extern const char plugin_type[] = "spank"
 __attribute__((visibility("default"))) extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 __attribute__((visibility("default"))) extern const unsigned int spank_plugin_version = 1;
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+// From 25.05 a failed slurm_spank_init of a `required` plugin drains the node unless the plugin says the job is
+// at fault (spank(7), docs/slurm-releases.md). mrcheck never fails init in slurmstepd, and a node is drained
+// only by mrcheck-prolog, with a reason that names mrcheck: should a later change make init fail there, the job
+// fails and the node stays in service.
+__attribute__((visibility("default"))) int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
 // Linked into the same binary only by the hooks test (tests/spank); the real loader dlopens the core.
 __attribute__((weak)) const mrcheck_core_hooks* mrcheck_spank_core_v1();
 }
@@ -62,7 +70,7 @@ loader_state g;
 
 constexpr size_t k_config_max = 1 << 20;  // the core refuses a larger mrcheck.conf (config.cpp)
 
-// "mrcheck: spank_mrcheck.so 0.1.0 built against Slurm 22.05.8, loaded into Slurm 22.05.8". Returns false
+// "mrcheck: spank_mrcheck.so 0.2.0 built against Slurm 24.11.5, loaded into Slurm 24.11.5". Returns false
 // when the running Slurm has another major.minor (Slurm's loader refuses most of those itself; this says it
 // in mrcheck's words, with what to do).
 bool version_line(spank_t sp, char* line, size_t n) {
@@ -273,8 +281,8 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
     slurm_error("%s", line);
     g.inert = true;
     if (ctx != S_CTX_REMOTE) return -1;
-    // slurmstepd: never an error from remote init (a batch step would drain the node, facts.md §1.5), and the
-    // option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
+    // slurmstepd: never an error from remote init (a batch step would drain the node, docs/facts/slurm-spank.md §5),
+    // and the option stays registered (its callback does nothing) so a step launched with --mr-check still starts.
     spank_option_register(sp, &k_option);
     return 0;
   }

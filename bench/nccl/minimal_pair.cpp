@@ -1,7 +1,7 @@
 // The baseline for bench/nccl: the smallest two-process NCCL program doing what `mrcheck probe nccl --mode
-// local-pair` does (facts.md §6.1): fork two ranks on GPU 0, distinct NCCL_HOSTID, unique id through a pipe,
-// 1 Mi-float all-reduce (rank r contributes r+1), check every element is 3, destroy. No error explanation,
-// no timeout, no log capture: the floor mrcheck is compared against.
+// local-pair` does (docs/facts/nccl-test-harness.md §4): fork two ranks on GPU 0, distinct NCCL_HOSTID, unique id
+// through a pipe, 1 Mi-float all-reduce (rank r contributes r+1), check every element is 3, destroy. No error
+// explanation, no timeout, no log capture: the floor mrcheck is compared against.
 //
 // Build: g++ -O2 -std=c++17 minimal_pair.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart -lnccl
 #include <cuda_runtime.h>

@@ -1,7 +1,16 @@
-// Runs a helper as a child process with a hard timeout: the probes (libibverbs, CUDA, NCCL) are never
+// The one way mrcheck starts a child process (issue 19): the probes (libibverbs, CUDA, NCCL) are never
 // loaded into slurmstepd, and a probe that hangs or crashes becomes a verdict, not a hung job step.
 // Follows pyxis' enroot_exec checklist: stdin from /dev/null, output captured (bounded), oom_score_adj
-// reset, other fds closed, privileges dropped, own process group so a timeout kills all of it.
+// reset, other fds closed, privileges dropped. Issue 21 added containment: the caller is the child
+// subreaper for the run, so whatever the child starts (a detached grandchild in a new session included)
+// comes back to the caller when its parent dies and is killed when the child ends; and the wait is for the
+// child's exit (a pidfd), not for its output pipes, which a grandchild may hold open.
+//
+// Users: limits/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
+// fds, no wait), limits/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
+// collector in its own session: extra fds, no wait), prolog/slurm_control.cpp (a libslurm call in a forked
+// child without exec), container/enter.cpp (the container helper: exec by descriptor after joining the task's
+// namespaces, and a detached watcher without exec).
 #pragma once
 
 #include <mrcheck/status.h>
@@ -11,6 +20,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,9 +33,25 @@ struct child_rlimit {
   rlim_t hard;
 };
 
+// Where a child's stdout/stderr goes.
+enum class child_stream {
+  capture,  // a pipe to the caller (run_child collects it, bounded; spawn_child hands the read end back)
+  null,     // /dev/null
+  inherit,  // the caller's own fd 1/2
+};
+
+// A descriptor of the caller placed at a given number in the child (the rest above 2 is closed).
+struct child_fd {
+  int child_fd;   // 3, 4, ...
+  int parent_fd;  // the caller's descriptor; the caller keeps and closes its own copy
+};
+
 struct child_spec {
   std::vector<std::string> argv;           // argv[0] must be an absolute path (no PATH search)
   std::vector<std::string> env;            // the complete environment, "KEY=VALUE"
+  // Instead of exec, run this in the forked child and _exit with its value (argv then unused). Only for
+  // callers that are single-threaded or accept glibc's fork-safe subset (prolog, the post-exec watcher).
+  std::function<int()> run_in_child;
   std::chrono::milliseconds timeout{30000};
   std::size_t max_output = 256 * 1024;     // per stream; the rest is dropped and `truncated` set
   std::optional<uid_t> uid;                // switch to this uid/gid (with `groups`) before exec; needs root
@@ -34,10 +60,24 @@ struct child_spec {
   std::vector<child_rlimit> rlimits;       // applied in the child before the uid switch and exec
   std::string cwd;                         // "" = keep
   bool reset_oom_score_adj = true;         // slurmstepd runs at -1000; a probe must not inherit that
-  // Containers (src/container/enter.cpp): exec this descriptor (execveat AT_EMPTY_PATH, a file opened before the
-  // caller entered another mount namespace) instead of argv[0], after `before_exec` ran in the child (after the
-  // limits and the uid switch; async-signal-safe only; returns 0 or an errno, named by `before_exec_what`).
+  child_stream out = child_stream::capture;
+  child_stream err = child_stream::capture;
+  std::vector<child_fd> extra_fds;
+  bool own_group = true;                   // setpgid(0, 0): a timeout signals the child's whole group
+  bool new_session = false;                // setsid(): detached from the caller's session and terminal
+  bool die_with_parent = false;            // PR_SET_PDEATHSIG=SIGKILL: ends when the caller does
+  // Double fork: the child is not the caller's (the caller reaps only the short-lived middle process), so a
+  // program the caller execs later never sees it. spawn_child then returns pid -1 and no pidfd.
+  bool detach = false;
+  // run_child only: the caller is the child subreaper for the run and kills every descendant the child
+  // leaves behind (containment). Off for callers that must not change their own process attributes.
+  bool contain = true;
+  // Containers (src/container/enter.cpp): exec this descriptor of the caller (execveat AT_EMPTY_PATH; a file
+  // opened before the task entered another mount namespace) instead of argv[0], which then only names it. In the
+  // child it sits above the extra fds, close-on-exec, so the program never holds it.
   int exec_fd = -1;
+  // Run in the child after the limits and the uid switch, just before exec (async-signal-safe calls only);
+  // returns 0 or an errno, reported as `before_exec_what` with exit 127.
   int (*before_exec)(const void* arg) noexcept = nullptr;
   const void* before_exec_arg = nullptr;
   const char* before_exec_what = "before exec";
@@ -46,21 +86,39 @@ struct child_spec {
 struct child_outcome {
   bool exited = false;     // normal exit: exit_code is valid
   int exit_code = -1;
-  bool signaled = false;   // killed by a signal it did not ask for (crash): term_signal is valid
+  bool signaled = false;   // killed by a signal we did not send (crash, or killed from outside): term_signal
   int term_signal = 0;
   bool timed_out = false;  // we killed it at the timeout
   bool truncated = false;  // some output was dropped at max_output
+  std::size_t left_behind = 0;  // descendants still running when it ended, killed by us (contain)
   std::string out;
   std::string err;
   std::chrono::milliseconds elapsed{0};
 
   // "exit 0", "exit 3", "killed by SIGSEGV", "timed out after 30 s"
   std::string describe() const;
+  // Killed by SIGKILL or SIGTERM that we did not send: someone is ending the step (scancel, proctrack).
+  bool killed_from_outside() const;
 };
 
-// Runs the child to completion or timeout. The status is an error only when the child could not be started
-// (fork/pipe failure); an exec failure shows up as exit code 127 with the reason on `err`.
-// Does not change signal dispositions of the caller; reaps only its own child.
+// A started child. The caller owns the descriptors (close_child closes them).
+struct spawned_child {
+  pid_t pid = -1;
+  int pidfd = -1;  // pidfd_open(2), -1 on kernels before 5.3
+  int out = -1;    // read ends for child_stream::capture
+  int err = -1;
+  std::chrono::steady_clock::time_point start;
+};
+
+// Starts the child and returns at once (no wait, no containment). Error only when it could not be started
+// (pipe/fork failure); an exec failure shows up as exit code 127 with the reason on its stderr.
+result<spawned_child> spawn_child(const child_spec& spec);
+void close_child(spawned_child& c);
+
+// Runs the child to its exit or timeout, collecting captured output until it exits (not until its pipes
+// close). With spec.contain, everything it started is killed and reaped before this returns. The status is
+// an error only when the child could not be started. Does not change the caller's signal dispositions;
+// reaps only its own child and that child's descendants.
 result<child_outcome> run_child(const child_spec& spec);
 
 // The current environment as "KEY=VALUE" strings.

@@ -54,8 +54,9 @@ std::string container_rdma_core_fix(container_runtime r);
 
 // ---- what the probe helper saw inside -----------------------------------------------------------------------
 
-// The helper's "key=value" lines (src/container/ctprobe.c). Unknown keys are kept; a line without '=' or a
-// repeated key makes the report invalid (the helper never prints either).
+// The helper's "key=value" lines (src/container/ctprobe.c), taken only in the shape probe_protocol.h gives: an
+// unknown or repeated key, a line without '=', a control byte or an overlong line makes the report invalid (the
+// helper never prints any of those; a library of the image that writes on its stdout might).
 struct ctprobe_view {
   std::map<std::string, std::string> kv;
   bool complete = false;  // the helper printed its last line ("end=1")

@@ -1,9 +1,9 @@
 // Diagnosis: one failed verbs call (or NCCL failure line) plus what we know about the node -> the cause, a
 // one-line summary with numbers, the evidence behind it and one actionable fix.
 //
-// This is the single place that knows the errno -> cause table of facts.md §3.2. The registration probe, the
-// SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them keeps
-// its own copy of these rules.
+// This is the single place that knows the errno -> cause table of docs/facts/verbs-and-nccl.md §2. The registration
+// probe, the SPANK plugin, the prolog, the NCCL smoke test and `mrcheck explain` all call diagnose(); none of them
+// keeps its own copy of these rules.
 //
 // Inputs are plain values: a `failure` (what failed, with which errno) and a `node_evidence` (what is known
 // about the node and the task, every field optional). Missing evidence never makes diagnose() fail: it picks
@@ -55,6 +55,8 @@ struct failure {
     no_device,         // NCCL "NET/IB : No device found"
     completion_error,  // NCCL "NET/IB : Got completion from peer ... with error/status=N"; `wc_status` set
     system_error,      // NCCL "unhandled system error" with no preceding warning naming the call
+    fatal_warning,     // an NCCL WARN outside the taxonomy that NCCL then failed on (its "-> N" return trace, or
+                       // a terminal "unhandled ... error" line): CUDA out of memory, socket creation, topology...
   };
   kind what = kind::call;
   std::string call;                     // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
@@ -63,7 +65,17 @@ struct failure {
   std::optional<bool> gpu_buffer;       // true: cudaMalloc/cuMem memory; false: host memory; nullopt: unknown
   std::optional<int> wc_status;         // ibv_wc_status of a completion error
   std::string peer;                     // completion error: the peer NCCL named ("10.0.0.2<43521>")
+  // What carried the failure (docs/transports.md): "" NCCL's NET/IB or another verbs user, "ofi" the aws-ofi-nccl
+  // net plugin (NET/OFI), "libfabric" a libfabric provider's own line, "kernel" an RDMA driver's dmesg line,
+  // "ucx" UCX. The fix and the fallback depend on it: NCCL_IB_DISABLE=1 does nothing under a net plugin.
+  std::string transport;
+  std::string provider;                 // libfabric provider or kernel device when printed: "efa", "efa_0"
+  std::string detail;                   // fatal_warning: the library's own error text ("out of memory")
+  std::optional<std::uint64_t> log_memlock;  // a memlock limit the log line itself printed (UCX: "current: 64 kbytes")
 };
+
+// True for the transports of the EFA family (aws-ofi-nccl, libfabric, the efa kernel driver).
+bool is_ofi_family(const failure& f);
 
 // Which RDMA stack a part of the node comes from.
 enum class rdma_flavour { unknown, inbox, ofed };
@@ -77,8 +89,8 @@ struct node_evidence {
   std::optional<std::uint64_t> memlock_soft;  // bytes, k_unlimited for unlimited
   std::optional<std::uint64_t> memlock_hard;
   std::string memlock_source;                 // "task 12345", "this shell (pid 77)"; "" = the failing task
-  std::string memlock_hop;                    // where it was lowered, filled by the plugin/chain walk:
-                                              // "srun's shell (ulimit -l 64, propagated as SLURM_RLIMIT_MEMLOCK)"
+  std::string memlock_hop;                    // where it was lowered: describe_lowering_hop() (memlock_hop.h),
+                                              // "pid 4242 (bash), soft 64 KiB (its parent ... had soft 8 MiB)"
   std::optional<bool> is_root;                // euid 0
   std::optional<bool> cap_ipc_lock;           // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
@@ -92,6 +104,8 @@ struct node_evidence {
   std::optional<std::uint64_t> mem_total;            // bytes
   std::optional<std::uint64_t> mem_available;        // bytes
   std::optional<std::uint64_t> gpu_bar1;             // bytes, smallest BAR1 of the node's GPUs
+  std::optional<std::uint64_t> cma_total;            // bytes, /proc/meminfo CmaTotal
+  std::optional<std::uint64_t> cma_free;             // bytes, /proc/meminfo CmaFree
 
   // The RDMA stack.
   rdma_flavour kernel_stack = rdma_flavour::unknown;  // mlx5_core: OFED (version file / taint O) or inbox
@@ -133,7 +147,7 @@ struct diagnosis {
   std::string fallback;                // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
 };
 
-// The rules (facts.md §3.2), in order:
+// The rules (docs/facts/verbs-and-nccl.md §2), in order:
 //  ENOMEM on a registration/CQ/QP: a finite soft memlock below the size (or below MemTotal, or unknown size)
 //    without CAP_IPC_LOCK -> memlock; unlimited/adequate limit or CAP_IPC_LOCK -> pinning_resources;
 //    in a container with no limit evidence -> memlock with the container fix (mscclpp #335).

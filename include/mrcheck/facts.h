@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -34,12 +35,24 @@ struct process_fact {
   bool lowered = false;            // soft or hard limit lower than its parent's: the hop that dropped it
 };
 
+// True when a process's comm is the Slurm daemon `name` ("slurmd", "slurmstepd", "slurmctld"). Debian 13 and
+// later ship the daemons as NAME-wlm behind /etc/alternatives/NAME: started as NAME a daemon's comm is NAME,
+// but one that re-executes itself (slurmd and slurmctld on `scontrol reconfigure`, Slurm 23.11 and later)
+// runs as NAME-wlm (docs/slurm-releases.md).
+inline bool is_slurm_daemon(std::string_view comm, std::string_view name) {
+  if (!comm.starts_with(name)) return false;
+  comm.remove_prefix(name.size());
+  return comm.empty() || comm == "-wlm";
+}
+
 struct hugepages_fact {
   std::uint64_t total = 0;          // HugePages_Total
   std::uint64_t free = 0;           // HugePages_Free
   std::uint64_t page_size = 0;      // Hugepagesize in bytes
   std::uint64_t mem_total = 0;      // MemTotal in bytes
   std::uint64_t mem_available = 0;  // MemAvailable in bytes
+  std::optional<std::uint64_t> cma_total;  // CmaTotal in bytes (absent without CONFIG_CMA)
+  std::optional<std::uint64_t> cma_free;   // CmaFree in bytes
 };
 
 struct rdma_port_fact {
@@ -58,7 +71,37 @@ struct rdma_device_fact {
   std::string node_guid;
   std::string node_type;
   std::string pci_bdf;      // from the `device` link, "" if unknown
+  std::string driver;       // the kernel driver bound to the device (`device/driver` link): mlx5_core, efa,
+                            // irdma, bnxt_en, ionic; "" for soft devices (rxe, siw) and when unknown
   std::vector<rdma_port_fact> ports;
+};
+
+// The NIC family of an RDMA device, from its driver and name (docs/transports.md): "mlx5", "efa", "irdma",
+// "bnxt_re", "ionic", "rxe", "siw", or "" when none of these.
+std::string rdma_family(const rdma_device_fact& d);
+// The kernel modules that carry a family's verbs ("efa" -> {"efa"}, "bnxt_re" -> {"bnxt_re", "bnxt_en"}, ...).
+std::vector<std::string> rdma_family_modules(std::string_view family);
+// The rdma-core provider library of a family (libibverbs/lib<NAME>-rdmav*.so): "mlx5", "efa", "irdma",
+// "bnxt_re", "ionic", "rxe", "siw".
+std::string_view rdma_family_provider(std::string_view family);
+
+// What the package database says about the RDMA user space (docs/transports.md): the flavour of rdma-core and
+// the libfabric / aws-ofi-nccl versions. dpkg's status file is read; an rpm database is found but not read
+// (it is SQLite or Berkeley DB) and reported as such.
+struct rdma_packages_fact {
+  std::string source;                   // "/var/lib/dpkg/status"
+  std::string libibverbs_package;       // "libibverbs1" or "rdma-core"; "" when not installed
+  std::string libibverbs_version;       // "44.0-2", "2410mlnx54-1"
+  bool ofed = false;                    // an MLNX/DOCA-OFED build (the version carries "mlnx")
+  std::string libfabric_version;        // "1.19.0amzn4.0-1" (libfabric1-aws or libfabric1); "" when absent
+  std::string ofi_nccl_version;         // aws-ofi-nccl's package, "" when absent
+};
+
+// The EFA installer's record (/opt/amazon/efa_installed_packages): installer, libfabric and aws-ofi-nccl versions.
+struct efa_installer_fact {
+  std::string installer_version;        // "1.29.1"
+  std::string libfabric_version;        // from libfabric1-aws_<v>_<arch> / libfabric-aws-<v>.<arch>
+  std::string ofi_nccl_version;         // from an aws-ofi-nccl / libnccl-ofi package entry
 };
 
 struct kmodule_fact {
@@ -82,7 +125,8 @@ std::string_view to_string(nvidia_flavour f);
 struct gpu_fact {
   std::string pci_bdf;                 // 0000:3b:00.0
   std::string device_id;               // 0x2335
-  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR (facts.md §4)
+  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR
+                                       // (docs/facts/kernel-and-drivers.md §5)
   int bar1_resource_line = -1;         // which line of /sys/bus/pci/devices/BDF/resource held it
   std::optional<std::uint64_t> memory_bytes;  // from NVML when loaded, else unknown
   std::string bar1_error;              // why bar1_bytes is 0 (resource file unreadable or no prefetchable BAR)
@@ -115,6 +159,12 @@ struct node_facts {
   result<process_fact> slurmd = status::error("not read");          // via its pid file
   result<library_fact> libcuda = status::error("not read");         // libcuda.so.1 as it loads
   result<library_fact> libnccl = status::error("not read");         // libnccl.so.2 as it loads
+  result<rdma_packages_fact> rdma_packages = status::error("not read");  // /var/lib/dpkg/status
+  result<efa_installer_fact> efa_installer = status::error("not read");  // /opt/amazon/efa_installed_packages
+  std::vector<std::string> verbs_providers;   // rdma-core providers on disk (libibverbs/lib<NAME>-rdmav*.so)
+  // FI_*, OFI_NCCL_*, NCCL_NET*, NCCL_IB_* and UCX_* settings of the start pid (/proc/PID/environ, only these
+  // names are kept): what the transports will do.
+  std::map<std::string, std::string> net_env;
   std::string slurmd_pid_file;                                      // the pid file that was used
   status chain_status;                                              // why `chain` is empty, when it is
   result<std::string> hostname_status = status::error("not read");  // hostname with the reason when unknown
@@ -177,6 +227,10 @@ int find_bar1(const std::vector<pci_resource>& resources);
 
 // /proc/meminfo: MemTotal is required; HugePages_* default to 0 when the kernel has no hugetlbfs.
 result<hugepages_fact> parse_meminfo(std::string_view meminfo);
+// dpkg's status file -> the RDMA packages. Error when none of libibverbs1/rdma-core/libfabric is installed.
+result<rdma_packages_fact> parse_dpkg_rdma(std::string_view dpkg_status, std::string source);
+// /opt/amazon/efa_installed_packages -> versions. Error without the "# EFA installer version:" line.
+result<efa_installer_fact> parse_efa_installer(std::string_view text);
 // First line of /proc/driver/nvidia/version: version and flavour ("Open Kernel Module" = open).
 result<nvidia_driver_fact> parse_nvidia_version(std::string_view version_file);
 // A pid file: one positive decimal number, optional trailing whitespace.

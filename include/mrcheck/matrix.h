@@ -89,6 +89,11 @@ struct matrix_rules {
   // bar1: BAR1 at least the GPU's memory. GPU memory from NVML when known, else this table by PCI device id
   // ("0x2335" -> bytes, upper bounds); a GPU in neither is skipped with the reason.
   rule_action bar1 = rule_action::warn;
+  // bar1.too_small: a BAR1 below bar1_min cannot map the GPU buffers NCCL registers with the NICs (GPUDirect RDMA
+  // maps them through BAR1). bar1_min nullopt = "auto": NCCL's GPU registrations estimated for one rank with
+  // the node's RDMA devices at NCCL's default channel count (estimate_nccl_registration, mr_probe.h).
+  rule_action bar1_too_small = rule_action::fail;
+  std::optional<std::uint64_t> bar1_min;
   std::map<std::string, std::uint64_t> gpu_memory;
 
   rule_action slurmd_memlock = rule_action::fail;
@@ -123,7 +128,7 @@ inline constexpr std::string_view k_default_rules_path = "/etc/slurm/mrcheck-rul
 // PATH when given (must exist); else k_default_rules_path when it exists; else default_matrix_rules().
 result<matrix_rules> load_matrix_rules_or_default(const std::string& path);
 
-// What slurm.conf says about limit propagation (facts.md §1.6).
+// What slurm.conf says about limit propagation (docs/facts/memlock.md §1).
 struct slurm_conf_fact {
   std::string path;
   std::optional<std::string> propagate;          // PropagateResourceLimits=

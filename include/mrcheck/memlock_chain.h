@@ -1,8 +1,8 @@
 // RLIMIT_MEMLOCK along the real job chain: submit host -> srun/sbatch -> slurmd -> slurmstepd -> task.
 //
 // The plugin (spank/) feeds these functions plain values it read once; nothing here sees spank_t. The model
-// is Slurm 22.05's (facts.md §1.6): the task's hard limit is inherited from slurmd through slurmstepd; its
-// soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
+// is Slurm 22.05's (docs/facts/memlock.md §1-§2): the task's hard limit is inherited from slurmd through slurmstepd;
+// its soft limit is re-applied by slurmstepd's set_user_limits() right before execve from SLURM_RLIMIT_MEMLOCK
 // (the submit host's soft limit), when MEMLOCK is propagated by slurm.conf or the value carries the `U`
 // prefix (`srun --propagate`), capped at the hard limit.
 #pragma once
@@ -10,6 +10,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/memlock_hop.h>
 #include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,9 @@ struct slurm_conf_facts {
   std::string task_prolog;         // TaskProlog= ("" = none)
   std::string slurmd_pid_file = "/run/slurmd.pid";  // SlurmdPidFile= (may hold %n / %h)
   bool use_pam = false;            // UsePAM=1: pam_limits applies limits.conf to slurmstepd
+  // UnkillableStepTimeout= (seconds, Slurm's default 60): how long slurmstepd waits for a cancelled step's
+  // processes before slurmctld drains the node "Kill task failed". The probes of a step stay below it.
+  std::chrono::seconds unkillable_step_timeout{60};
   std::vector<std::string> problems;  // includes that could not be read, cycles (slurm_conf.h)
 };
 
@@ -51,9 +56,17 @@ std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view no
 struct propagated_limit {
   std::uint64_t value = 0;      // k_unlimited for RLIM_INFINITY
   bool user_requested = false;  // the `U` prefix: srun --propagate, applied whatever slurm.conf says
+  bool canonical = false;       // written the way srun writes it: [U] and plain decimal digits
 };
-// "65536", "U65536", "18446744073709551615". Error on anything else (slurmstepd ignores such a value too).
+// The value as slurmstepd reads it (docs/slurm-rlimit-memlock.md): an optional `U`, then C strtoul() in base
+// 10 with nothing after the number, so "" and "U" are 0, leading blanks and a sign are allowed, "-1" wraps to
+// RLIM_INFINITY, "-18446744073709486080" is 64 KiB and an overflow is RLIM_INFINITY. Error exactly where
+// slurmstepd ignores the variable ("64K", "0x10", "65536 ", " ").
 result<propagated_limit> parse_propagated_limit(std::string_view text);
+// set_user_limits()' _set_limit(): the soft limit a task with limits `cur` gets from a value that applies
+// (PropagateResourceLimits covers MEMLOCK, or the `U` prefix). Without `U` a value above the hard limit is
+// cut to it; with `U` setrlimit() refuses it and the soft limit stays.
+std::uint64_t slurmstepd_soft(const propagated_limit& v, const memlock_limit& cur);
 // The decimal form slurmstepd parses with strtoul (RLIM_INFINITY as its unsigned value).
 std::string format_propagated_limit(std::uint64_t value);
 
@@ -93,18 +106,7 @@ result<submit_record> decode_submit_record(std::string_view text);
 
 // ---- prediction ----------------------------------------------------------------------------------------
 
-// The hop that set the task's limit below the site's minimum.
-enum class memlock_hop {
-  none,            // nothing lowered it (or it is not below the minimum)
-  submit_host,     // the soft limit of a process on the submit host, propagated by srun/sbatch
-  job_script,      // the batch script (or an enclosing job step) lowered it before the inner srun
-  submit_unknown,  // propagated, but no (valid) submit record says which process lowered it
-  slurmd,          // slurmd's own limit (started outside its unit, LimitMEMLOCK missing)
-  step_daemon,     // slurmstepd has less than slurmd: PAM (UsePAM pam_limits) or a wrapper of slurmstepd
-  task_setup,      // the task has less than slurmstepd before exec: a container or another plugin
-  enforced,        // not a lowering: this plugin raised it (enforce=yes)
-};
-std::string_view to_string(memlock_hop h);
+// memlock_hop, its table (id, label, AdminComment token, fix) and the picking rule: memlock_hop.h.
 
 struct memlock_inputs {
   std::string node;                              // SLURMD_NODENAME / host name
@@ -131,11 +133,12 @@ struct memlock_prediction {
   memlock_limit start;                     // what the task will start with
   bool propagation_applies = false;        // SLURM_RLIMIT_MEMLOCK will be applied by set_user_limits()
   std::optional<propagated_limit> propagated;
+  std::optional<std::string> propagated_text;  // SLURM_RLIMIT_MEMLOCK as it arrived (enforce rewrites odd ones)
   std::optional<submit_record> submit;     // decoded and valid
   std::string submit_problem;              // why MRCHECK_SUBMIT was ignored ("" = fine or absent)
   memlock_hop hop = memlock_hop::none;     // what lowered it (when below the minimum)
   std::string cause;                       // "bash pid 4242 on login1 set soft 64 KiB"
-  std::string fix;                         // the fix for that hop
+  std::string fix;                         // the fix for that hop (hop_fix, plus what this chain adds)
   std::vector<chain_row> rows;
   std::vector<std::string> notes;          // facts that could not be read, for the verbose table
   std::string propagate_setting_text;      // slurm_conf_facts::propagate_setting in force
@@ -278,7 +281,31 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
 // one `error` result named after the group when it crashed, timed out or printed no report. A seam for tests.
 using probe_runner = std::function<std::vector<check_result>(const std::string& group, const task_facts& t,
                                                              const memlock_limit& limits)>;
-probe_runner real_probe_runner(const config& c);
+
+// How long all the probes of one task may take together (issue 21). The probes run in slurmstepd's task
+// child, which no signal of a cancel reaches (proctrack skips processes named slurmstepd): if they could run
+// past UnkillableStepTimeout, a cancelled step would drain the node. `total` is the sum of the timeouts of the
+// probes that run, cut to leave a margin below UnkillableStepTimeout; `warning` is set when it had to be cut.
+struct probe_budget {
+  std::chrono::milliseconds total{0};
+  std::string warning;  // "" when the site's timeouts fit
+};
+inline constexpr std::chrono::seconds k_unkillable_margin{10};
+probe_budget plan_probe_budget(const config& c, const check_groups& g, const result<slurm_conf_facts>& conf);
+
+// The probe child's whole environment (issue 21): the job's variables that NCCL, CUDA and verbs read
+// (NCCL_*, CUDA_*, NVIDIA_*, IBV_*, RDMAV_*, MLX4_*/MLX5_*, the fake libibverbs' MRCHECK_FAKE_IBV_*), the few
+// SLURM_* the probes read, HOME; PATH fixed, SLURM_CONF slurmstepd's own. Never LD_* or any other
+// variable of the job's, and no NCCL_*_PLUGIN that names a path: a job user's library must not load in it.
+std::vector<std::string> probe_environment(const std::vector<std::string>& job_env, const std::string& slurm_conf);
+
+// The check ids each probe group may report (a report with any other id is refused as a whole).
+std::span<const std::string_view> probe_check_ids(std::string_view group);
+
+// `mrcheck probe GROUP --json` as a child, its report validated (known ids, each once, bounded
+// fields). With a budget, every probe gets at most what is left of it; once a probe was killed from outside
+// (a cancel), no further probe runs.
+probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget = std::chrono::hours(24));
 
 struct task_verdict {
   report rep;
@@ -294,9 +321,14 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
 // /proc/PID/limits right after exec and for a short while after, and writes one line to `fd` when the task
 // runs with something other than `predicted` (TaskProlog override, wrapper). Bounded: exits when the task
 // exits or after `window`. Returns at once.
+// `done` runs in the watcher once it has judged (the verdict, or nullopt when the task runs as predicted) with
+// `record_fd` (if >= 0) open in the watcher as the descriptor it is given: the admins' record is sent from
+// there, so that it carries the verdict after exec.
+using post_exec_done = std::function<void(const std::optional<check_result>& verdict, int record_fd)>;
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
                                const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window);
+                               std::chrono::milliseconds window, const post_exec_done& done = {},
+                               int record_fd = -1);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded).
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window);

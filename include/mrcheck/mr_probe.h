@@ -61,8 +61,8 @@ std::int64_t nccl_param(const nccl_env& env, std::string_view name, std::int64_t
 // LL128 = NCCL_LL128_BUFFSIZE or 120 x 640 threads x 8 steps x 8 B = 4.6875 MiB, SIMPLE = NCCL_BUFFSIZE or 4 MiB.
 // Without GPUDirect RDMA they are all host memory (ncclCudaHostCalloc, net.cc l.917) and pinned again by
 // ibv_reg_mr: charged to RLIMIT_MEMLOCK. With GDR through nvidia_peermem they are GPU memory but still charged
-// (facts.md §3.2); with GDR through DMA-BUF only the send side's LL buffer stays in host memory (net.cc l.881).
-// Each channel that leaves the node has a send and a receive connection per network peer (ring: 1 peer).
+// (docs/facts/memlock.md §3); with GDR through DMA-BUF only the send side's LL buffer stays in host memory (net.cc
+// l.881). Each channel that leaves the node has a send and a receive connection per network peer (ring: 1 peer).
 // Channels: NCCL's search yields about 2 per NIC, which connect.cc l.452 doubles, clamped to
 // [NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS] (connect.cc l.328-350, l.487-491), at most MAXCHANNELS = 64.
 struct nccl_estimate {

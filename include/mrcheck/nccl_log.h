@@ -21,7 +21,18 @@
 //   Duplicate GPU detected : rank A and rank B ...
 //   NET/IB : No device found
 //   DMA-BUF / dmabuf failures
-//   unhandled system error / ncclSystemError                     attached to the failure before it, if any
+//   unhandled system error / ncclSystemError / unhandled cuda error / ncclInternalError / "internal error - please
+//   report" / ncclCommInitRank failed                         attached to the failure before it, if any
+// and, beyond NCCL's NET/IB (docs/transports.md):
+//   NET/OFI Couldn't enable endpoint / open AV / open CQ ... RC: -N, fi_getinfo() call failed   (aws-ofi-nccl)
+//   libfabric:...:efa:mr:efa_mr_regattr():N<warn> Unable to register MR: <strerror>, ... create extended CQ ...
+//   Libfabric error: (-N) <strerror>                             (the EFA provider's abort message)
+//   infiniband efa_0: Failed to register mr [-12] / Failed to process command REG_MR ... err -12   (dmesg)
+//   UCX ERROR ...: ibv_create_cq() failed: ... (current: 64 kbytes)   the limit the process printed is kept
+//   Socket creation failed : <strerror>
+// A WARN line outside these that NCCL then fails on (NCCL's "file:line -> N" return trace from the same thread, or
+// a terminal line above with no recognised failure before it) becomes a fatal_warning: CUDA out of memory in
+// NCCL's allocators, a topology error, a failed connect. A WARN that NCCL recovers from stays unreported.
 #pragma once
 
 #include <mrcheck/diagnosis.h>
@@ -112,8 +123,11 @@ class nccl_log_scanner {
 
  private:
   void note_rank(std::string_view line);
-  nccl_group* group_for(const failure& f);
-  void add(nccl_group& g, const nccl_event& e);
+  nccl_group* group_for(const failure& f, std::uint64_t line);
+  void add(nccl_group& g, const nccl_event& e, std::uint64_t line);
+  void fill_rank(nccl_event& e) const;
+  bool note_warning(std::string_view line);  // true: the line promoted a pending WARN (promoted_)
+  static constexpr std::uint64_t k_trace_window = 50;  // lines between a WARN and NCCL's trace (or echo) of it
 
   limits limits_;
   std::uint64_t lines_ = 0;
@@ -122,7 +136,17 @@ class nccl_log_scanner {
   std::uint64_t dropped_ = 0;
   std::vector<nccl_group> groups_;                       // at most max_groups
   std::unordered_map<std::string, int> pid_rank_;       // "host:pid" -> rank
-  std::deque<std::string> recent_warn_;                  // unrecognised WARN lines
+  struct pending_warn {
+    std::string text;         // the WARN message, escaped
+    std::string thread;       // "host:pid:tid" from NCCL's header; "" when the line had none
+    std::uint64_t line = 0;
+    nccl_event event;         // what the line becomes if NCCL fails on it
+  };
+  // Pending WARN -> fatal_warning group; promoted_ holds the event, the result is nullptr when it was dropped
+  // (past max_groups).
+  const nccl_event* promote(std::size_t index);
+  nccl_event promoted_;
+  std::deque<pending_warn> recent_warn_;                 // unrecognised WARN lines (at most recent_warnings)
   std::optional<std::size_t> last_failure_;              // index into groups_ of the last real failure
   std::uint64_t last_failure_line_ = 0;
 };

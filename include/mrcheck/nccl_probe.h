@@ -9,7 +9,7 @@
 // group and dies with the orchestrator (PR_SET_PDEATHSIG); a timeout, or a rank that fails while its peer
 // waits, kills the rest: no orphans.
 //
-// Modes (facts.md §6, §6.1):
+// Modes (docs/facts/nccl-test-harness.md §1, §4):
 //   local-pair  both ranks on one GPU, a distinct NCCL_HOSTID each, so NCCL treats them as two hosts and
 //               uses NET (IB loopback through the HCA, or NET/Socket when there is none).
 //   gpu-pair    two GPUs of one node with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, so only NET is left.

@@ -1,6 +1,6 @@
 // The verbs calls the registration probe makes, behind an interface: the real one loads libibverbs with
-// dlopen and resolves each symbol with dlvsym at the version NCCL uses (facts.md §3.3), so the probe runs
-// exactly the code NCCL will run; the in-memory one returns chosen errnos so every error path of the probe
+// dlopen and resolves each symbol with dlvsym at the version NCCL uses (docs/facts/verbs-and-nccl.md §3), so the probe
+// runs exactly the code NCCL will run; the in-memory one returns chosen errnos so every error path of the probe
 // can be tested without hardware.
 //
 // Every call returns the errno it failed with (status::err()), never throws, and never exits. Handles are

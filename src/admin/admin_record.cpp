@@ -19,24 +19,22 @@ constexpr std::string_view k_sep = " | ";
 constexpr std::string_view k_prefix = "mrcheck: ";
 constexpr std::size_t k_names_shown = 8;
 
-std::string_view cause_of(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::submit_host:
-    case memlock_hop::submit_unknown: return "submit-host propagation";
-    case memlock_hop::job_script: return "job script";
-    case memlock_hop::slurmd: return "slurmd limit";
-    case memlock_hop::step_daemon: return "slurmstepd limit";
-    case memlock_hop::task_setup: return "task setup";
-    case memlock_hop::none:
-    case memlock_hop::enforced: break;
-  }
-  return "";
-}
-
 std::string compact_bytes(std::uint64_t v) {
   std::string s = format_bytes(v);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
   return s;
+}
+
+// The checks whose verdict is the job's own probe's (`mrcheck probe`, run as the job user with the job's
+// NCCL/CUDA/verbs settings): the record says so, so that an admin reads them as the job's report about the
+// node under its own settings, not as mrcheck's finding (README "What the AdminComment record says").
+bool from_job_probe(std::string_view id) {
+  for (std::string_view group : {"mr", "nccl"}) {
+    for (auto p : probe_check_ids(group)) {
+      if (p == id) return true;
+    }
+  }
+  return false;
 }
 
 bool valid_id(std::string_view id) {
@@ -203,7 +201,7 @@ node_record make_node_record(std::uint32_t node_id, std::string_view node, const
     if (c.id == "memlock" && st.active) {
       std::uint64_t soft = st.enf && st.enf->attempted ? st.enf->start.soft : st.prediction.start.soft;
       c.token = fmt::format("memlock={}", compact_bytes(soft));
-      std::string_view cause = cause_of(st.prediction.hop);
+      std::string_view cause = hop_info(st.prediction.hop).token;
       if (ch.result != verdict::pass && ch.result != verdict::skip && !cause.empty()) {
         c.token += fmt::format(" ({})", cause);
       }
@@ -293,10 +291,12 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
   struct item {
     verdict v;
     std::string token;
+    bool job_probe = false;
     std::vector<std::string> nodes;
   };
   std::vector<item> items;
   std::size_t passing = 0;
+  std::vector<std::string> probe_passes;  // ids the job's probe reported as passing on a passing node
   std::vector<std::string> missing;
   for (std::uint32_t i = 0; i < nnodes; ++i) {
     const node_record* r = by_id[i];
@@ -313,23 +313,45 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
       continue;
     }
     bool ok = true;
+    std::vector<std::string> passed_by_probe;
     for (const auto& c : r->checks) {
-      if (c.result == verdict::pass || c.result == verdict::skip) continue;
+      bool probe = from_job_probe(c.id);
+      if (c.result == verdict::pass || c.result == verdict::skip) {
+        if (probe && c.result == verdict::pass) passed_by_probe.push_back(c.id);
+        continue;
+      }
       ok = false;
       std::string tok = clean(c.token, k_token_max, "|;");
-      auto it = std::find_if(items.begin(), items.end(), [&](const item& x) { return x.v == c.result && x.token == tok; });
+      auto it = std::find_if(items.begin(), items.end(),
+                             [&](const item& x) { return x.v == c.result && x.token == tok && x.job_probe == probe; });
       if (it == items.end()) {
-        items.push_back({c.result, tok, {}});
+        items.push_back({c.result, tok, probe, {}});
         it = items.end() - 1;
       }
       if (it->nodes.empty() || it->nodes.back() != name) it->nodes.push_back(name);
     }
-    if (ok) ++passing;
+    if (ok) {
+      ++passing;
+      for (auto& id : passed_by_probe) {
+        if (std::find(probe_passes.begin(), probe_passes.end(), id) == probe_passes.end()) probe_passes.push_back(id);
+      }
+    }
   }
   std::stable_sort(items.begin(), items.end(), [](const item& a, const item& b) { return severity(a.v) > severity(b.v); });
   std::vector<std::string> parts;
-  for (const auto& it : items) parts.push_back(fmt::format("{} {} on {}", upper(to_string(it.v)), it.token, node_list(it.nodes)));
-  if (passing || parts.empty()) parts.push_back(fmt::format("pass on {} node{}", passing, passing == 1 ? "" : "s"));
+  for (const auto& it : items) {
+    parts.push_back(fmt::format("{} {} on {}{}", upper(to_string(it.v)), it.token, node_list(it.nodes),
+                                it.job_probe ? " per the job's probe" : ""));
+  }
+  if (passing || parts.empty()) {
+    std::string pass = fmt::format("pass on {} node{}", passing, passing == 1 ? "" : "s");
+    if (!probe_passes.empty()) {
+      std::string ids;
+      for (const auto& id : probe_passes) ids += (ids.empty() ? "" : ",") + id;
+      pass += fmt::format(" ({} per the job's probe)", ids);
+    }
+    parts.push_back(std::move(pass));
+  }
   if (!missing.empty()) parts.push_back(fmt::format("no report from {}", node_list(missing)));
   // With no node passing and nothing found, the record starts with "no report".
   if (passing == 0 && items.empty() && !missing.empty()) parts.erase(parts.begin());

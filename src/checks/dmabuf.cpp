@@ -3,9 +3,10 @@
 // nvidia_peermem (an OFED kernel) or NCCL stages GPU data through pinned host memory.
 #include <mrcheck/mr_probe.h>
 
-#include "rdma/mr_check_util.h"
+#include "checks/mr_check_util.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mrcheck {
 

@@ -1,6 +1,6 @@
 // cuda_driver: the CUDA driver API version (cuDriverGetVersion) at least the minimum, where libcuda is
 // installed; skip when it is not (a node without GPUs, or a --root replay).
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // gpu_driver: the NVIDIA kernel driver is loaded when there is a GPU, is at least the minimum, and is of the
-// flavour the site requires (DMA-BUF GPUDirect needs the open kernel modules; facts.md §3.3).
-#include "matrix/matrix_checks.h"
+// flavour the site requires (DMA-BUF GPUDirect needs the open kernel modules; docs/facts/verbs-and-nccl.md §4).
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

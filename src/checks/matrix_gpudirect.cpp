@@ -1,8 +1,8 @@
 // gpudirect: on a node with both an HCA and an NVIDIA GPU, NCCL registers GPU memory with the HCA either
 // through nvidia_peermem (PeerDirect, needs an OFED/NVIDIA ib_core) or through DMA-BUF (open GPU kernel
 // modules, kernel >= 5.12, rdma-core with ibv_reg_dmabuf_mr, CUDA driver >= 11.7). Without either, NCCL falls
-// back to host bounce buffers or fails GPU registrations with EFAULT (facts.md §3.2, §3.3).
-#include "matrix/matrix_checks.h"
+// back to host bounce buffers or fails GPU registrations with EFAULT (docs/facts/verbs-and-nccl.md §2, §4).
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 // hca_fw: firmware at least the minimum for its adapter family. The family comes from the firmware major
-// (16 ConnectX-5, 20 ConnectX-6, 22 ConnectX-6 Dx, 26 ConnectX-6 Lx, 28 ConnectX-7, 24 BlueField; facts.md §4);
-// minimums are in the rules file, with their sources in etc/README.rules.md.
-#include "matrix/matrix_checks.h"
+// (16 ConnectX-5, 20 ConnectX-6, 22 ConnectX-6 Dx, 26 ConnectX-6 Lx, 28 ConnectX-7, 24 BlueField;
+// docs/facts/kernel-and-drivers.md §2); minimums are in the rules file, with their sources in etc/README.rules.md.
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // nccl: the system NCCL (ncclGetVersion) at least the minimum, where it is installed; skip when absent (jobs
 // often bring their own NCCL in a container or a Python wheel, which this cannot see).
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

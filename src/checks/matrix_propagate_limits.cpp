@@ -1,7 +1,7 @@
 // propagate_limits: by default (PropagateResourceLimits=ALL) srun/sbatch send the login shell's soft
 // RLIMIT_MEMLOCK to every task, so a login node with the 8 MiB default caps the job whatever slurmd has.
-// The documented fix is PropagateResourceLimitsExcept=MEMLOCK (facts.md §1.6, Slurm FAQ #memlock).
-#include "matrix/matrix_checks.h"
+// The documented fix is PropagateResourceLimitsExcept=MEMLOCK (docs/facts/memlock.md §1, Slurm FAQ #memlock).
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 

@@ -1,10 +1,16 @@
 // rdma_stack: the kernel's mlx5_core/ib_core and the user-space rdma-core must come from one stack. An inbox
 // mlx5_core under an MLNX/DOCA-OFED user space (a kernel upgrade the OFED modules were not rebuilt for), an
 // OFED mlx5_core under the distro's rdma-core, or ib_core and mlx5_core from different builds all make
-// registrations fail in ways that look like memory errors. Discriminators: facts.md §4.
-#include "matrix/matrix_checks.h"
+// registrations fail in ways that look like memory errors. Discriminators: docs/facts/kernel-and-drivers.md §3.
+// Other NIC families (docs/transports.md): every RDMA device's family needs its rdma-core provider in user space
+// (else libibverbs cannot open it); module versions and the EFA installer's versions are listed. The user-space
+// flavour comes from the loaded library, the files on disk, ofed_info and the package database; on an mlx5 node
+// where none of them tells it, the check warns and names what could not be read.
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace mrcheck::matrix {
 
@@ -79,14 +85,91 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   }
   bool user_known = ofed_release.has_value() || !user_versions.empty();
   bool user_ofed = ofed_release.has_value() || marker;
+  // The package database knows which build is installed even when the library's file name cannot tell
+  // (MLNX/DOCA-OFED's libibverbs.so.1.14.N.0 looks like upstream's).
+  const bool pkg_known = f.rdma_packages.is_ok() && !f.rdma_packages->libibverbs_package.empty();
+  if (f.rdma_packages) {
+    const rdma_packages_fact& p = *f.rdma_packages;
+    if (!p.libibverbs_package.empty()) {
+      detail.push_back(fmt::format("{}: {} {} ({})", clean(p.source), clean(p.libibverbs_package),
+                                   clean(p.libibverbs_version), p.ofed ? "MLNX/DOCA-OFED build" : "distribution build"));
+    }
+  } else if (has_rdma_devices(f)) {
+    detail.push_back(fmt::format("package database: {}", clean(f.rdma_packages.error().message(), 200)));
+  }
+  if (pkg_known && f.rdma_packages->ofed && !user_ofed) {
+    user_ofed = true;
+    marker = true;
+  }
+  const std::string first_version = !user_versions.empty() ? user_versions.front()
+                                   : pkg_known            ? f.rdma_packages->libibverbs_version
+                                                          : std::string();
+  if (!user_known && pkg_known) user_known = true;
   std::string user_desc = ofed_release ? clean(*ofed_release)
-                          : marker     ? fmt::format("OFED rdma-core {}", clean(user_versions.front()))
-                          : !user_versions.empty() ? fmt::format("distro rdma-core {}", clean(user_versions.front()))
-                                                   : "unknown";
-  if (!user_known) detail.push_back("user space: not determined (no libibverbs loaded or found, no ofed_info)");
+                          : marker     ? fmt::format("OFED rdma-core {}", clean(first_version))
+                          : user_known ? fmt::format("distro rdma-core {}", clean(first_version))
+                                       : "unknown";
+  std::string unknown_why;
+  if (!user_known) {
+    unknown_why = fmt::format(
+        "no libibverbs loaded ({}), no libibverbs.so.1.* in the library directories, no /usr/bin/ofed_info, package "
+        "database: {}",
+        f.libibverbs ? "loaded" : clean(f.libibverbs.error().message(), 120),
+        f.rdma_packages ? "no libibverbs package" : clean(f.rdma_packages.error().message(), 160));
+    detail.push_back("user space: not determined: " + unknown_why);
+  }
 
+  // Other NIC families: each device's rdma-core provider, and what the node says about its modules.
   std::vector<std::string> problems;
   std::string hint;
+  std::vector<std::string> families;
+  if (f.rdma_devices) {
+    for (const auto& d : *f.rdma_devices) {
+      std::string fam = rdma_family(d);
+      detail.push_back(fmt::format("{}: family {}, driver {}, fw {}", clean(d.name), fam.empty() ? "unknown" : fam,
+                                   d.driver.empty() ? "-" : clean(d.driver), d.fw_ver.empty() ? "-" : clean(d.fw_ver)));
+      if (fam.empty() || std::find(families.begin(), families.end(), fam) != families.end()) continue;
+      families.push_back(fam);
+      if (fam != "mlx5") {
+        for (const auto& m : rdma_family_modules(fam)) {
+          if (const kmodule_fact* k = loaded_module(f, m)) {
+            detail.push_back(fmt::format("{}: version {}, taint '{}'", m, k->version ? clean(*k->version) : "(none)",
+                                         clean(k->taint, 16)));
+          }
+        }
+      }
+      std::string_view provider = rdma_family_provider(fam);
+      if (!provider.empty() && !f.verbs_providers.empty() &&
+          std::find(f.verbs_providers.begin(), f.verbs_providers.end(), provider) == f.verbs_providers.end()) {
+        problems.push_back(fmt::format("{} ({}) has no rdma-core provider lib{} in user space", clean(d.name), fam,
+                                       provider));
+        if (hint.empty()) {
+          hint = fmt::format("install the rdma-core providers ({}) so that libibverbs can open {}",
+                             fam == "efa" ? "the EFA installer, or ibverbs-providers / rdma-core" : "ibverbs-providers / rdma-core",
+                             clean(d.name));
+        }
+      }
+    }
+  }
+  if (!f.verbs_providers.empty()) {
+    std::vector<std::string> shown;
+    for (const auto& p : f.verbs_providers) shown.push_back(clean(p, 32));
+    detail.push_back(fmt::format("rdma-core providers: {}", join(shown, ", ")));
+  } else if (has_rdma_devices(f)) {
+    detail.push_back("rdma-core providers: none found in the libibverbs directories (not checked)");
+  }
+  if (f.efa_installer) {
+    detail.push_back(fmt::format("EFA installer {}: libfabric {}, aws-ofi-nccl {}", clean(f.efa_installer->installer_version),
+                                 f.efa_installer->libfabric_version.empty() ? "?" : clean(f.efa_installer->libfabric_version),
+                                 f.efa_installer->ofi_nccl_version.empty() ? "?" : clean(f.efa_installer->ofi_nccl_version)));
+  }
+  if (f.rdma_packages && !f.rdma_packages->libfabric_version.empty()) {
+    detail.push_back(fmt::format("libfabric package {}", clean(f.rdma_packages->libfabric_version)));
+  }
+  for (const auto& [k, v] : f.net_env) {
+    if (k.starts_with("FI_") || k.starts_with("OFI_NCCL_")) detail.push_back(fmt::format("{}={}", clean(k, 64), clean(v, 128)));
+  }
+
   if (mlx && ib && has_taint(*mlx, 'O') != has_taint(*ib, 'O')) {
     problems.push_back(fmt::format("mlx5_core ({}) and ib_core ({}) from different stacks",
                                    has_taint(*mlx, 'O') ? "out-of-tree" : "inbox", has_taint(*ib, 'O') ? "out-of-tree" : "inbox"));
@@ -126,8 +209,18 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   }
 
   std::string stacks = fmt::format("{}, user space {}", kernel_desc, user_desc);
+  if (!mlx) {
+    std::string fams = families.empty() ? std::string("unknown") : join(families, ", ");
+    stacks = fmt::format("{} device(s), rdma-core providers {}", fams, f.verbs_providers.empty() ? "not checked" : "present");
+  }
   if (!problems.empty()) {
     return make(k_id, verdict_for(r.rdma_stack), problems.front(), join(detail, "\n"), hint);
+  }
+  if (mlx && !user_known) {
+    return make(k_id, verdict::warn, fmt::format("{}, user-space flavour unknown", kernel_desc), join(detail, "\n"),
+                fmt::format("mrcheck could not tell the rdma-core flavour ({}); run `ofed_info -s` and `dpkg -l "
+                            "libibverbs1` or `rpm -q libibverbs` on the node",
+                            unknown_why));
   }
   if (version_mismatch && r.rdma_stack_ofed_version != rule_action::off) {
     return make(k_id, verdict_for(r.rdma_stack_ofed_version),

@@ -1,7 +1,7 @@
 // slurmd_memlock: every task's hard RLIMIT_MEMLOCK is slurmd's (fork/exec inheritance), and an unpropagated
 // soft limit is slurmd's soft. A slurmd started outside its systemd unit keeps the kernel default 8 MiB and
-// no task can ever register more (facts.md §1.6).
-#include "matrix/matrix_checks.h"
+// no task can ever register more (docs/facts/memlock.md §2).
+#include "checks/matrix_checks.h"
 #include <mrcheck/build_config.h>
 #include <mrcheck/units.h>
 
@@ -24,7 +24,7 @@ check_result check_slurmd_memlock(const node_facts& f, const matrix_rules& r) {
   if (!slurmd) {
     // In a Prolog or HealthCheckProgram slurmd is an ancestor of this process.
     for (const auto& p : f.chain) {
-      if (p.comm == "slurmd") {
+      if (is_slurm_daemon(p.comm, "slurmd")) {
         slurmd = &p;
         source = "ancestor";
         break;

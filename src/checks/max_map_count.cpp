@@ -1,15 +1,15 @@
 // max_map_count: the per-process limit on memory map areas (VMAs).
 //
 // Why it matters here: libibverbs calls ibv_dontfork_range() (madvise MADV_DONTFORK) on every registered
-// range (facts.md §3.1, rdma-core libibverbs/verbs.c), which splits VMAs at the range edges, and NCCL, CUDA
-// and PyTorch's caching allocators add many mappings of their own; a process past the limit gets ENOMEM from
+// range (docs/facts/verbs-and-nccl.md §1, rdma-core libibverbs/verbs.c), which splits VMAs at the range edges, and
+// NCCL, CUDA and PyTorch's caching allocators add many mappings of their own; a process past the limit gets ENOMEM from
 // mmap/madvise although memory is free (see e.g. https://alex-cheng.github.io/2022/11/30/max_map_count.html).
 // The kernel default is 65530 (DEFAULT_MAX_MAP_COUNT = USHRT_MAX - MAPCOUNT_ELF_CORE_MARGIN,
 // include/linux/mm.h). No NCCL or rdma-core document gives a figure (searched: none found); 262144 is the
 // minimum that memory-heavy servers document (Elasticsearch's bootstrap check; memgraph recommends one map
 // per 128 KiB of RAM, https://github.com/memgraph/documentation/pull/1417), and the H200 node measured in
-// facts.md §6.1 ships 8250344. So by default (etc/mrcheck-rules.conf, README.rules.md): warn below 262144,
-// and fail only below the kernel default - a value someone lowered on purpose, which no distribution does.
+// docs/facts/nccl-test-harness.md §4 ships 8250344. So by default (etc/mrcheck-rules.conf, README.rules.md): warn below
+// 262144, and fail only below the kernel default - a value someone lowered on purpose, which no distribution does.
 #include <mrcheck/checks.h>
 #include <mrcheck/matrix.h>
 

@@ -1,12 +1,14 @@
 // memlock: is the locked-memory limit of the process that ran mrcheck enough for NCCL's registrations?
 //
 // ibv_reg_mr / ibv_reg_mr_iova2 charge every pinned page to the process's pinned_vm and fail with ENOMEM once
-// it passes the SOFT RLIMIT_MEMLOCK, unless the caller has CAP_IPC_LOCK (facts.md §3.2, ib_umem_get). NCCL
+// it passes the SOFT RLIMIT_MEMLOCK, unless the caller has CAP_IPC_LOCK (docs/facts/memlock.md §3, ib_umem_get). NCCL
 // registers its host buffers (and, through nvidia_peermem, its GPU buffers) this way, so a soft limit below
 // the site's memlock_min (default unlimited, as Slurm's own FAQ recommends: faq.shtml#memlock) is a fail.
 // srun propagates the submitting shell's soft limit to the tasks by default (PropagateResourceLimits=ALL,
-// facts.md §1.6), which is why a low limit on a login node matters even without an HCA there.
+// docs/facts/memlock.md §1), which is why a low limit on a login node matters even without an HCA there.
 #include <mrcheck/checks.h>
+#include <mrcheck/memlock_chain.h>
+#include <mrcheck/memlock_hop.h>
 
 #include <fmt/format.h>
 
@@ -26,6 +28,10 @@ std::string chain_table(const std::vector<process_fact>& chain) {
                        show(p.memlock, false), show(p.memlock, true), p.lowered ? "  <- lowered here" : "");
   }
   return out;
+}
+
+std::string show(const memlock_limit& m) {
+  return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
 }
 
 }  // namespace
@@ -57,21 +63,21 @@ check_result check_memlock(const node_facts& f, const config& c) {
   r.result = verdict::fail;
   r.summary = fmt::format("{} ({}) memlock soft {} < required {}", escape_line(start.comm, 16), start.pid,
                           format_bytes(m.soft), format_bytes(c.memlock_min));
-  // Name every hop that dropped the limit, nearest first: the nearest is what to fix first, the older ones
-  // explain why raising it there may hit a hard limit.
-  std::vector<std::string> drops;
-  for (std::size_t i = 0; i + 1 < f.chain.size(); ++i) {
+  // The hop is the one picking rule's (memlock_hop.h: the nearest drop still in force); every other process
+  // that lowered a limit is listed after it, as they explain why raising it there may hit a hard limit.
+  auto drop = [&](std::size_t i) {
     const auto& p = f.chain[i];
-    if (!p.lowered) continue;
     const auto& parent = f.chain[i + 1];
-    drops.push_back(fmt::format("{} ({}) soft {} hard {}, parent {} ({}) soft {} hard {}", escape_line(p.comm, 16),
-                                p.pid, show(p.memlock, false), show(p.memlock, true),
-                                escape_line(parent.comm, 16), parent.pid, show(parent.memlock, false),
-                                show(parent.memlock, true)));
+    return fmt::format("{} ({}) soft {} hard {}, parent {} ({}) soft {} hard {}", escape_line(p.comm, 16), p.pid,
+                       show(p.memlock, false), show(p.memlock, true), escape_line(parent.comm, 16), parent.pid,
+                       show(parent.memlock, false), show(parent.memlock, true));
+  };
+  auto hop = pick_lowering_hop(f.chain);
+  for (std::size_t i = 0; i + 1 < f.chain.size(); ++i) {
+    if (f.chain[i].lowered && i != hop) r.detail += fmt::format("also lowered at {}\n", drop(i));
   }
-  if (!drops.empty()) {
-    r.summary += fmt::format("; lowered at {}", drops.front());
-    for (std::size_t i = 1; i < drops.size(); ++i) r.detail += fmt::format("also lowered at {}\n", drops[i]);
+  if (hop) {
+    r.summary += fmt::format("; lowered at {}", drop(*hop));
   } else if (f.chain.size() > 1) {
     r.summary += fmt::format("; inherited unchanged from pid {}", f.chain.back().pid);
   }
@@ -88,6 +94,32 @@ check_result check_memlock(const node_facts& f, const config& c) {
         c.memlock_min == k_unlimited ? std::string("unlimited") : std::to_string(c.memlock_min / 1024));
   }
   return r;
+}
+
+// The plugin's memlock verdict for a Slurm task (memlock_chain.h), from its prediction and enforcement.
+check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, const enforcement* enf) {
+  check_result c;
+  c.id = "memlock";
+  memlock_limit final_limit = enf && enf->attempted ? enf->start : p.start;
+  if (final_limit.soft >= required) {
+    c.result = verdict::pass;
+    c.summary = fmt::format("task starts with memlock {} (required {})", show(final_limit), format_bytes(required));
+    if (enf && enf->attempted && final_limit != p.start) {
+      c.summary += fmt::format("; enforce=yes raised it from {}", show(p.start));
+      if (p.hop != memlock_hop::none) c.summary += fmt::format(" (lowered by {})", p.cause);
+    }
+    return c;
+  }
+  c.result = verdict::fail;
+  std::string prefix;
+  if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
+  c.summary = fmt::format("{}task will start with memlock soft {} < required {}; lowered at {}: {}", prefix,
+                          format_bytes(final_limit.soft), format_bytes(required), hop_info(p.hop).label, p.cause);
+  c.hint = p.fix;
+  if (enf && enf->hard_refused) {
+    c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";
+  }
+  return c;
 }
 
 }  // namespace mrcheck

@@ -6,9 +6,10 @@
 // A path NCCL would take that fails is a failed job; no GDR path is a warning.
 #include <mrcheck/mr_probe.h>
 
-#include "rdma/mr_check_util.h"
+#include "checks/mr_check_util.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mrcheck {
 

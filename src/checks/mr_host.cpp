@@ -2,9 +2,10 @@
 // pinned_vm budget its GPU buffers use) succeed on every HCA NCCL would use, under this process's limits.
 #include <mrcheck/mr_probe.h>
 
-#include "rdma/mr_check_util.h"
+#include "checks/mr_check_util.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mrcheck {
 

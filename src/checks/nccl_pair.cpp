@@ -70,7 +70,8 @@ std::optional<failure> failure_from_logs(const nccl_pair_outcome& o) {
       case failure::kind::call: return 0;
       case failure::kind::completion_error: return 1;
       case failure::kind::duplicate_gpu: return 2;
-      case failure::kind::system_error: return 3;
+      case failure::kind::fatal_warning: return 3;
+      case failure::kind::system_error: return 4;
       case failure::kind::no_device: return 9;
     }
     return 9;

@@ -3,10 +3,12 @@
 //   task_init (job user)           task inside (a container plugin before mrcheck joined it): run the helper
 //                                  by descriptor where we are; a container plugin after mrcheck: watch the
 //                                  task enter, join its user+mount namespaces, run the helper there
-// The helper's PT_INTERP is resolved in the container, so the image's loader and glibc run it.
+// The helper's PT_INTERP is resolved in the container, so the image's loader and glibc run it (docs/facts/containers.md
+// §1 when pyxis moves the task, §6 setns and execveat).
 #include <mrcheck/container.h>
 
 #include <mrcheck/build_config.h>
+#include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -200,6 +202,7 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
   if (req.nccl) spec.argv.push_back("--nccl");
   spec.env = req.env;
   spec.timeout = req.timeout;
+  spec.max_output = k_ctprobe_output_max;
   spec.exec_fd = st.helper_fd;
   spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, req.memlock_soft == k_unlimited ? RLIM_INFINITY : req.memlock_soft,
                                       req.memlock_hard == k_unlimited ? RLIM_INFINITY : req.memlock_hard});
@@ -223,21 +226,24 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
 }
 
 
-status spawn_deferred_container_probe(const container_state& st, pid_t task, container_probe_request req,
+status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
                                       runtime_guess rt, std::chrono::milliseconds wait_for_entry) {
-  // Double fork: the watcher is reparented away from the task child, which execs right after us; the
-  // intermediate child is reaped here at once, so the task never has a zombie of ours.
-  pid_t mid = ::fork();
-  if (mid < 0) return status::from_errno("container probe watcher: fork", errno);
-  if (mid == 0) {
-    pid_t w = ::fork();
-    if (w != 0) ::_exit(w < 0 ? 1 : 0);
-    ::setsid();
-    // Only the task's stderr stays: the step's stdout and stdin are not the watcher's to hold.
-    if (int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
-      ::dup2(null, STDIN_FILENO);
-      ::dup2(null, STDOUT_FILENO);
-    }
+  child_spec spec;
+  // Detached (double fork, as the post-exec watcher of src/limits/post_exec.cpp): the task child execs right
+  // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
+  // of the task's: an inherited pipe end would keep srun's I/O open.
+  spec.detach = true;
+  spec.new_session = true;
+  spec.contain = false;
+  spec.reset_oom_score_adj = false;
+  spec.out = child_stream::null;
+  spec.err = child_stream::inherit;
+  container_state st = st_in;
+  if (st.helper_fd >= 0) {
+    spec.extra_fds.push_back({3, st.helper_fd});
+    st.helper_fd = 3;
+  }
+  spec.run_in_child = [st, task, req, rt, wait_for_entry]() mutable -> int {
     std::string host_ns = st.host_mnt_ns;
     std::string path = fmt::format("/proc/{}/ns/mnt", task);
     auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
@@ -254,7 +260,7 @@ status spawn_deferred_container_probe(const container_state& st, pid_t task, con
       }
       if (!seen.empty() && seen != host_ns) break;
       // Exec'd on the host: this step runs in no container (the plugin is loaded but was not asked to).
-      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns) ::_exit(0);
+      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns) return 0;
       if (std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -262,7 +268,7 @@ status spawn_deferred_container_probe(const container_state& st, pid_t task, con
     if (!alive) {
       lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
     } else if (seen.empty() || seen == host_ns) {
-      ::_exit(0);  // neither in a container nor exec'd in time: nothing known to report
+      return 0;  // neither in a container nor exec'd in time: nothing known to report
     } else {
       req.join_pid = task;
       ctprobe_run run = run_ctprobe(st, req);
@@ -305,11 +311,11 @@ status spawn_deferred_container_probe(const container_state& st, pid_t task, con
     for (auto& l : lines) text += l + "\n";
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
-    ::_exit(0);
-  }
-  int ws = 0;
-  while (::waitpid(mid, &ws, 0) < 0 && errno == EINTR) {
-  }
+    return 0;
+  };
+  auto c = spawn_child(spec);
+  if (!c) return c.error().with_context("container probe watcher");
+  close_child(*c);
   return status::ok();
 }
 

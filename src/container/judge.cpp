@@ -1,8 +1,10 @@
 // The verdicts on a job's container: what the helper saw inside (src/container/ctprobe.c) against the host's
-// kernel, devices and driver. Pure functions of their inputs; tests/unit/container_test.cpp covers every branch.
+// kernel, devices and driver (docs/facts/containers.md §4, §5). Pure functions of their inputs;
+// tests/unit/container_test.cpp covers every branch.
 #include <mrcheck/container.h>
 
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 namespace mrcheck {
 
 result<ctprobe_view> parse_ctprobe_output(std::string_view out) {
+  // The contract is in probe_protocol.h: known keys, each once, bounded, no control bytes.
   ctprobe_view v;
   std::size_t lines = 0;
   while (!out.empty()) {
@@ -22,12 +25,24 @@ result<ctprobe_view> parse_ctprobe_output(std::string_view out) {
     std::string_view line = out.substr(0, nl);
     out.remove_prefix(nl == std::string_view::npos ? out.size() : nl + 1);
     if (line.empty()) continue;
-    if (++lines > 256) return status::error("container probe: more than 256 lines");
+    if (++lines > std::size(k_ctprobe_keys)) {
+      return status::error(fmt::format("container probe: more than {} lines", std::size(k_ctprobe_keys)));
+    }
+    if (line.size() > k_ctprobe_line_max) {
+      return status::error(fmt::format("container probe: a line of {} bytes (at most {})", line.size(), k_ctprobe_line_max));
+    }
+    if (std::any_of(line.begin(), line.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+      return status::error(fmt::format("container probe: control bytes in line '{}'", escape_line(line, 80)));
+    }
     auto eq = line.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       return status::error(fmt::format("container probe: malformed line '{}'", escape_line(line, 80)));
     }
-    auto [it, fresh] = v.kv.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
+    std::string_view key = line.substr(0, eq);
+    if (std::find(std::begin(k_ctprobe_keys), std::end(k_ctprobe_keys), key) == std::end(k_ctprobe_keys)) {
+      return status::error(fmt::format("container probe: unknown key '{}'", escape_line(key, 40)));
+    }
+    auto [it, fresh] = v.kv.emplace(std::string(key), std::string(line.substr(eq + 1)));
     if (!fresh) return status::error(fmt::format("container probe: '{}' printed twice", escape_line(it->first, 40)));
   }
   if (v.kv.find("ctprobe") == v.kv.end()) return status::error("container probe: no report (first line missing)");
@@ -110,6 +125,16 @@ check_result make(std::string id, verdict r, std::string summary, std::string de
   c.detail = std::move(detail);
   c.hint = std::move(hint);
   return c;
+}
+
+// A byte count the helper printed ("8388608", "unlimited") as the reports show sizes; anything else escaped as is.
+// The helper's text is the image's: never std::stoull (it throws).
+std::string bytes_text(std::string_view s) {
+  if (s == "unlimited") return "unlimited";
+  std::uint64_t v = 0;
+  auto [e, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || e != s.data() + s.size()) return escape_line(s, 24);
+  return format_bytes(v);
 }
 
 int major_of(std::string_view version) {
@@ -314,9 +339,8 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
     int e = major_of(errs);
     if (how == "ok") {
       out.push_back(make("container_mr", verdict::pass,
-                         fmt::format("registered {} on {} inside the container (memlock soft {})",
-                                     format_bytes(static_cast<std::uint64_t>(std::stoull(why.empty() ? "0" : why))),
-                                     escape_line(dev, 32), escape_line(memsoft, 24))));
+                         fmt::format("registered {} on {} inside the container (memlock soft {})", bytes_text(why),
+                                     escape_line(dev, 32), bytes_text(memsoft))));
     } else {
       std::string call = how == "open" ? "ibv_open_device" : how == "pd" ? "ibv_alloc_pd" : how == "mmap" ? "mmap" : "ibv_reg_mr";
       std::string hint = e == ENOMEM || e == EPERM ? container_memlock_fix(rt.runtime)
@@ -325,7 +349,7 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
       out.push_back(make("container_mr", verdict::fail,
                          fmt::format("{} on {} failed inside the container with {} ({}), memlock soft {} hard {}", call,
                                      escape_line(dev, 32), errno_name(e).empty() ? std::to_string(e) : std::string(errno_name(e)),
-                                     escape_line(why, 80), escape_line(memsoft, 24), escape_line(memhard, 24)),
+                                     escape_line(why, 80), bytes_text(memsoft), bytes_text(memhard)),
                          {}, hint));
     }
   } else if (dev_count == 0) {

@@ -1,6 +1,8 @@
-// errno + node evidence -> cause, summary, evidence, fix. The rules follow facts.md §3.2 (where each errno comes
-// from in the kernel) and the field reports in field.md §4; every branch has a unit test.
+// errno + node evidence -> cause, summary, evidence, fix. The rules follow docs/facts/verbs-and-nccl.md §2 (where each
+// errno comes from in the kernel) and the reports cited in docs/facts/verbs-and-nccl.md §3; every branch has a unit
+// test.
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/memlock_hop.h>
 
 #include <mrcheck/units.h>
 
@@ -20,6 +22,9 @@ namespace {
 // (madvise DONTFORK), so a node at the default runs out first.
 constexpr std::uint64_t k_default_max_map_count = 65530;
 
+// The kernel's ENOTSUPP (include/linux/errno.h), internal to the kernel but seen from ibv_reg_dmabuf_mr.
+constexpr int k_kernel_enotsupp = 524;
+
 constexpr std::string_view k_memlock_fix_slurm =
     "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf and LimitMEMLOCK=infinity for slurmd (systemd "
     "drop-in), restart slurmd; to test now run `ulimit -l unlimited` in the shell that starts srun";
@@ -30,16 +35,37 @@ constexpr std::string_view k_gdr_fallback =
     "workaround: NCCL_NET_GDR_LEVEL=LOC keeps InfiniBand but stages GPU data through host memory (lower bandwidth, "
     "more host memory pinned); last resort NCCL_IB_DISABLE=1 (TCP sockets, often 5-20x slower)";
 
+// Under a net plugin (aws-ofi-nccl) NCCL never uses its own NET/IB, so NCCL_IB_DISABLE=1 changes nothing;
+// NCCL_NET=Socket selects NCCL's socket transport by name (docs/transports.md).
+constexpr std::string_view k_net_plugin_fallback =
+    "last resort: NCCL_NET=Socket makes NCCL use TCP sockets instead of the aws-ofi-nccl plugin (NCCL_IB_DISABLE=1 "
+    "does nothing under a net plugin); the job starts, but inter-node bandwidth drops to what the Ethernet "
+    "interface gives and CPU load rises";
+constexpr std::string_view k_ucx_fallback =
+    "last resort: UCX_TLS=tcp,self,sm,cuda_copy,cuda_ipc keeps UCX off RDMA; the job starts, but inter-node "
+    "bandwidth drops to what the Ethernet interface gives";
+// EFA's own limit (libfabric #9739): the device can register only so many host pages; huge pages cover the same
+// memory with far fewer pages.
+constexpr std::string_view k_efa_pages_fix =
+    "the EFA device limits how many host pages it can register (ofiwg/libfabric #9739): back large buffers with huge "
+    "pages (reserve vm.nr_hugepages; libfabric's EFA provider uses them for its own buffers unless "
+    "FI_EFA_USE_HUGE_PAGE=0) or register less memory at once";
+
 bool is_registration(std::string_view call) {
-  return call.starts_with("ibv_reg_mr") || call.starts_with("fi_mr_reg") || call == "ibv_reg_dmabuf_mr" || call == "mlx5dv_reg_dmabuf_mr" ||
-         call.empty();
+  return call.starts_with("ibv_reg_mr") || call.starts_with("fi_mr_reg") || call == "ibv_reg_dmabuf_mr" ||
+         call == "mlx5dv_reg_dmabuf_mr" || call == "efa_reg_mr" || call.empty();
 }
 
 bool is_dmabuf_call(std::string_view call) { return call.find("dmabuf") != std::string_view::npos; }
 
 bool is_queue_call(std::string_view call) {
   return call == "ibv_create_cq" || call == "ibv_create_qp" || call == "ibv_create_srq" ||
-         call == "ibv_create_cq_ex" || call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp";
+         call == "ibv_create_cq_ex" || call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp" ||
+         call == "fi_cq_open" || call == "fi_enable" || call == "fi_endpoint";
+}
+
+bool is_device_lookup(std::string_view call) {
+  return call == "ibv_open_device" || call == "ibv_get_device_list" || call == "fi_getinfo";
 }
 
 std::string limit_text(std::uint64_t v) { return v == k_unlimited ? "unlimited" : format_bytes(v); }
@@ -169,7 +195,31 @@ struct builder {
     return e.in_container.value_or(false) ? container_memlock_fix(e.runtime) : std::string(k_memlock_fix_slurm);
   }
 
+  // CMA pageblocks a long-term pin cannot use (docs/transports.md, "Long-term pinning and CMA"): the kernel must
+  // migrate every page out of them before it pins it for the NIC, and a page the GPU driver holds cannot move.
+  // CmaFree above CmaTotal means pageblocks marked MIGRATE_CMA outside any CMA area (KHO scratch memory).
+  bool cma_suspect() const {
+    if (!e.cma_free) return false;
+    const std::uint64_t total = e.cma_total.value_or(0);
+    return *e.cma_free > total || *e.cma_free >= (std::uint64_t{1} << 30);
+  }
+
+  void cma_lines() {
+    if (e.cma_free || e.cma_total) {
+      d.evidence.push_back(fmt::format("CmaTotal {}, CmaFree {}{}", e.cma_total ? format_bytes(*e.cma_total) : "?",
+                                       e.cma_free ? format_bytes(*e.cma_free) : "?",
+                                       cma_suspect() ? " (free CMA pageblocks that a long-term pin must migrate away from)"
+                                                     : ""));
+    }
+  }
+
   std::string pinning_fix() const {
+    if (is_ofi_family(f)) return std::string(k_efa_pages_fix);
+    if (cma_suspect()) {
+      return "long-term pinning fails on CMA pageblocks: boot with kho=off where the kernel enables kexec handover "
+             "by default (MiaAI-Lab/DeepSeek-v4-Flash-DSpark-2x-DGX-Spark #259, NVIDIA/NV-Kernels PR #590), or keep "
+             "more memory truly free (MemFree) before NCCL init";
+    }
     if (e.max_map_count && *e.max_map_count <= k_default_max_map_count) {
       return "raise vm.max_map_count (sysctl -w vm.max_map_count=1048576, persist in /etc/sysctl.d/) and retry";
     }
@@ -188,13 +238,32 @@ struct builder {
   void enomem() {
     limit_lines();
     resource_lines();
+    cma_lines();
     const std::string call = call_or(f.call);
     const bool container = e.in_container.value_or(false);
+    if (is_ofi_family(f)) {
+      d.evidence.push_back("EFA also limits the host pages one device can register (ofiwg/libfabric #9739): with an "
+                           "unlimited memlock limit that limit is the next suspect");
+    }
+    if (f.transport == "kernel" && f.call == "efa_reg_mr") {
+      // The efa driver's REG_MR admin command failed: the pages were pinned and charged already, the device refused.
+      set(cause::pinning_resources, e.memlock_soft.has_value(),
+          fmt::format("the efa kernel driver's REG_MR command failed with ENOMEM on {}: the pages were already pinned "
+                      "(memlock passed), the EFA device refused more registered pages",
+                      f.provider.empty() ? "the device" : f.provider),
+          std::string(k_efa_pages_fix), k_net_plugin_fallback);
+      return;
+    }
+    // What pinning ran out of, once the memlock limit is out of the picture.
+    const std::string what = is_ofi_family(f) ? "the EFA device's limit on registered host pages"
+                             : cma_suspect()
+                                 ? "long-term pinning of pages that sit in CMA pageblocks and cannot be migrated"
+                                 : fmt::format("memory, max_map_count, hugepages{}", f.gpu_buffer.value_or(false) ? ", BAR1" : "");
     if (bypasses_memlock()) {
       set(cause::pinning_resources, true,
           fmt::format("{} got ENOMEM with CAP_IPC_LOCK, which skips the memlock limit: the kernel could not pin "
-                      "the pages (memory, max_map_count, hugepages{})",
-                      call, f.gpu_buffer.value_or(false) ? ", BAR1" : ""),
+                      "the pages ({})",
+                      call, what),
           pinning_fix(), k_tcp_fallback);
       return;
     }
@@ -217,9 +286,8 @@ struct builder {
     const std::uint64_t soft = *e.memlock_soft;
     if (soft == k_unlimited) {
       set(cause::pinning_resources, true,
-          fmt::format("{} got ENOMEM although RLIMIT_MEMLOCK is unlimited: the kernel could not pin the pages "
-                      "(memory, max_map_count, hugepages{})",
-                      call, f.gpu_buffer.value_or(false) ? ", BAR1" : ""),
+          fmt::format("{} got ENOMEM although RLIMIT_MEMLOCK is unlimited: the kernel could not pin the pages ({})",
+                      call, what),
           pinning_fix(), k_tcp_fallback);
       return;
     }
@@ -331,6 +399,27 @@ struct builder {
   void einval() {
     version_lines();
     gpu_lines();
+    if (is_ofi_family(f)) {
+      if (is_registration(f.call)) {
+        // awsome-distributed-ai #203: libfabric of EFA installers before 1.29.1 with NCCL >= 2.19.
+        set(cause::rdma_stack_mismatch, false,
+            fmt::format("{} got EINVAL under aws-ofi-nccl: the known incompatibility of the libfabric from EFA "
+                        "installers before 1.29.1 with NCCL 2.19 and later (CUDA sync memops)",
+                        call_or(f.call)),
+            "set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to 1.29.1 or later "
+            "(awslabs/awsome-distributed-ai #203); `mrcheck report` shows the libfabric and aws-ofi-nccl versions",
+            k_net_plugin_fallback);
+        return;
+      }
+      set(cause::unknown, false,
+          fmt::format("{} got EINVAL from libfabric: the provider rejected the request (a libfabric or aws-ofi-nccl "
+                      "that does not match the EFA driver, or an EFA device not usable from this process)",
+                      call_or(f.call)),
+          "check `fi_info -p efa -t FI_EP_RDM` on the node and that libfabric and aws-ofi-nccl come from one EFA "
+          "installer (`mrcheck report` lists their versions)",
+          k_net_plugin_fallback);
+      return;
+    }
     if (mismatch()) {
       set(cause::rdma_stack_mismatch, true,
           fmt::format("{} got EINVAL and {}", call_or(f.call), stack_mismatch_text()), stack_mismatch_fix(),
@@ -389,6 +478,111 @@ struct builder {
         "run `mrcheck report` to check that the rdma-core provider (libmlx5) matches the kernel driver", k_tcp_fallback);
   }
 
+  // ENODEV from a call on a device that is already open (modify_qp, create_qp): the device exists; its port or
+  // GID does not work for this QP (NVIDIA/nccl #925).
+  void enodev_on_open_device() {
+    version_lines();
+    if (e.rdma_devices) d.evidence.push_back(fmt::format("RDMA devices in /sys/class/infiniband: {}", *e.rdma_devices));
+    set(cause::unknown, false,
+        fmt::format("{} got {} on a device NCCL had already opened: the device exists, but the port or GID the QP "
+                    "was moved to is not usable (a port that is down, on RoCE a GID index with no address, or the "
+                    "netdev missing from the container's network namespace)",
+                    call_or(f.call), errno_name(f.err)),
+        "check port state and GIDs (`mrcheck report`, `ibv_devinfo -v`); on RoCE set NCCL_IB_GID_INDEX to a RoCE v2 "
+        "GID with an address, and run containers with the host network namespace",
+        k_tcp_fallback);
+  }
+
+  void efa_not_found() {
+    const bool container = e.in_container.value_or(false);
+    if (e.rdma_devices) d.evidence.push_back(fmt::format("RDMA devices in /sys/class/infiniband: {}", *e.rdma_devices));
+    if (container) d.evidence.push_back("running in a container");
+    set(cause::no_rdma_device, e.rdma_devices.has_value() && *e.rdma_devices == 0,
+        fmt::format("libfabric found no usable EFA provider ({}): no EFA device is visible to the process (a "
+                    "container started without /dev/infiniband, or no EFA interface attached to the instance)",
+                    f.err ? errno_text(f.err) : std::string("no provider")),
+        "pass the EFA devices into the container (docker --device=/dev/infiniband/uverbsN for each, Kubernetes "
+        "vpc.amazonaws.com/efa resources) and check `fi_info -p efa -t FI_EP_RDM` inside it (aws/aws-ofi-nccl #1020)",
+        k_net_plugin_fallback);
+  }
+
+  // errno 524 is the kernel's ENOTSUPP (include/linux/errno.h), not a user-space errno: glibc prints "Unknown error
+  // 524". From ibv_reg_dmabuf_mr on GB200 it means the GPU memory was exported with the PCIe (Direct-NIC) mapping
+  // and imported through the generic verb, which needs the host mapping (openucx/ucx PR #11571).
+  void enotsupp_kernel() {
+    version_lines();
+    gpu_lines();
+    if (is_dmabuf_call(f.call)) {
+      set(cause::dmabuf_unsupported, false,
+          fmt::format("{} got errno 524, the kernel's internal ENOTSUPP: the RDMA driver refused this DMA-BUF. On GB200 "
+                      "with Direct-NIC the GPU memory was exported with the PCIe mapping, which only the data-direct "
+                      "registration accepts, while the generic verb needs the host mapping (openucx/ucx PR #11571)",
+                      f.call),
+          "check that the Direct-NIC (data-direct) port is up (`ibv_devinfo`); use a UCX/NIXL release that matches the "
+          "dmabuf mapping to the registration verb (openucx/ucx PR #11571), or turn DMA-BUF off in the library that "
+          "failed (NCCL: NCCL_DMABUF_ENABLE=0) so that it registers through nvidia-peermem",
+          k_gdr_fallback);
+      return;
+    }
+    set(cause::unknown, false,
+        fmt::format("{} got errno 524, the kernel's internal ENOTSUPP leaking to user space: the driver does not "
+                    "support this request",
+                    call_or(f.call)),
+        "run `mrcheck report` to compare the kernel RDMA driver with rdma-core and the NVIDIA driver", k_tcp_fallback);
+  }
+
+  // A WARN outside the taxonomy that NCCL failed on. The cause stays unknown; the summary and the fix say what the
+  // library's message means where it is a known one.
+  void fatal_warning() {
+    if (f.err != 0) d.evidence.push_back(fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)));
+    const std::string_view det = f.detail;
+    if (f.call == "cuda" && det == "out of memory") {
+      set(cause::unknown, false,
+          "NCCL could not allocate GPU memory for its buffers (CUDA 'out of memory'): the GPU was full when NCCL set "
+          "up a connection; this is GPU memory, not pinned host memory or RLIMIT_MEMLOCK",
+          "leave GPU memory for NCCL: lower the framework's share (e.g. PyTorch's caching allocator, vLLM "
+          "gpu_memory_utilization) or shrink NCCL's buffers (NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE=0)",
+          "");
+      return;
+    }
+    if (f.call == "cuda") {
+      set(cause::unknown, false,
+          fmt::format("a CUDA call inside NCCL failed ('{}') and NCCL gave up", det.empty() ? "?" : det),
+          "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC; check with `mrcheck report` that the CUDA driver "
+          "matches the runtime and that each rank sees the GPU it expects",
+          "");
+      return;
+    }
+    if (f.call == "socket" || f.call == "connect") {
+      const bool family = f.err == EAFNOSUPPORT;
+      set(cause::unknown, false,
+          family ? "NCCL could not create a socket: the address family of the interface it chose is not available "
+                   "(no usable IPv4/IPv6 interface, or IPv6 disabled)"
+                 : fmt::format("NCCL's socket call {} failed{}: bootstrap or socket transport could not reach a peer",
+                               f.call, f.err ? fmt::format(" with {}", errno_name(f.err)) : std::string()),
+          family ? "set NCCL_SOCKET_IFNAME to an interface with an address (and NCCL_SOCKET_FAMILY=AF_INET where IPv6 "
+                   "is off); check that the node has an IP interface besides lo (NVIDIA/nccl #210)"
+                 : "read the peer's log first (it often died earlier); check NCCL_SOCKET_IFNAME and firewalls between "
+                   "the nodes",
+          "");
+      return;
+    }
+    if (f.call == "realpath") {
+      set(cause::unknown, false,
+          "NCCL could not resolve the GPU's PCI path in /sys while building the topology (WSL2, or a container that "
+          "does not show the host's /sys/class/pci_bus)",
+          "run where /sys shows the GPU's PCI device (not WSL2), or give NCCL a topology file (NCCL_TOPO_FILE) "
+          "(NVIDIA/nccl #573)",
+          "");
+      return;
+    }
+    set(cause::unknown, false,
+        fmt::format("NCCL failed after a warning mrcheck has no rule for{}", f.err ? fmt::format(" ({})", errno_text(f.err)) : ""),
+        "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV to see the failing call; run `mrcheck report` "
+        "on that node",
+        f.err ? k_tcp_fallback : std::string_view());
+  }
+
   void no_device() {
     version_lines();
     std::string found;
@@ -439,7 +633,23 @@ struct builder {
   }
 };
 
+// The fallback must fit the transport: NCCL_IB_DISABLE=1 does nothing under aws-ofi-nccl or in UCX.
+diagnosis finish(diagnosis d, const failure& f) {
+  if (d.fallback.empty()) return d;
+  if (is_ofi_family(f)) {
+    d.fallback = std::string(k_net_plugin_fallback);
+  } else if (f.transport == "ucx") {
+    d.fallback = std::string(k_ucx_fallback);
+  }
+  return d;
+}
+
 }  // namespace
+
+bool is_ofi_family(const failure& f) {
+  return f.transport == "ofi" || f.transport == "libfabric" ||
+         (f.transport == "kernel" && f.provider.starts_with("efa"));
+}
 
 std::string_view to_string(cause c) {
   switch (c) {
@@ -472,7 +682,17 @@ std::string_view to_string(rdma_flavour f) {
   return "unknown";
 }
 
-diagnosis diagnose(const failure& f, const node_evidence& e) {
+diagnosis diagnose(const failure& f, const node_evidence& given) {
+  // A limit the failing process printed itself (UCX: "current: 64 kbytes") is the task's own, better than the
+  // limit of whatever process explain runs in.
+  node_evidence with_log_limit;
+  const bool use_log_limit = f.log_memlock && !given.memlock_soft;
+  if (use_log_limit) {
+    with_log_limit = given;
+    with_log_limit.memlock_soft = *f.log_memlock;
+    with_log_limit.memlock_source = "the failed process (its own message)";
+  }
+  const node_evidence& e = use_log_limit ? with_log_limit : given;
   builder b{f, e, {}};
   switch (f.what) {
     case failure::kind::duplicate_gpu:
@@ -481,20 +701,24 @@ diagnosis diagnose(const failure& f, const node_evidence& e) {
             "give each rank its own GPU: srun --gpus-per-task=1 (or --gpu-bind=single:1, CUDA_VISIBLE_DEVICES per "
             "local rank) and no more tasks per node than GPUs",
             "");
-      return std::move(b.d);
+      return finish(std::move(b.d), f);
     case failure::kind::no_device:
       b.no_device();
-      return std::move(b.d);
+      return finish(std::move(b.d), f);
     case failure::kind::completion_error:
       b.completion();
-      return std::move(b.d);
+      return finish(std::move(b.d), f);
     case failure::kind::system_error:
       b.set(cause::unknown, false,
-            "NCCL reported 'unhandled system error' but no preceding warning names the failed call",
+            "NCCL reported a fatal error ('unhandled system error' or similar) but no preceding warning names the "
+            "failed call",
             "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the failing call and errno, or run "
             "`mrcheck probe mr` on the node",
             k_tcp_fallback);
-      return std::move(b.d);
+      return finish(std::move(b.d), f);
+    case failure::kind::fatal_warning:
+      b.fatal_warning();
+      return finish(std::move(b.d), f);
     case failure::kind::call:
       break;
   }
@@ -518,9 +742,28 @@ diagnosis diagnose(const failure& f, const node_evidence& e) {
       break;
     case ENODEV:
     case ENXIO:
-      b.no_device();
+      if (!f.call.empty() && !is_device_lookup(f.call)) {
+        b.enodev_on_open_device();
+      } else {
+        b.no_device();
+      }
+      break;
+    case ENODATA:
+      if (f.call == "fi_getinfo") {
+        b.efa_not_found();
+        break;
+      }
+      b.set(cause::unknown, false, fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)),
+            "run `mrcheck report` and `mrcheck probe mr` on that node", k_tcp_fallback);
+      break;
+    case k_kernel_enotsupp:
+      b.enotsupp_kernel();
       break;
     case 0:
+      if (f.call == "fi_getinfo") {
+        b.efa_not_found();
+        break;
+      }
       if (f.call == "ibv_open_device" || f.call == "ibv_get_device_list") {
         // NCCL prints no errno here; the device exists in sysfs but cannot be opened: /dev/infiniband missing or
         // not accessible (a container without --device=/dev/infiniband), or the provider library is absent.
@@ -544,7 +787,7 @@ diagnosis diagnose(const failure& f, const node_evidence& e) {
             "run `mrcheck report` and `mrcheck probe mr` on that node", k_tcp_fallback);
       break;
   }
-  return std::move(b.d);
+  return finish(std::move(b.d), f);
 }
 
 namespace {
@@ -566,14 +809,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     }
     e.memlock_source = fmt::format("pid {} ({})", p.pid, escape_line(p.comm, 32));
     if (p.uid) e.is_root = *p.uid == 0;
-    // The first process in the chain that dropped the limit is the hop to name.
-    for (auto it = facts.chain.rbegin(); it != facts.chain.rend(); ++it) {
-      if (it->lowered && it->memlock.is_ok()) {
-        e.memlock_hop = fmt::format("pid {} ({}), soft {}", it->pid, escape_line(it->comm, 32),
-                                    limit_text(it->memlock->soft));
-        break;
-      }
-    }
+    // The hop that set the limit in force: the one picking rule (memlock_hop.h).
+    e.memlock_hop = describe_lowering_hop(facts.chain);
   }
   e.max_map_count = opt_from(facts.max_map_count);
   if (facts.hugepages.is_ok()) {
@@ -583,6 +820,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     if (h.page_size) e.hugepage_size = h.page_size;
     if (h.mem_total) e.mem_total = h.mem_total;
     if (h.mem_total) e.mem_available = h.mem_available;
+    e.cma_total = h.cma_total;
+    e.cma_free = h.cma_free;
   }
   if (facts.rdma_devices.is_ok()) e.rdma_devices = static_cast<int>(facts.rdma_devices->size());
   if (facts.gpus.is_ok()) {
@@ -594,8 +833,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
     const kmodule_fact& m = it->second;
     const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
-    // facts.md §4: inbox mlx5_core has no version file (or one equal to the kernel release); OFED keeps its own
-    // and is out of tree (taint O).
+    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
+    // OFED keeps its own and is out of tree (taint O).
     const bool out_of_tree = m.taint.find('O') != std::string::npos;
     const bool own_version = m.version && !m.version->empty() && *m.version != release;
     if (out_of_tree || own_version) {
@@ -622,7 +861,7 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   }
   if (facts.libibverbs.is_ok()) {
     const library_fact& lib = facts.libibverbs.value();
-    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, facts.md §3.1).
+    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
     std::string_view v = lib.version;
     std::size_t first = v.find('.');
     std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);
@@ -637,32 +876,11 @@ node_evidence evidence_from_facts(const node_facts& facts) {
 }
 
 rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* version) {
-  // Stanzas are separated by blank lines; we want Package: libibverbs1 (or rdma-core) and its Version.
-  rdma_flavour found = rdma_flavour::unknown;
-  std::string_view package;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
-    if (line.empty()) {
-      package = {};
-      continue;
-    }
-    if (line.starts_with("Package:")) {
-      package = line.substr(8);
-      while (!package.empty() && package.front() == ' ') package.remove_prefix(1);
-      continue;
-    }
-    if (line.starts_with("Version:") && (package == "libibverbs1" || package == "rdma-core")) {
-      std::string_view v = line.substr(8);
-      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-      if (version) *version = escape_line(v, 64);
-      found = v.find("mlnx") != std::string_view::npos ? rdma_flavour::ofed : rdma_flavour::inbox;
-      if (package == "libibverbs1") return found;  // the library itself wins over the source package
-    }
-  }
-  return found;
+  // One reader of dpkg's status file for the whole program (src/facts/parsers.cpp).
+  auto p = parse_dpkg_rdma(text, "dpkg");
+  if (!p || p->libibverbs_package.empty()) return rdma_flavour::unknown;
+  if (version) *version = p->libibverbs_version;
+  return p->ofed ? rdma_flavour::ofed : rdma_flavour::inbox;
 }
 
 std::optional<bool> cap_ipc_lock_from_status(std::string_view text) {

@@ -148,6 +148,9 @@ constexpr errno_entry k_errno_table[] = {
     {130, "EOWNERDEAD", "Owner died"},
     {131, "ENOTRECOVERABLE", "State not recoverable"},
     {132, "ERFKILL", "Operation not possible due to RF-kill"},
+    // Kernel-internal errnos (include/linux/errno.h) that still reach user space; glibc has no text for them and
+    // prints "Unknown error N". 524 comes back from ibv_reg_dmabuf_mr on GB200 Direct-NIC (docs/transports.md).
+    {524, "ENOTSUPP", "Unknown error 524"},
 };
 
 // Aliases that print the same number on Linux.

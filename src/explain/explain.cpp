@@ -26,7 +26,17 @@ std::string title(const failure& f) {
   switch (f.what) {
     case failure::kind::duplicate_gpu: return "Duplicate GPU detected";
     case failure::kind::no_device: return "NET/IB : No device found";
-    case failure::kind::system_error: return "NCCL unhandled system error";
+    case failure::kind::system_error: return "NCCL fatal error with no named call";
+    case failure::kind::fatal_warning: {
+      std::string what = f.call == "cuda" ? fmt::format("CUDA failure '{}'", f.detail)
+                         : f.call.empty() ? std::string("NCCL warning")
+                                          : fmt::format("{} failed", f.call);
+      if (f.err != 0) {
+        std::string_view name = errno_name(f.err);
+        what += fmt::format(": {}", name.empty() ? fmt::format("errno {}", f.err) : std::string(name));
+      }
+      return what + " (NCCL stopped on it)";
+    }
     case failure::kind::completion_error: {
       std::string_view name = wc_status_name(f.wc_status.value_or(-1));
       return fmt::format("RDMA completion error {} ({})", name.empty() ? "status" : name, f.wc_status.value_or(-1));
@@ -34,6 +44,10 @@ std::string title(const failure& f) {
     case failure::kind::call: break;
   }
   std::string call = f.call.empty() ? "memory registration" : f.call;
+  if (f.transport == "ofi") call = "NET/OFI " + call;
+  if (f.transport == "libfabric") call = fmt::format("libfabric{} {}", f.provider.empty() ? "" : " " + f.provider, call);
+  if (f.transport == "kernel") call = fmt::format("kernel {} {}", f.provider, call);
+  if (f.transport == "ucx") call = "UCX " + call;
   if (f.err == 0) return fmt::format("{} failed (the log gives no errno)", call);
   std::string_view name = errno_name(f.err);
   return fmt::format("{} failed: {} ({})", call, name.empty() ? fmt::format("errno {}", f.err) : std::string(name),
@@ -154,8 +168,17 @@ std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_
           "`mrcheck dump` of that node",
           origin.hostname.empty() ? "this node" : origin.hostname, join(g->hosts, 4)));
     }
-    if (g->what.what == failure::kind::system_error && !g->context.empty()) {
-      for (const auto& w : g->context) f.diag.evidence.push_back("preceding NCCL WARN: " + w);
+    if (g->what.what == failure::kind::fatal_warning) {
+      f.diag.evidence.push_back("NCCL failed after: " + g->example);
+    }
+    if ((g->what.what == failure::kind::system_error || g->what.what == failure::kind::fatal_warning) &&
+        !g->context.empty()) {
+      for (const auto& w : g->context) {
+        f.diag.evidence.push_back("preceding NCCL WARN: " + w +
+                                  (w.find("libibverbs") != std::string::npos
+                                       ? " (no RDMA user space: NCCL would use TCP sockets)"
+                                       : ""));
+      }
     }
     out.push_back(std::move(f));
   }
@@ -215,7 +238,11 @@ nlohmann::json findings_to_json(const std::vector<finding>& findings, std::strin
                 : g.what.what == failure::kind::completion_error ? "completion_error"
                 : g.what.what == failure::kind::duplicate_gpu    ? "duplicate_gpu"
                 : g.what.what == failure::kind::no_device        ? "no_device"
+                : g.what.what == failure::kind::fatal_warning    ? "fatal_warning"
                                                                  : "system_error";
+    j["transport"] = g.what.transport.empty() ? nlohmann::json("ib") : nlohmann::json(g.what.transport);
+    j["provider"] = g.what.provider.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.provider);
+    j["detail"] = g.what.detail.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.detail);
     j["call"] = g.what.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.call);
     j["errno"] = g.what.err ? nlohmann::json(g.what.err) : nlohmann::json(nullptr);
     j["errno_name"] = g.what.err && !errno_name(g.what.err).empty() ? nlohmann::json(errno_name(g.what.err))

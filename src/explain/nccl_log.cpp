@@ -156,6 +156,7 @@ prefix_info strip_prefixes(std::string_view s) {
 
 struct nccl_header {
   std::string host;
+  std::string thread;  // "host:pid:tid", escaped; "" when the line has no NCCL header
   std::optional<long> pid;
   std::string_view message;  // after "NCCL WARN " / "NCCL INFO " when present, else the whole rest
   bool warn = false;
@@ -199,6 +200,7 @@ nccl_header parse_header(std::string_view rest) {
         if (!pid_s.empty() && !tid_s.empty() && std::all_of(pid_s.begin(), pid_s.end(), is_digit) &&
             std::all_of(tid_s.begin(), tid_s.end(), is_digit) && pid_s.size() <= 10) {
           h.host = escape_line(tok.substr(0, c1), 64);
+          h.thread = escape_line(tok, 100);
           long v = 0;
           std::from_chars(pid_s.data(), pid_s.data() + pid_s.size(), v);
           h.pid = v;
@@ -245,6 +247,168 @@ std::optional<std::pair<std::string, std::string_view>> verbs_failure(std::strin
   return std::nullopt;
 }
 
+// The kernel prints "[-12]" after some messages: "Failed to register mr [-12]", "Failed to allocate pd[-12]".
+int bracket_errno(std::string_view s) {
+  std::size_t at = s.rfind("[-");
+  if (at == std::string_view::npos) return 0;
+  std::string_view t = s.substr(at + 2);
+  auto v = take_number(t, 4);
+  if (v && t.starts_with("]") && *v > 0 && *v < 4096) return static_cast<int>(*v);
+  return 0;
+}
+
+// The text between the first pair of single quotes: NCCL's "Cuda failure 'out of memory'".
+std::string quoted(std::string_view s) {
+  std::size_t a = s.find('\'');
+  if (a == std::string_view::npos) return {};
+  std::size_t b = s.find('\'', a + 1);
+  if (b == std::string_view::npos || b - a > 80) return {};
+  return escape_line(s.substr(a + 1, b - a - 1), 64);
+}
+
+// libfabric's log prefix "libfabric:PID:TS:DOMAIN:PROV:SUBSYS:FUNC():LINE<warn> " (1.9 printed no TS/DOMAIN).
+std::string libfabric_provider(std::string_view head) {
+  for (std::string_view p : {std::string_view("efa"), std::string_view("verbs"), std::string_view("tcp"),
+                             std::string_view("shm"), std::string_view("psm3"), std::string_view("cxi"),
+                             std::string_view("ucx"), std::string_view("sockets")}) {
+    std::string key = fmt::format(":{}:", p);
+    if (contains(head, key)) return std::string(p);
+  }
+  return {};
+}
+
+// A provider's own warning for the calls NCCL's plugins depend on; other libfabric warnings are not failures.
+bool parse_libfabric(std::string_view rest, failure& f) {
+  std::size_t w = rest.find("<warn>");
+  if (w == std::string_view::npos || w > 200) return false;
+  std::string_view msg = skip_spaces(rest.substr(w + 6));
+  std::string_view call;
+  if (icontains(msg, "register MR") || contains(msg, "reg_mr")) {
+    call = "fi_mr_regattr";
+  } else if (icontains(msg, " CQ") && (icontains(msg, "create") || icontains(msg, "open"))) {
+    call = "fi_cq_open";
+  } else {
+    return false;
+  }
+  f.transport = "libfabric";
+  f.provider = libfabric_provider(rest.substr(0, w));
+  f.call = std::string(call);
+  f.err = errno_in_text(msg);
+  return true;
+}
+
+// aws-ofi-nccl's "NET/OFI Couldn't <step>. RC: -N, ERROR: <strerror>" and similar: the libfabric call behind each step.
+bool parse_net_ofi(std::string_view msg, failure& f) {
+  std::size_t at = msg.find("NET/OFI");
+  if (at == std::string_view::npos) return false;
+  std::string_view t = msg.substr(at + 7);
+  if (!icontains(t, "couldn't") && !icontains(t, "unable to") && !icontains(t, "failed")) return false;
+  f.transport = "ofi";
+  if (icontains(t, "initialization failed")) {  // the plugin's summary after the step that failed
+    f.what = failure::kind::system_error;
+    return true;
+  }
+  struct step {
+    std::string_view words;
+    std::string_view call;
+  };
+  constexpr step k_steps[] = {
+      {"register memory", "fi_mr_regattr"}, {"enable endpoint", "fi_enable"}, {"open AV", "fi_av_open"},
+      {"open CQ", "fi_cq_open"},           {"allocate endpoint", "fi_endpoint"}, {"new endpoint", "fi_endpoint"},
+      {"open domain", "fi_domain"},        {"open fabric", "fi_fabric"},         {"fi_getinfo", "fi_getinfo"},
+      {"optimal provider", "fi_getinfo"},
+  };
+  for (const step& s : k_steps) {
+    if (icontains(t, s.words)) {
+      f.call = std::string(s.call);
+      f.err = errno_in_text(t);
+      return true;
+    }
+  }
+  f.transport.clear();
+  return false;
+}
+
+// dmesg: "infiniband efa_0: Failed to register mr [-12]", "... Failed to process command REG_MR (opcode 7) ...
+// err -12", "... Failed to allocate pd[-12]". The call is named after the driver's verb (efa_reg_mr).
+bool parse_kernel_rdma(std::string_view msg, failure& f) {
+  std::size_t at = msg.find("infiniband ");
+  if (at == std::string_view::npos) return false;
+  std::string_view t = msg.substr(at + 11);
+  std::string dev = ident_at(t);
+  if (dev.empty() || !t.substr(dev.size()).starts_with(": ")) return false;
+  std::string_view m = t.substr(dev.size() + 2);
+  if (!icontains(m, "fail")) return false;
+  std::string_view verb;
+  if (icontains(m, "register mr") || contains(m, "REG_MR")) {
+    verb = "reg_mr";
+  } else if (icontains(m, "allocate pd") || contains(m, "ALLOC_PD")) {
+    verb = "alloc_pd";
+  } else if (icontains(m, "create cq") || contains(m, "CREATE_CQ")) {
+    verb = "create_cq";
+  } else if (icontains(m, "create qp") || contains(m, "CREATE_QP")) {
+    verb = "create_qp";
+  } else {
+    return false;
+  }
+  f.transport = "kernel";
+  f.provider = dev;
+  f.call = fmt::format("{}_{}", std::string_view(dev).substr(0, dev.find('_')), verb);
+  f.err = bracket_errno(m);
+  if (f.err == 0) f.err = errno_in_text(m);
+  return true;
+}
+
+// UCX names the limit it ran under: "Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)".
+std::optional<std::uint64_t> ucx_memlock(std::string_view msg) {
+  std::size_t at = msg.find("(current: ");
+  if (at == std::string_view::npos || !contains(msg, "locked memory")) return std::nullopt;
+  std::string_view t = msg.substr(at + 10);
+  if (t.starts_with("unlimited")) return k_unlimited;
+  auto v = take_number(t, 12);
+  if (!v || !t.starts_with(" kbytes")) return std::nullopt;
+  return static_cast<std::uint64_t>(*v) * 1024;
+}
+
+// A WARN that NCCL failed on: what it names, when it is one of the known ones.
+failure classify_warning(std::string_view msg) {
+  failure f;
+  f.what = failure::kind::fatal_warning;
+  if (icontains(msg, "cuda failure")) {
+    f.call = "cuda";
+    f.detail = quoted(msg);
+    return f;
+  }
+  if (icontains(msg, "socket creation failed")) {
+    f.call = "socket";
+  } else if (icontains(msg, "connect") && icontains(msg, "socket")) {
+    f.call = "connect";
+  } else if (contains(msg, "real path")) {
+    f.call = "realpath";
+  } else if (contains(msg, "libibverbs")) {
+    f.call = "dlopen";
+  }
+  f.err = errno_in_text(msg);
+  return f;
+}
+
+// NCCL's return trace: "NCCL INFO transport/net.cc:223 -> 2" (a non-zero ncclResult_t climbing the stack), with
+// an optional " [Async thread]" / " [Proxy Thread]" after it.
+bool is_return_trace(std::string_view msg) {
+  std::size_t arrow = msg.find(" -> ");
+  if (arrow == std::string_view::npos || arrow == 0 || arrow > 120) return false;
+  std::string_view where = msg.substr(0, arrow);
+  std::size_t colon = where.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == where.size() || where.find(' ') != std::string_view::npos) {
+    return false;
+  }
+  if (!std::all_of(where.begin() + static_cast<std::ptrdiff_t>(colon) + 1, where.end(), is_digit)) return false;
+  std::string_view code = msg.substr(arrow + 4);
+  auto v = take_number(code, 2);
+  if (!v || *v < 1 || *v > 7) return false;
+  return code.empty() || code.starts_with(" [");
+}
+
 }  // namespace
 
 int errno_in_text(std::string_view text) {
@@ -287,7 +451,10 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
       !contains(line, "Duplicate GPU") && !contains(line, "No device found") && !contains(line, "system error") &&
       !contains(line, "SystemError") && !contains(line, "register memory") && !contains(line, "ibv_") &&
       !contains(line, "mlx5dv_") && !contains(line, "DMA-BUF") && !contains(line, "dmabuf") &&
-      !contains(line, "DMABUF") && !contains(line, "dma-buf") && !contains(line, "DmaBuf")) {
+      !contains(line, "DMABUF") && !contains(line, "dma-buf") && !contains(line, "DmaBuf") &&
+      !contains(line, "Couldn't") && !contains(line, "Unable to") && !contains(line, "Libfabric error") &&
+      !contains(line, "unhandled cuda error") && !contains(line, "ncclUnhandledCudaError") &&
+      !contains(line, "internal error") && !contains(line, "ncclInternalError") && !contains(line, "Caught signal")) {
     return std::nullopt;
   }
   prefix_info pre = strip_prefixes(line);
@@ -331,6 +498,23 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
     f.what = failure::kind::no_device;
     return ev;
   }
+  // libfabric's own lines, possibly behind a collector's prefix ("  | 2024-11-28T07:42:11.527Z | libfabric:...").
+  if (std::size_t lf = pre.rest.find("libfabric:");
+      lf != std::string_view::npos && lf < 128 && (lf == 0 || pre.rest[lf - 1] == ' ' || pre.rest[lf - 1] == '|')) {
+    if (parse_libfabric(pre.rest.substr(lf), f)) return ev;
+    return std::nullopt;
+  }
+  if (std::size_t at = msg.find("Libfabric error: ("); at != std::string_view::npos) {
+    f.transport = "libfabric";
+    f.err = errno_in_text(msg.substr(at + 17));
+    return ev;
+  }
+  if (!h.info && parse_net_ofi(msg, f)) return ev;
+  if (parse_kernel_rdma(msg, f)) return ev;
+  if (icontains(msg, "socket creation failed")) {
+    f = classify_warning(msg);
+    return ev;
+  }
   if (std::size_t at = msg.find("Call to "); at != std::string_view::npos) {
     std::string call = ident_at(msg.substr(at + 8));
     std::string_view after = msg.substr(at + 8 + call.size());
@@ -341,7 +525,12 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
       return ev;
     }
   }
-  if (contains(msg, "unhandled system error") || contains(msg, "ncclSystemError")) {
+  if (contains(msg, "unhandled system error") || contains(msg, "ncclSystemError") ||
+      contains(msg, "unhandled cuda error") || contains(msg, "ncclUnhandledCudaError") ||
+      contains(msg, "internal error - please report") || contains(msg, "ncclInternalError") ||
+      contains(msg, "ncclCommInitRank failed") ||
+      (contains(msg, "Caught signal ") && (contains(msg, "Segmentation fault") || contains(msg, "Bus error") ||
+                                           contains(msg, "Aborted") || contains(msg, "Illegal instruction")))) {
     f.what = failure::kind::system_error;
     return ev;
   }
@@ -354,6 +543,10 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
   if (auto vf = verbs_failure(msg)) {
     f.call = vf->first;
     f.err = errno_in_text(vf->second);
+    if (contains(msg, "UCX")) {
+      f.transport = "ucx";
+      f.log_memlock = ucx_memlock(msg);
+    }
     return ev;
   }
   if ((h.warn || contains(msg, "ERROR")) && (icontains(msg, "dma-buf") || icontains(msg, "dmabuf")) &&
@@ -380,22 +573,29 @@ void nccl_log_scanner::note_rank(std::string_view line) {
   pid_rank_.try_emplace(fmt::format("{}:{}", h.host, *h.pid), static_cast<int>(*v));
 }
 
-nccl_group* nccl_log_scanner::group_for(const failure& f) {
+nccl_group* nccl_log_scanner::group_for(const failure& f, std::uint64_t line) {
   for (nccl_group& g : groups_) {
-    if (g.what.what == f.what && g.what.call == f.call && g.what.err == f.err && g.what.wc_status == f.wc_status) {
+    if (g.what.what == f.what && g.what.call == f.call && g.what.err == f.err && g.what.wc_status == f.wc_status &&
+        g.what.transport == f.transport && g.what.detail == f.detail) {
       return &g;
     }
   }
   if (groups_.size() >= limits_.max_groups) return nullptr;
   nccl_group& g = groups_.emplace_back();
   g.what = f;
-  g.first_line = lines_;
+  g.first_line = line;
   return &g;
 }
 
-void nccl_log_scanner::add(nccl_group& g, const nccl_event& e) {
+void nccl_log_scanner::add(nccl_group& g, const nccl_event& e, std::uint64_t line) {
   ++g.count;
-  if (g.lines.size() < k_max_lines_kept) g.lines.push_back(lines_);
+  // A promoted WARN can be older than lines already in its group: keep the list sorted and first_line the least.
+  if (line < g.first_line) g.first_line = line;
+  auto at = std::upper_bound(g.lines.begin(), g.lines.end(), line);
+  if (at != g.lines.end() || g.lines.size() < k_max_lines_kept) {
+    g.lines.insert(at, line);
+    if (g.lines.size() > k_max_lines_kept) g.lines.pop_back();
+  }
   if (g.example.empty()) g.example = e.text;
   if (e.rank) {
     if (g.ranks.size() < limits_.max_ranks || g.ranks.count(*e.rank)) {
@@ -416,6 +616,68 @@ void nccl_log_scanner::add(nccl_group& g, const nccl_event& e) {
   }
 }
 
+void nccl_log_scanner::fill_rank(nccl_event& e) const {
+  if (!e.rank && e.pid && !e.host.empty()) {
+    if (auto it = pid_rank_.find(fmt::format("{}:{}", e.host, *e.pid)); it != pid_rank_.end()) e.rank = it->second;
+  }
+}
+
+const nccl_event* nccl_log_scanner::promote(std::size_t index) {
+  pending_warn w = std::move(recent_warn_[index]);
+  std::vector<std::string> before;
+  for (std::size_t i = 0; i < index; ++i) before.push_back(recent_warn_[i].text);
+  recent_warn_.erase(recent_warn_.begin(), recent_warn_.begin() + static_cast<std::ptrdiff_t>(index) + 1);
+  // Further WARNs of the same thread are the same failure told again ("Failed to CUDA calloc N bytes").
+  std::uint64_t echoes = 0;
+  if (!w.thread.empty()) {
+    echoes = static_cast<std::uint64_t>(std::erase_if(recent_warn_, [&](const pending_warn& p) { return p.thread == w.thread; }));
+  }
+  fill_rank(w.event);
+  promoted_ = w.event;
+  nccl_group* g = group_for(w.event.what, w.line);
+  if (g == nullptr) {
+    ++dropped_;
+    return nullptr;
+  }
+  const bool fresh = g->count == 0;
+  add(*g, w.event, w.line);
+  g->consequences += echoes;
+  if (fresh) g->context = std::move(before);
+  last_failure_ = static_cast<std::size_t>(g - groups_.data());
+  last_failure_line_ = lines_;
+  return &promoted_;
+}
+
+bool nccl_log_scanner::note_warning(std::string_view line) {
+  prefix_info pre = strip_prefixes(line);
+  nccl_header h = parse_header(pre.rest);
+  if (h.warn) {
+    if (limits_.recent_warnings == 0) return false;
+    if (recent_warn_.size() >= limits_.recent_warnings) recent_warn_.pop_front();
+    pending_warn& w = recent_warn_.emplace_back();
+    w.text = escape_line(h.message, 200);
+    w.thread = h.thread;
+    w.line = lines_;
+    w.event.what = classify_warning(h.message);
+    w.event.host = !h.host.empty() ? h.host : escape_line(pre.host, 64);
+    w.event.pid = h.pid;
+    w.event.rank = pre.rank;
+    w.event.text = escape_line(h.message, k_text_max);
+    return false;
+  }
+  // The return trace right after a WARN of the same thread: NCCL is failing on what that WARN says.
+  if (h.info && !h.thread.empty() && is_return_trace(h.message)) {
+    for (std::size_t i = 0; i < recent_warn_.size(); ++i) {
+      const pending_warn& w = recent_warn_[i];
+      if (w.thread == h.thread && lines_ - w.line <= k_trace_window && w.line > last_failure_line_) {
+        promote(i);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, bool truncated) {
   ++lines_;
   bytes_ += line.size() + 1;
@@ -428,44 +690,49 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
 
   std::optional<nccl_event> ev = parse_nccl_line(line);
   if (!ev) {
-    if (has_nccl && contains(line, "WARN")) {
-      prefix_info pre = strip_prefixes(line);
-      nccl_header h = parse_header(pre.rest);
-      if (h.warn) {
-        if (recent_warn_.size() >= limits_.recent_warnings) recent_warn_.pop_front();
-        if (limits_.recent_warnings > 0) recent_warn_.push_back(escape_line(h.message, 200));
-      }
-    }
+    if (has_nccl && (contains(line, "WARN") || contains(line, " -> ")) && note_warning(line)) return promoted_;
     return std::nullopt;
   }
-  if (!ev->rank && ev->pid && !ev->host.empty()) {
-    if (auto it = pid_rank_.find(fmt::format("{}:{}", ev->host, *ev->pid)); it != pid_rank_.end()) {
-      ev->rank = it->second;
-    }
-  }
+  fill_rank(*ev);
 
   const failure& f = ev->what;
   const bool recent_failure = last_failure_ && lines_ - last_failure_line_ <= limits_.attach_window;
   // Echoes of a failure already counted: NCCL's "unhandled system error" that ends the chain, and a generic
   // "Failed to register memory" right after the "Call to ibv_reg_mr... failed with error ..." that caused it.
-  const bool is_echo = f.what == failure::kind::system_error ||
-                       (f.what == failure::kind::call && f.call.empty() && f.err == 0);
+  bool is_echo = f.what == failure::kind::system_error ||
+                 (f.what == failure::kind::call && f.call.empty() && f.err == 0);
+  // libfabric and aws-ofi-nccl report one failed call at each layer, the errno rewritten on the way up
+  // ("Unable to create extended CQ: Cannot allocate memory", then "... CQ: Invalid argument", then NET/OFI
+  // "Couldn't open CQ. RC: -22"): the same call failing again right after is that failure, not a new one.
+  if (!is_echo && recent_failure && is_ofi_family(f) && !f.call.empty() &&
+      lines_ - last_failure_line_ <= k_trace_window && groups_[*last_failure_].what.call == f.call &&
+      is_ofi_family(groups_[*last_failure_].what)) {
+    is_echo = groups_[*last_failure_].what.err != f.err;
+  }
   if (is_echo && recent_failure) {
     ++groups_[*last_failure_].consequences;
     return std::nullopt;
   }
-  nccl_group* g = group_for(f);
+  // A terminal "unhandled ... error" with a WARN shortly before it and no recognised failure: that WARN is what
+  // NCCL failed on.
+  if (f.what == failure::kind::system_error && !recent_warn_.empty() &&
+      lines_ - recent_warn_.front().line <= limits_.attach_window) {
+    const nccl_event* p = promote(0);
+    if (p == nullptr) return ev;
+    ++groups_[*last_failure_].consequences;
+    return *p;
+  }
+  nccl_group* g = group_for(f, lines_);
   if (g == nullptr) {
     ++dropped_;
     return ev;
   }
   const bool fresh = g->count == 0;
-  add(*g, *ev);
+  add(*g, *ev, lines_);
   if (f.what == failure::kind::system_error && fresh) {
-    g->context.assign(recent_warn_.begin(), recent_warn_.end());
+    for (const pending_warn& w : recent_warn_) g->context.push_back(w.text);
   }
-  if (f.what == failure::kind::call || f.what == failure::kind::completion_error ||
-      f.what == failure::kind::duplicate_gpu) {
+  if (f.what != failure::kind::system_error && f.what != failure::kind::no_device) {
     last_failure_ = static_cast<std::size_t>(g - groups_.data());
     last_failure_line_ = lines_;
   }

@@ -1,5 +1,5 @@
 // collect_facts(): every node fact, each read through the sysroot (so `mrcheck dump` records it and --root
-// replays it) and each with its own status. Where each fact lives: facts.md §4.
+// replays it) and each with its own status. Where each fact lives: docs/facts/kernel-and-drivers.md.
 #include <mrcheck/facts.h>
 
 #include "facts/internal.h"
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 
@@ -14,7 +15,23 @@ namespace mrcheck {
 
 namespace {
 
-constexpr const char* k_modules[] = {"ib_core", "mlx5_core", "mlx5_ib", "nvidia", "nvidia_peermem", "nv_peer_mem"};
+// The RDMA families of docs/transports.md: mlx5, EFA (efa), Intel E800 (irdma), Broadcom (bnxt_re on bnxt_en),
+// AMD Pensando (ionic_rdma on ionic), and the soft devices rxe (rdma_rxe) and siw.
+constexpr const char* k_modules[] = {"ib_core", "mlx5_core", "mlx5_ib",    "nvidia",  "nvidia_peermem",
+                                     "nv_peer_mem", "efa",   "irdma",     "bnxt_re", "bnxt_en",
+                                     "ionic",   "ionic_rdma", "rdma_rxe", "siw"};
+
+// Where rdma-core installs its providers (libibverbs/lib<name>-rdmav<N>.so; rdma-core buildlib/provider.cmake).
+constexpr const char* k_provider_dirs[] = {"/usr/lib/x86_64-linux-gnu/libibverbs", "/usr/lib/aarch64-linux-gnu/libibverbs",
+                                           "/usr/lib64/libibverbs", "/usr/lib/libibverbs"};
+
+// Only these settings of the start pid's environment are kept: the rest of an environment may hold secrets.
+bool net_env_name(std::string_view name) {
+  for (std::string_view p : {"FI_", "OFI_NCCL_", "NCCL_NET", "NCCL_IB_", "NCCL_SOCKET_", "UCX_"}) {
+    if (name.starts_with(p)) return true;
+  }
+  return false;
+}
 
 result<std::uint64_t> read_u64(const sysroot& root, std::string_view path) {
   auto v = root.read_value(path);
@@ -62,7 +79,20 @@ result<std::vector<rdma_device_fact>> read_rdma(const sysroot& root) {
     dev.hca_type = attr(root, d + "/hca_type");
     dev.node_guid = attr(root, d + "/node_guid");
     dev.node_type = attr(root, d + "/node_type");
-    if (auto link = root.read_link(d + "/device")) dev.pci_bdf = escape_line(base_name(*link), 64);
+    if (auto link = root.read_link(d + "/device")) {
+      std::string bdf = base_name(*link);
+      dev.pci_bdf = escape_line(bdf, 64);
+      // The driver of the parent: a PCI function (efa; older kernels' mlx5) has a `driver` link, read through
+      // /sys/bus/pci/devices so that a dump records it there and not under the `device` symlink; an auxiliary
+      // device ("mlx5_core.rdma.0", "ice.roce.0", "bnxt_en.rdma.0") is named after the driver that created it.
+      if (bdf.find(':') != std::string::npos && !hidden(bdf) && bdf.find('/') == std::string::npos) {
+        if (auto drv = root.read_link("/sys/bus/pci/devices/" + bdf + "/driver")) {
+          dev.driver = escape_line(base_name(*drv), 64);
+        }
+      } else if (auto dot = bdf.find('.'); dot != std::string::npos && dot > 0) {
+        dev.driver = escape_line(std::string_view(bdf).substr(0, dot), 64);
+      }
+    }
     if (auto ports = root.list(d + "/ports")) {
       for (const auto& p : *ports) {
         int num = 0;  // non-numeric names (".keep") are skipped below
@@ -114,7 +144,8 @@ result<nvidia_driver_fact> read_nvidia(const sysroot& root, const std::map<std::
   }
   auto f = parse_nvidia_version(*text);
   if (!f) return f;
-  // Open modules are MODULE_LICENSE("Dual MIT/GPL"), proprietary ones "NVIDIA" -> taint P (facts.md §4).
+  // Open modules are MODULE_LICENSE("Dual MIT/GPL"), proprietary ones "NVIDIA" -> taint P
+  // (docs/facts/kernel-and-drivers.md §4).
   if (mod) {
     bool p = mod->taint.find('P') != std::string::npos;
     if (f->flavour == nvidia_flavour::open && p) {
@@ -210,7 +241,7 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
     if (!pid) return pid.error().with_context(c);
     auto p = read_process(root, *pid);
     if (!p) return status::error(fmt::format("{} names pid {}, which is not running (stale pid file)", c, *pid));
-    if (p->comm != "slurmd") {
+    if (!is_slurm_daemon(p->comm, "slurmd")) {
       return status::error(fmt::format("{} names pid {} ('{}'), not slurmd (stale pid file)", c, *pid,
                                        escape_line(p->comm, 32)));
     }
@@ -318,6 +349,57 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
     }
   }
   f.slurmd = read_slurmd(root, opts, have_recorded ? &recorded : nullptr, f.hostname, f.slurmd_pid_file);
+
+  // The RDMA user space, only where there is an RDMA device: the package database can be megabytes.
+  if (f.rdma_devices.is_ok() && !f.rdma_devices->empty()) {
+    if (auto st = root.read("/var/lib/dpkg/status", 64u << 20)) {
+      f.rdma_packages = parse_dpkg_rdma(*st, "/var/lib/dpkg/status");
+    } else if (root.list("/var/lib/rpm").is_ok()) {
+      f.rdma_packages = status::error(
+          "the rpm database (/var/lib/rpm) is not read: it is SQLite or Berkeley DB; `rpm -q libibverbs rdma-core "
+          "libfabric` lists the packages");
+    } else {
+      f.rdma_packages = st.error().err() == ENOENT
+                            ? status::error("no package database (/var/lib/dpkg/status, /var/lib/rpm)")
+                            : st.error();
+    }
+    for (const char* dir : k_provider_dirs) {
+      auto names = root.list(dir);
+      if (!names) continue;
+      for (const auto& n : *names) {
+        // lib<name>-rdmav<N>.so
+        auto dash = n.find("-rdmav");
+        if (!n.starts_with("lib") || dash == std::string::npos || dash <= 3 || !n.ends_with(".so")) continue;
+        std::string name = escape_line(std::string_view(n).substr(3, dash - 3), 32);
+        if (std::find(f.verbs_providers.begin(), f.verbs_providers.end(), name) == f.verbs_providers.end()) {
+          f.verbs_providers.push_back(std::move(name));
+        }
+      }
+    }
+    std::sort(f.verbs_providers.begin(), f.verbs_providers.end());
+  }
+  if (auto efa = root.read("/opt/amazon/efa_installed_packages", 256 * 1024)) {
+    f.efa_installer = parse_efa_installer(*efa);
+  } else {
+    f.efa_installer = efa.error();
+  }
+  // The environment is read unrecorded: a dump must not copy a user's environment.
+  if (!f.chain.empty()) {
+    sysroot quiet = root;
+    quiet.set_recorder(nullptr);
+    if (auto env = quiet.read(fmt::format("/proc/{}/environ", f.chain.front().pid), 1u << 20)) {
+      std::string_view rest = *env;
+      while (!rest.empty()) {
+        std::size_t z = rest.find('\0');
+        std::string_view kv = rest.substr(0, z);
+        rest = z == std::string_view::npos ? std::string_view() : rest.substr(z + 1);
+        std::size_t eq = kv.find('=');
+        if (eq == std::string_view::npos || eq == 0 || !net_env_name(kv.substr(0, eq))) continue;
+        if (f.net_env.size() >= 256) break;
+        f.net_env.emplace(escape_line(kv.substr(0, eq), 64), escape_line(kv.substr(eq + 1), 256));
+      }
+    }
+  }
   return f;
 }
 

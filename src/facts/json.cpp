@@ -58,7 +58,9 @@ void to_json(json& j, const node_facts& f) {
                 {"free", h.free},
                 {"page_size", h.page_size},
                 {"mem_total", h.mem_total},
-                {"mem_available", h.mem_available}};
+                {"mem_available", h.mem_available},
+                {"cma_total", h.cma_total ? json(*h.cma_total) : json(nullptr)},
+                {"cma_free", h.cma_free ? json(*h.cma_free) : json(nullptr)}};
   });
   j["rdma_devices"] = maybe(f.rdma_devices, [](const std::vector<rdma_device_fact>& devs) {
     json a = json::array();
@@ -78,6 +80,8 @@ void to_json(json& j, const node_facts& f) {
                    {"node_guid", d.node_guid},
                    {"node_type", d.node_type},
                    {"pci_bdf", d.pci_bdf},
+                   {"driver", d.driver},
+                   {"family", rdma_family(d)},
                    {"ports", std::move(ports)}});
     }
     return a;
@@ -114,6 +118,21 @@ void to_json(json& j, const node_facts& f) {
   j["libnccl"] = maybe(f.libnccl, library);
   j["cuda_driver_version"] = maybe(f.cuda_driver_version, [](int v) { return json(v); });
   j["nccl_version"] = maybe(f.nccl_version, [](int v) { return json(v); });
+  j["rdma_packages"] = maybe(f.rdma_packages, [](const rdma_packages_fact& p) {
+    return json{{"source", p.source},
+                {"libibverbs_package", p.libibverbs_package},
+                {"libibverbs_version", p.libibverbs_version},
+                {"flavour", p.libibverbs_package.empty() ? "unknown" : p.ofed ? "ofed" : "distribution"},
+                {"libfabric_version", p.libfabric_version},
+                {"ofi_nccl_version", p.ofi_nccl_version}};
+  });
+  j["efa_installer"] = maybe(f.efa_installer, [](const efa_installer_fact& e) {
+    return json{{"installer_version", e.installer_version},
+                {"libfabric_version", e.libfabric_version},
+                {"ofi_nccl_version", e.ofi_nccl_version}};
+  });
+  j["verbs_providers"] = f.verbs_providers;
+  j["net_env"] = f.net_env;
   j["slurmd"] = maybe(f.slurmd, [&](const process_fact& p) {
     json o = process_to_json(p);
     o["pid_file"] = f.slurmd_pid_file;

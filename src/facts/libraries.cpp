@@ -1,6 +1,6 @@
 // Library facts: which libibverbs / libcuda / libnccl the dynamic loader really picks, found the way NCCL finds
-// them (dlopen + dlvsym, facts.md §3.1, §3.3), and their versions. Host only: under --root the libraries of
-// this machine say nothing about the dumped node, so collect.cpp reads the dump's libraries.json instead.
+// them (dlopen + dlvsym, docs/facts/verbs-and-nccl.md §1, §3), and their versions. Host only: under --root the
+// libraries of this machine say nothing about the dumped node, so collect.cpp reads the dump's libraries.json instead.
 #include <mrcheck/facts.h>
 
 #include "facts/internal.h"

@@ -1,5 +1,5 @@
-// Pure parsers for the small files behind the node facts (facts.md §4). No I/O here: collect.cpp reads the
-// files through the sysroot and hands the text over, so every branch is testable from a string or a fixture.
+// Pure parsers for the small files behind the node facts (docs/facts/kernel-and-drivers.md). No I/O here: collect.cpp
+// reads the files through the sysroot and hands the text over, so every branch is testable from a string or a fixture.
 #include <mrcheck/facts.h>
 
 #include <fmt/format.h>
@@ -144,6 +144,10 @@ result<hugepages_fact> parse_meminfo(std::string_view meminfo) {
       dst = &h.free;
     } else if (key == "Hugepagesize") {
       dst = &h.page_size, kib = true;
+    } else if (key == "CmaTotal" || key == "CmaFree") {
+      (key == "CmaTotal" ? h.cma_total : h.cma_free) = 0;
+      dst = key == "CmaTotal" ? &*h.cma_total : &*h.cma_free;
+      kib = true;
     } else {
       return true;
     }
@@ -222,6 +226,136 @@ std::string library_version_from_path(std::string_view path) {
     return "";
   }
   return std::string(v);
+}
+
+}  // namespace mrcheck
+
+namespace mrcheck {
+
+// docs/transports.md, "NIC families": the driver bound to the PCI function names the family; soft devices have
+// none and are told by the name the kernel gives them (rxe0, siw0 by convention of rdma link add).
+std::string rdma_family(const rdma_device_fact& d) {
+  std::string_view drv = d.driver;
+  std::string_view name = d.name;
+  if (drv == "mlx5_core" || (drv.empty() && name.starts_with("mlx5_"))) return "mlx5";
+  if (drv == "efa" || (drv.empty() && name.starts_with("efa_"))) return "efa";
+  if (drv == "irdma" || drv == "ice" || drv == "i40e" || (drv.empty() && name.starts_with("irdma"))) return "irdma";
+  if (drv == "bnxt_en" || (drv.empty() && name.starts_with("bnxt_re"))) return "bnxt_re";
+  if (drv == "ionic" || (drv.empty() && name.starts_with("ionic"))) return "ionic";
+  if (name.starts_with("rxe")) return "rxe";
+  if (name.starts_with("siw")) return "siw";
+  return "";
+}
+
+std::vector<std::string> rdma_family_modules(std::string_view family) {
+  if (family == "mlx5") return {"mlx5_core", "mlx5_ib"};
+  if (family == "efa") return {"efa"};
+  if (family == "irdma") return {"irdma"};
+  if (family == "bnxt_re") return {"bnxt_re", "bnxt_en"};
+  if (family == "ionic") return {"ionic_rdma", "ionic"};
+  if (family == "rxe") return {"rdma_rxe"};
+  if (family == "siw") return {"siw"};
+  return {};
+}
+
+std::string_view rdma_family_provider(std::string_view family) {
+  // rdma-core providers/<name>: mlx5, efa, irdma, bnxt_re, ionic, rxe, siw.
+  if (family == "mlx5" || family == "efa" || family == "irdma" || family == "bnxt_re" || family == "ionic" ||
+      family == "rxe" || family == "siw") {
+    return family;
+  }
+  return {};
+}
+
+result<rdma_packages_fact> parse_dpkg_rdma(std::string_view text, std::string source) {
+  // Stanzas separated by blank lines; "Package:", "Status:", "Version:" lines. Only installed packages count
+  // ("Status: install ok installed"); a removed package keeps its stanza with "deinstall ok config-files". A
+  // stanza without a Status line (not written by dpkg, but by hand) counts as installed.
+  rdma_packages_fact f;
+  f.source = std::move(source);
+  std::string_view package, version;
+  bool installed = true;
+  auto flush = [&]() {
+    if (!package.empty() && installed && !version.empty()) {
+      std::string v = escape_line(version, 64);
+      if (package == "libibverbs1" || (package == "rdma-core" && f.libibverbs_package != "libibverbs1")) {
+        f.libibverbs_package = std::string(package);
+        f.libibverbs_version = v;
+        f.ofed = v.find("mlnx") != std::string::npos;
+      } else if (package == "libfabric1-aws" || (package == "libfabric1" && f.libfabric_version.empty())) {
+        f.libfabric_version = v;
+      } else if (package.find("ofi-nccl") != std::string_view::npos ||
+                 package.find("nccl-ofi") != std::string_view::npos) {
+        f.ofi_nccl_version = v;
+      }
+    }
+    package = {};
+    version = {};
+    installed = true;
+  };
+  for_each_line(text, [&](std::string_view line) {
+    if (trim(line).empty()) {
+      flush();
+    } else if (line.starts_with("Package:")) {
+      package = trim(line.substr(8));
+    } else if (line.starts_with("Version:")) {
+      version = trim(line.substr(8));
+    } else if (line.starts_with("Status:")) {
+      installed = line.find(" installed") != std::string_view::npos && line.find("not-installed") == std::string_view::npos;
+    }
+    return true;
+  });
+  flush();
+  if (f.libibverbs_package.empty() && f.libfabric_version.empty()) {
+    return status::error(fmt::format("{}: no libibverbs1, rdma-core or libfabric package installed", f.source));
+  }
+  return f;
+}
+
+namespace {
+
+// "libfabric1-aws_1.9.0amzn1.1_amd64" (deb: name_version_arch) or "libfabric-aws-1.19.0amzn4.0-1.amzn2.x86_64"
+// (rpm: name-version-release.arch): the version after `name`.
+std::string package_version(std::string_view token, std::string_view name) {
+  if (!token.starts_with(name) || token.size() <= name.size()) return {};
+  std::string_view rest = token.substr(name.size());
+  if (rest.front() == '_') {
+    rest.remove_prefix(1);
+    return escape_line(rest.substr(0, rest.find('_')), 64);
+  }
+  if (rest.front() == '-' && rest.size() > 1 && std::isdigit(static_cast<unsigned char>(rest[1]))) {
+    rest.remove_prefix(1);
+    std::size_t dash = rest.find('-');
+    return escape_line(rest.substr(0, dash), 64);
+  }
+  return {};
+}
+
+}  // namespace
+
+result<efa_installer_fact> parse_efa_installer(std::string_view text) {
+  efa_installer_fact f;
+  bool found = false;
+  for_each_line(text, [&](std::string_view line) {
+    constexpr std::string_view k = "# EFA installer version:";
+    if (line.starts_with(k)) {
+      f.installer_version = escape_line(trim(line.substr(k.size())), 32);
+      found = true;
+      return true;
+    }
+    if (line.starts_with("#")) return true;
+    for (std::string_view t : tokens(line)) {
+      for (std::string_view name : {std::string_view("libfabric1-aws"), std::string_view("libfabric-aws")}) {
+        if (std::string v = package_version(t, name); !v.empty() && f.libfabric_version.empty()) f.libfabric_version = v;
+      }
+      for (std::string_view name : {std::string_view("aws-ofi-nccl"), std::string_view("libnccl-ofi")}) {
+        if (std::string v = package_version(t, name); !v.empty() && f.ofi_nccl_version.empty()) f.ofi_nccl_version = v;
+      }
+    }
+    return true;
+  });
+  if (!found) return status::error("efa_installed_packages: no '# EFA installer version:' line");
+  return f;
 }
 
 }  // namespace mrcheck

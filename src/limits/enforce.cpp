@@ -40,20 +40,6 @@ std::string show(const memlock_limit& m) {
   return fmt::format("soft {} hard {}", format_bytes(m.soft), format_bytes(m.hard));
 }
 
-std::string_view hop_label(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::submit_host: return "submit-host propagation";
-    case memlock_hop::job_script: return "the job script";
-    case memlock_hop::submit_unknown: return "submit-host propagation";
-    case memlock_hop::slurmd: return "slurmd";
-    case memlock_hop::step_daemon: return "slurmstepd";
-    case memlock_hop::task_setup: return "the task's setup";
-    case memlock_hop::none:
-    case memlock_hop::enforced: break;
-  }
-  return "an unknown hop";
-}
-
 }  // namespace
 
 rlimit_ops& real_rlimit_ops() {
@@ -91,13 +77,17 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
   auto after = ops.get();
   e.after = after ? *after : *cur;
   e.start = e.after;
-  if (before.propagated) {
-    std::uint64_t v = before.propagated->value;
-    if (v < e.after.soft) {
+  if (before.propagated_text) {
+    // Whatever arrived that is not a plain value at least the enforced one is rewritten: slurmstepd reads the
+    // variable with looser rules than a reader would expect (parse_propagated_limit), and an odd spelling
+    // must never decide the limit under enforce=yes (issue 21).
+    const auto& v = before.propagated;
+    if (!v || !v->canonical || v->value < e.after.soft) {
       e.env_value = format_propagated_limit(e.after.soft);
-      v = e.after.soft;
+      // Without `U` it applies only where slurm.conf propagates MEMLOCK; either way the task keeps after.soft.
+    } else if (before.propagation_applies) {
+      e.start.soft = slurmstepd_soft(*v, e.after);
     }
-    if (before.propagation_applies) e.start.soft = std::min(v, e.after.hard);
   }
   if (e.start.soft < required && e.problem.empty()) {
     e.problem = e.hard_refused
@@ -108,31 +98,6 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
     e.problem = "cannot enforce: " + e.problem;
   }
   return e;
-}
-
-check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, const enforcement* enf) {
-  check_result c;
-  c.id = "memlock";
-  memlock_limit final_limit = enf && enf->attempted ? enf->start : p.start;
-  if (final_limit.soft >= required) {
-    c.result = verdict::pass;
-    c.summary = fmt::format("task starts with memlock {} (required {})", show(final_limit), format_bytes(required));
-    if (enf && enf->attempted && final_limit != p.start) {
-      c.summary += fmt::format("; enforce=yes raised it from {}", show(p.start));
-      if (p.hop != memlock_hop::none) c.summary += fmt::format(" (lowered by {})", p.cause);
-    }
-    return c;
-  }
-  c.result = verdict::fail;
-  std::string prefix;
-  if (enf && enf->attempted && !enf->problem.empty()) prefix = enf->problem + "; ";
-  c.summary = fmt::format("{}task will start with memlock soft {} < required {}; lowered at {}: {}", prefix,
-                          format_bytes(final_limit.soft), format_bytes(required), hop_label(p.hop), p.cause);
-  c.hint = p.fix;
-  if (enf && enf->hard_refused) {
-    c.hint += "; or give slurmstepd CAP_SYS_RESOURCE so enforce=yes can raise the hard limit";
-  }
-  return c;
 }
 
 std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required) {
@@ -161,6 +126,14 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
                             "(a TaskProlog that exports SLURM_RLIMIT_MEMLOCK runs after the plugin)",
                             escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
     c.hint = fmt::format("remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog {}", escape_line(o.task_prolog, 128));
+  } else if (o.batch_step) {
+    // A job script that starts with `ulimit -l` can do it before the watcher's first look (Slurm 26.05 starts the
+    // batch script sooner after the plugin than 22.05 did): at_exec already has the script's own limit.
+    c.summary = fmt::format("the job script lowered its own memlock after it started: {} (predicted at start: {}), "
+                            "or a SPANK plugin after mrcheck exported SLURM_RLIMIT_MEMLOCK; every srun in it "
+                            "propagates that",
+                            show(*o.at_exec), show(o.predicted));
+    c.hint = "remove or raise `ulimit -l` in the job script";
   } else {
     // The watcher first sees the task just after exec; a wrapper's `ulimit -l` in its first moments looks the
     // same as an override before exec, so both are named.

@@ -4,19 +4,38 @@
 //   slurmstepd task_init (job user, task child) -> node_task: verdicts, probes, the user's one line.
 #include <mrcheck/memlock_chain.h>
 
+#include <mrcheck/check_registry.h>
 #include <mrcheck/child.h>
+#include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <memory>
 
 namespace mrcheck {
 
 namespace {
 
 std::string limit_env(std::uint64_t v) { return format_propagated_limit(v); }
+
+constexpr std::size_t k_user_lines_max = 40;
+constexpr std::size_t k_admin_lines_max = 12;
+constexpr std::size_t k_line_max = 2000;
+
+void cap_lines(std::vector<std::string>& lines, std::size_t max) {
+  for (auto& l : lines) {
+    if (l.size() > k_line_max) l.resize(k_line_max);
+  }
+  if (lines.size() <= max) return;
+  std::size_t dropped = lines.size() - (max - 1);
+  lines.resize(max - 1);
+  lines.push_back(fmt::format("mrcheck: {} more lines not shown (per-step limit)", dropped));
+}
 
 }  // namespace
 
@@ -60,8 +79,8 @@ result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const 
   if (!g) return g.error();
   submit_plan plan;
   plan.checks = *g;
-  // sbatch/salloc options do not reach the sruns inside the job (facts.md §1.3): carry the user's request in
-  // the job environment; the node side validates it again.
+  // sbatch/salloc options do not reach the sruns inside the job (docs/facts/slurm-spank.md §3): carry the user's
+  // request in the job environment; the node side validates it again.
   if (in.tool != "srun" && (in.request.option_seen || in.request.env_checks)) {
     plan.setenv.emplace_back("MRCHECK_CHECKS", g->any() ? g->to_string() : std::string("off"));
   }
@@ -96,7 +115,7 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
   auto proc = read_process(root, pid);
   if (!proc) {
     st.step_slurmd = proc.error();
-  } else if (proc->comm != "slurmd") {
+  } else if (!is_slurm_daemon(proc->comm, "slurmd")) {
     st.step_slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
                                                escape_line(proc->comm, 32)));
   } else {
@@ -143,20 +162,140 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
   return std::nullopt;
 }
 
-probe_runner real_probe_runner(const config& c) {
-  return [c](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
+probe_budget plan_probe_budget(const config& c, const check_groups& g, const result<slurm_conf_facts>& conf) {
+  using std::chrono::milliseconds;
+  probe_budget b;
+  if (g.mr) b.total += c.probe_timeout;
+  if (g.nccl) b.total += c.nccl_timeout;
+  std::chrono::seconds unkillable = conf ? conf->unkillable_step_timeout : std::chrono::seconds(60);
+  milliseconds limit = unkillable > 2 * k_unkillable_margin ? milliseconds(unkillable - k_unkillable_margin)
+                                                            : milliseconds(unkillable) / 2;
+  if (b.total > limit) {
+    b.warning = fmt::format(
+        "configuration: the probes of a step may take {} s (probe_timeout {} s{}), which could reach "
+        "UnkillableStepTimeout={} s: a step cancelled while they run would drain the node; they are cut to {} s "
+        "in total (lower probe_timeout/nccl_timeout or raise UnkillableStepTimeout)",
+        b.total.count() / 1000, c.probe_timeout.count() / 1000,
+        g.nccl ? fmt::format(" + nccl_timeout {} s", c.nccl_timeout.count() / 1000) : std::string(),
+        unkillable.count(), limit.count() / 1000);
+    b.total = limit;
+  }
+  return b;
+}
+
+namespace {
+
+bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_", "CUDA_", "NVIDIA_", "IBV_", "RDMAV_",
+                                                     "MLX4_", "MLX5_", "MRCHECK_FAKE_IBV_"};
+// SLURM_RLIMIT_MEMLOCK only for the probe's explanation of where its limit came from (its limits are set by us).
+constexpr std::string_view k_probe_env_names[] = {"HOME",          "SLURM_JOB_ID",        "SLURM_STEP_ID",
+                                                  "SLURM_NODEID",  "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                                  "SLURM_RLIMIT_MEMLOCK"};
+constexpr std::string_view k_mr_ids[] = {"mr_host", "mr_gpu", "dmabuf"};
+constexpr std::string_view k_nccl_ids[] = {"nccl_pair"};
+constexpr std::size_t k_probe_summary_max = 600;
+constexpr std::size_t k_probe_hint_max = 300;
+constexpr std::size_t k_probe_detail_max = 4000;
+
+// Cuts `s` to at most `max` bytes, not inside a UTF-8 sequence.
+void cut(std::string& s, std::size_t max) {
+  if (s.size() <= max) return;
+  std::size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  s.resize(n);
+}
+
+// The probe's report is the job user's word (their NCCL_* settings, their GPU, a library the site chose): it is
+// taken only in a known shape. Error text for the verdict, or "" when the report is acceptable; `checks` are
+// bounded in place.
+std::string validate_probe_report(std::string_view group, std::vector<check_result>& checks) {
+  auto ids = probe_check_ids(group);
+  if (checks.empty()) return "no checks";
+  if (checks.size() > ids.size()) return fmt::format("{} checks, at most {} expected", checks.size(), ids.size());
+  std::vector<std::string_view> seen;
+  for (auto& ch : checks) {
+    if (std::find(ids.begin(), ids.end(), ch.id) == ids.end()) {
+      return fmt::format("unknown check id '{}'", escape_line(ch.id, 40));
+    }
+    if (std::find(seen.begin(), seen.end(), ch.id) != seen.end()) {
+      return fmt::format("check id '{}' twice", ch.id);
+    }
+    seen.push_back(ch.id);
+    // Bounded here; escaped at each sink (escape_line for lines, admin_escape for the record, JSON's own
+    // escaping with ensure_ascii for report_dir), so that nothing is escaped twice.
+    cut(ch.summary, k_probe_summary_max);
+    cut(ch.hint, k_probe_hint_max);
+    cut(ch.detail, k_probe_detail_max);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::span<const std::string_view> probe_check_ids(std::string_view group) {
+  if (group == "mr") return k_mr_ids;
+  if (group == "nccl") return k_nccl_ids;
+  return {};
+}
+
+std::vector<std::string> probe_environment(const std::vector<std::string>& job_env, const std::string& slurm_conf) {
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "SLURM_CONF=" + slurm_conf};
+  for (const auto& e : job_env) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string_view key(e.data(), eq);
+    std::string_view value(e.data() + eq + 1, e.size() - eq - 1);
+    bool keep = std::any_of(std::begin(k_probe_env_prefixes), std::end(k_probe_env_prefixes),
+                            [&](std::string_view p) { return has_prefix(key, p); }) ||
+                std::find(std::begin(k_probe_env_names), std::end(k_probe_env_names), key) != std::end(k_probe_env_names);
+    // NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN, ...: a name is looked up in the system's library path; a path would load
+    // a file of the user's into the probe.
+    if (keep && has_prefix(key, "NCCL_") && key.ends_with("PLUGIN") && value.find('/') != std::string_view::npos) {
+      keep = false;
+    }
+    if (keep) env.push_back(e);
+  }
+  return env;
+}
+
+probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget) {
+  using clock = std::chrono::steady_clock;
+  struct shared {
+    clock::time_point deadline;
+    bool stopped = false;  // a probe was killed from outside: the step is being ended
+  };
+  auto sh = std::make_shared<shared>();
+  sh->deadline = clock::now() + budget;
+  return [c, sh](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
     check_result r;
     r.id = group;
     r.result = verdict::error;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(sh->deadline - clock::now());
+    if (sh->stopped || left.count() <= 0) {
+      r.summary = sh->stopped ? fmt::format("probe {} not run: the previous probe was killed from outside (the step is ending)", group)
+                              : fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up", group);
+      return {r};
+    }
     child_spec spec;
-    spec.argv = {c.helper_path(), "probe", group, "--json"};
+    spec.argv = {c.helper_path(), std::string(k_probe_command), group, std::string(k_probe_json_flag)};
     // The site's verbs_library= must reach the probe child, or it registers through a different library.
     if (group == "mr") {
-      spec.argv.push_back("--verbs-library");
+      spec.argv.push_back(std::string(k_probe_verbs_library_flag));
       spec.argv.push_back(c.verbs_library);
+      // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
+      // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
+      const std::chrono::milliseconds outer = std::min<std::chrono::milliseconds>(c.probe_timeout, left);
+      const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
+      const std::chrono::milliseconds inner =
+          outer > 2 * margin ? outer - margin : std::max(outer / 2, std::chrono::milliseconds(1));
+      spec.argv.push_back("--timeout");
+      spec.argv.push_back(fmt::format("{}ms", inner.count()));
     }
-    spec.env = t.job_env;
-    spec.timeout = group == "nccl" ? c.nccl_timeout : c.probe_timeout;
+    spec.max_output = k_probe_output_max;
+    spec.env = probe_environment(t.job_env, t.slurm_conf_path);
+    spec.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
     // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
     spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, limits.soft == k_unlimited ? RLIM_INFINITY : limits.soft,
                                         limits.hard == k_unlimited ? RLIM_INFINITY : limits.hard});
@@ -165,14 +304,16 @@ probe_runner real_probe_runner(const config& c) {
       r.summary = fmt::format("probe {} could not start: {}", group, out.error().message());
       return {r};
     }
-    // Contract of `mrcheck probe`: exit 0 pass/warn, 1 fail, 2 error; the report JSON on stdout.
-    if (out->timed_out || out->signaled || !out->exited || out->exit_code > 2) {
+    if (out->killed_from_outside()) sh->stopped = true;
+    // The contract of `mrcheck probe` (probe_protocol.h): exit pass/warn, fail or error; the report JSON on stdout.
+    if (out->timed_out || out->signaled || !out->exited || out->exit_code > k_probe_exit_error) {
       // A registration that hangs or crashes would hang or crash NCCL's init in the job too: that is a
       // finding about the node (on_fail), not the checker breaking (on_error). An exec failure or a
       // malformed report stays an error.
       if (out->timed_out || out->signaled) r.result = verdict::fail;
       std::string err = escape_line(out->err.substr(out->err.size() > 300 ? out->err.size() - 300 : 0), 300);
-      r.summary = fmt::format("probe {} ({}) {}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
+      r.summary = fmt::format("probe {} ({}) {}{}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
+                              out->left_behind ? fmt::format(" ({} process(es) it started killed)", out->left_behind) : "",
                               err.empty() ? "" : ": ", err);
       return {r};
     }
@@ -184,6 +325,10 @@ probe_runner real_probe_runner(const config& c) {
                               error.empty() ? "" : ": " + escape_line(error, 200));
       return {r};
     }
+    if (auto bad = validate_probe_report(group, rep.checks); !bad.empty()) {
+      r.summary = fmt::format("probe {} ({}) printed a report that is refused: {}", group, out->describe(), bad);
+      return {r};
+    }
     return rep.checks;
   };
 }
@@ -192,14 +337,12 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   task_verdict v;
   if (!st.active) return v;
   bool first = t.local_task_id == 0;
-  if (st.checks.memlock) v.rep.checks.push_back(judge_memlock(st.prediction, st.required, st.enf ? &*st.enf : nullptr));
   memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
-  if (first) {
-    for (const char* group : {"mr", "nccl"}) {
-      if ((group[0] == 'm' && !st.checks.mr) || (group[0] == 'n' && !st.checks.nccl)) continue;
-      for (auto& ch : probe(group, t, start)) v.rep.checks.push_back(std::move(ch));
-    }
-  }
+  task_memlock tm{&st.prediction, st.required, st.enf ? &*st.enf : nullptr};
+  check_inputs in;
+  in.task = &tm;
+  in.probe = [&](check_group g) { return probe(std::string(to_string(g)), t, start); };
+  v.rep = run_checks(plugin_selection(st.checks, first), in);
   for (auto& ch : v.rep.checks) {
     if (ch.result == verdict::fail && c.on_fail == fail_policy::warn) ch.result = verdict::warn;
     if (ch.result == verdict::error && c.on_error == fail_policy::fail) ch.result = verdict::fail;
@@ -220,7 +363,8 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
       }
       for (const auto& ch : v.rep.checks) {
         if (ch.result == verdict::pass || ch.result == verdict::skip) {
-          v.user_lines.push_back(fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), ch.summary));
+          v.user_lines.push_back(fmt::format("mrcheck: {}: {}: {}", escape_line(ch.id, 32), to_string(ch.result),
+                                             escape_line(ch.summary, 600)));
         }
       }
     }
@@ -237,10 +381,18 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   }
   for (const auto& ch : v.rep.checks) {
     if (first || ch.result != verdict::pass) {
-      v.admin_lines.push_back(fmt::format("mrcheck: {}: {}: job {} step {} task {}: {}", ch.id, to_string(ch.result),
+      v.admin_lines.push_back(fmt::format("mrcheck: {}: {}: job {} step {} task {}: {}", escape_line(ch.id, 32), to_string(ch.result),
                                           t.job_id, t.step_id, t.local_task_id, escape_line(ch.summary, 600)));
     }
   }
+  if (first && (st.checks.mr || st.checks.nccl)) {
+    auto b = plan_probe_budget(c, st.checks, st.step_conf);
+    if (!b.warning.empty()) v.admin_lines.push_back("mrcheck: " + b.warning);
+  }
+  // Per step, whatever the reports say: slurmd's log and the user's terminal get a bounded number of bounded
+  // lines (issue 21: one step's probe had added thousands of lines to slurmd's log).
+  cap_lines(v.user_lines, k_user_lines_max);
+  cap_lines(v.admin_lines, k_admin_lines_max);
   // Only the running task's /proc/PID/limits shows a TaskProlog's or a wrapper's override, so a watcher reads
   // it after exec (local task 0). It costs ~4 % of `srun -n 2 true` on the 2-core test VM (bench/plugin:
   // its fork in the task's path), so it runs where an override matters most: a TaskProlog is configured, the

@@ -3,12 +3,14 @@
 // (forked from task_init, as the job user, holding the task's stderr) reads it right after exec.
 #include <mrcheck/memlock_chain.h>
 
+#include <mrcheck/child.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,36 @@ struct task_sample {
   std::string comm;
   std::optional<memlock_limit> memlock;
 };
+
+// What changes at every execve(), whatever the program is called: the executable (/proc/PID/exe, device and
+// inode) and the auxiliary vector (/proc/PID/auxv: AT_ENTRY, AT_RANDOM, AT_EXECFN are set anew by each exec).
+// Issue 21: the comm name told exec apart before, and a program named "slurmstepd" was never watched.
+struct exec_image {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string auxv;
+  bool read = false;
+  bool operator==(const exec_image&) const = default;
+};
+
+exec_image image_of(const std::string& proc_dir) {
+  exec_image im;
+  struct stat st {};
+  if (::stat((proc_dir + "/exe").c_str(), &st) == 0) {
+    im.dev = st.st_dev;
+    im.ino = st.st_ino;
+    im.read = true;
+  }
+  int fd = ::open((proc_dir + "/auxv").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[1024];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && im.auxv.size() < 8192) im.auxv.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    im.read = im.read || !im.auxv.empty();
+  }
+  return im;
+}
 
 task_sample sample(const sysroot& root, pid_t task) {
   task_sample s;
@@ -78,14 +110,22 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   // growing interval instead of spinning, and it learns of the task's exit at once from a pidfd, so it never
   // holds the task's stderr (and the step) open after the task is gone.
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
-  // Before exec the task is a copy of slurmstepd (comm "slurmstepd"); a TaskProlog can take a while.
+  // Before exec the task is a copy of this process (forked from the same slurmstepd task child, or, in the
+  // tests, from this process): the same executable and auxv. A TaskProlog can take a while.
+  const exec_image before = image_of("/proc/self");
+  const std::string task_dir = fmt::format("/proc/{}", task);
   auto exec_deadline = clock::now() + std::chrono::seconds(60);
   auto pause = std::chrono::microseconds(100);
   task_sample s;
   while (true) {
     s = sample(root, task);
     if (!s.alive) break;
-    if (s.comm != "slurmstepd") break;
+    exec_image now = image_of(task_dir);
+    if (!before.read || !now.read) {
+      if (!is_slurm_daemon(s.comm, "slurmstepd")) break;  // no /proc/PID/exe or auxv to read: the name is all there is
+    } else if (!(now == before)) {
+      break;
+    }
     if (clock::now() > exec_deadline || wait_exit(pidfd, pause)) {
       s.alive = false;
       break;
@@ -118,36 +158,36 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
 
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
                                const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window) {
-  pid_t mid = ::fork();
-  if (mid < 0) return status::from_errno("fork post-exec watcher", errno);
-  if (mid == 0) {
-    // Double fork: the task never has to reap the watcher, and its exit status stays the program's.
-    pid_t w = ::fork();
-    if (w != 0) ::_exit(0);
-    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (fd != 2) ::dup2(fd, 2);
-    if (devnull >= 0) {
-      ::dup2(devnull, 0);
-      ::dup2(devnull, 1);
+                               std::chrono::milliseconds window, const post_exec_done& done, int record_fd) {
+  child_spec spec;
+  // Detached (double fork): the task never has to reap the watcher, and its exit status stays the program's.
+  // It holds the task's stderr (`fd`, as fd 2) and, when the admins' record waits for it, the record pipe (as
+  // fd 3); nothing else of the task's: an inherited pipe end would keep srun's I/O open.
+  spec.detach = true;
+  spec.own_group = false;
+  spec.contain = false;
+  spec.reset_oom_score_adj = false;
+  spec.out = child_stream::null;
+  spec.err = child_stream::inherit;
+  if (fd != 2) spec.extra_fds.push_back({2, fd});
+  if (record_fd >= 0) spec.extra_fds.push_back({3, record_fd});
+  spec.run_in_child = [=]() -> int {
+    auto o = observe_post_exec(task, predicted, task_prolog, window);
+    o.batch_step = batch_step;
+    auto r = judge_post_exec(o, required);
+    if (r) {
+      report rep;
+      rep.checks.push_back(*r);
+      for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
     }
-    // Hold nothing else of the task's: an inherited pipe end would keep srun's I/O open.
-    ::syscall(SYS_close_range, 3U, ~0U, 0U);
-    try {
-      auto o = observe_post_exec(task, predicted, task_prolog, window);
-      o.batch_step = batch_step;
-      if (auto r = judge_post_exec(o, required)) {
-        report rep;
-        rep.checks.push_back(*r);
-        for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
-      }
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
-  int st = 0;
-  while (::waitpid(mid, &st, 0) < 0 && errno == EINTR) {
-  }
+    // The verdict after exec reaches the admins' record too (issue 21: the record used to be sent before exec
+    // and said pass where the task's stderr said FAIL).
+    if (done) done(r, record_fd >= 0 ? 3 : -1);
+    return 0;
+  };
+  auto c = spawn_child(spec);
+  if (!c) return c.error().with_context("post-exec watcher");
+  close_child(*c);
   return status::ok();
 }
 

@@ -1,5 +1,5 @@
 // Which limit the task starts with, and which hop of the chain lowered it. The rules are Slurm 22.05's
-// (facts.md §1.6): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
+// (docs/facts/memlock.md §1-§2): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
 // hard limit when propagation applies, else what the task process already has.
 #include <mrcheck/build_config.h>
 #include <mrcheck/memlock_chain.h>
@@ -14,28 +14,12 @@ namespace mrcheck {
 
 namespace {
 
-constexpr std::string_view k_fix_propagation =
-    "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf so tasks get slurmd's limit";
-constexpr std::string_view k_fix_slurmd =
-    "start slurmd from its systemd unit with LimitMEMLOCK=infinity (drop-in: " MRCHECK_INSTALL_DATADIR
-    "/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf), then restart slurmd";
-
-// Index of the oldest process of the submit chain that brought the soft limit under `required`: its
-// parent (the next older hop) had at least `required`, or it is the oldest hop recorded.
-std::optional<std::size_t> lowering_hop(const submit_record& r, std::uint64_t required) {
-  std::optional<std::size_t> found;
-  for (std::size_t i = r.chain.size(); i-- > 0;) {
-    const auto& h = r.chain[i];
-    if (!h.memlock) continue;
-    if (h.memlock->soft < required) {
-      bool parent_ok = i + 1 >= r.chain.size() || !r.chain[i + 1].memlock || r.chain[i + 1].memlock->soft >= required;
-      if (parent_ok) {
-        found = i;
-        break;
-      }
-    }
-  }
-  return found;
+// Index of the submit chain's process that set the soft limit srun sent (memlock_hop.h: the nearest drop
+// still in force); nullopt when the recorded chain does not show one.
+std::optional<std::size_t> lowering_hop(const submit_record& r) {
+  std::vector<std::optional<std::uint64_t>> soft;
+  for (const auto& h : r.chain) soft.push_back(h.memlock ? std::optional<std::uint64_t>(h.memlock->soft) : std::nullopt);
+  return pick_lowering_hop(soft);
 }
 
 // The record says what srun's own soft limit was; what arrives may carry the `U` prefix of --propagate.
@@ -74,28 +58,28 @@ std::vector<const process_fact*> stepd_part(const memlock_inputs& in) {
   std::vector<const process_fact*> out;
   for (std::size_t i = 1; i < in.task_chain.size(); ++i) {
     out.push_back(&in.task_chain[i]);
-    if (in.task_chain[i].comm == "slurmstepd") break;
+    if (is_slurm_daemon(in.task_chain[i].comm, "slurmstepd")) break;
   }
   return out;
 }
 
-void name_submit_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_t required) {
+void name_submit_hop(memlock_prediction& p, const memlock_inputs& in) {
   const auto& prop = *p.propagated;
   std::string sent = fmt::format("SLURM_RLIMIT_MEMLOCK={}{}", prop.user_requested ? "U" : "", prop.value);
   std::string how = prop.user_requested ? std::string("srun --propagate asked for it")
                                         : p.propagate_setting_text;
   if (p.submit) {
     const auto& r = *p.submit;
-    auto idx = lowering_hop(r, required);
+    auto idx = lowering_hop(r);
     if (idx) {
       const auto& h = r.chain[*idx];
-      bool parent_is_stepd = *idx + 1 < r.chain.size() && r.chain[*idx + 1].comm == "slurmstepd";
+      bool parent_is_stepd = *idx + 1 < r.chain.size() && is_slurm_daemon(r.chain[*idx + 1].comm, "slurmstepd");
       if (!r.job_id.empty() && (parent_is_stepd || *idx + 1 >= r.chain.size())) {
         p.hop = memlock_hop::job_script;
         p.cause = fmt::format("the job script ({} pid {} in job {} on {}) set soft {} before {} ({}; {})",
                               escape_line(h.comm, 32), h.pid, r.job_id, r.host, format_bytes(h.memlock->soft),
                               r.tool, sent, how);
-        p.fix = fmt::format("remove or raise `ulimit -l` in the job script, or {}", k_fix_propagation);
+        p.fix = hop_fix(p.hop);
         return;
       }
       p.hop = memlock_hop::submit_host;
@@ -111,8 +95,7 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in, std::uint6
                               escape_line(h.comm, 32), h.pid, r.host, format_bytes(h.memlock->soft), r.tool, sent,
                               how);
       }
-      p.fix = fmt::format("{}, or raise memlock on {} (/etc/security/limits.conf, no `ulimit -l` in shell rc files)",
-                          k_fix_propagation, r.host);
+      p.fix = hop_fix(p.hop, r.host);
       if (prop.user_requested) p.fix = "do not pass MEMLOCK to srun --propagate, " + p.fix;
       return;
     }
@@ -121,7 +104,7 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in, std::uint6
   std::string host = in.submit_host.empty() ? std::string("the submit host") : escape_line(in.submit_host, 64);
   p.cause = fmt::format("the submit side's soft limit {} was propagated from {} ({}; {})", format_bytes(prop.value),
                         host, sent, how);
-  p.fix = fmt::format("{}, or raise `ulimit -l` where srun/sbatch runs", k_fix_propagation);
+  p.fix = hop_fix(p.hop);
 }
 
 void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_t required, bool hard) {
@@ -134,7 +117,7 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
     p.cause = fmt::format("slurmd pid {} on {} runs with {} {} (started outside its systemd unit, or the unit "
                           "lacks LimitMEMLOCK=infinity)",
                           in.slurmd->pid, in.node, which, format_bytes(value(*in.slurmd->memlock)));
-    p.fix = std::string(k_fix_slurmd);
+    p.fix = hop_fix(p.hop);
     return;
   }
   if (stepd_proc && stepd_proc->memlock && value(*stepd_proc->memlock) < required) {
@@ -143,39 +126,24 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
       p.hop = memlock_hop::slurmd;
       p.cause = fmt::format("slurmstepd pid {} on {} inherited {} {} from slurmd (slurmd's own limit could not be read)",
                             stepd_proc->pid, in.node, which, format_bytes(value(*stepd_proc->memlock)));
-      p.fix = std::string(k_fix_slurmd);
+      p.fix = hop_fix(p.hop);
       return;
     }
     p.hop = memlock_hop::step_daemon;
     p.cause = fmt::format("slurmstepd pid {} on {} has {} {}, less than slurmd's {}{}", stepd_proc->pid, in.node, which,
                           format_bytes(value(*stepd_proc->memlock)), format_bytes(value(*in.slurmd->memlock)),
                           p.use_pam ? " (UsePAM=1: pam_limits applied /etc/security/limits.conf)" : "");
-    p.fix = p.use_pam ? "raise memlock for job users in /etc/security/limits.conf (e.g. `* - memlock unlimited`)"
-                      : "find what starts slurmstepd with a lower limit (a wrapper around slurmd or slurmstepd)";
+    p.fix = hop_fix(p.hop);
     return;
   }
   p.hop = memlock_hop::task_setup;
   p.cause = fmt::format("the task on {} has {} {} before exec, lower than slurmstepd's (a container runtime or "
                         "another SPANK plugin lowered it)",
                         in.node, which, format_bytes(value(in.task_now)));
-  p.fix = "raise the memlock limit in the container runtime or the plugin that sets it";
+  p.fix = hop_fix(p.hop);
 }
 
 }  // namespace
-
-std::string_view to_string(memlock_hop h) {
-  switch (h) {
-    case memlock_hop::none: return "none";
-    case memlock_hop::submit_host: return "submit_host";
-    case memlock_hop::job_script: return "job_script";
-    case memlock_hop::submit_unknown: return "submit_propagation";
-    case memlock_hop::slurmd: return "slurmd";
-    case memlock_hop::step_daemon: return "slurmstepd";
-    case memlock_hop::task_setup: return "task_setup";
-    case memlock_hop::enforced: return "enforced";
-  }
-  return "unknown";
-}
 
 memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t required) {
   memlock_prediction p;
@@ -190,6 +158,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   p.propagate_setting_text = conf.propagate_setting;
   p.use_pam = conf.use_pam;
   if (in.propagated) {
+    p.propagated_text = in.propagated;
     auto v = parse_propagated_limit(*in.propagated);
     if (v) {
       p.propagated = *v;
@@ -199,7 +168,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   }
   p.propagation_applies = p.propagated && (conf.memlock_propagated || p.propagated->user_requested);
   p.start.hard = in.task_now.hard;
-  p.start.soft = p.propagation_applies ? std::min(p.propagated->value, in.task_now.hard) : in.task_now.soft;
+  p.start.soft = p.propagation_applies ? slurmstepd_soft(*p.propagated, in.task_now) : in.task_now.soft;
 
   if (in.submit_raw) {
     auto r = decode_submit_record(*in.submit_raw);
@@ -264,7 +233,7 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
   if (p.start.hard < required) {
     name_node_hop(p, in, required, /*hard=*/true);
   } else if (p.propagation_applies && p.propagated->value < required) {
-    name_submit_hop(p, in, required);
+    name_submit_hop(p, in);
   } else {
     name_node_hop(p, in, required, /*hard=*/false);
   }

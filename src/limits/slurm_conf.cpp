@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <set>
 
@@ -299,6 +300,17 @@ result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::s
   if (const auto* s = conf->find("TaskProlog")) f.task_prolog = s->value;
   if (const auto* s = conf->find("SlurmdPidFile")) f.slurmd_pid_file = s->value;
   if (const auto* s = conf->find("UsePAM")) f.use_pam = s->value == "1" || lower(s->value) == "yes";
+  // slurm.conf(5): UnkillableStepTimeout in seconds (read_config.c takes it as an integer, default 60).
+  if (const auto* s = conf->find("UnkillableStepTimeout")) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(s->value.data(), s->value.data() + s->value.size(), v);
+    if (ec == std::errc() && p == s->value.data() + s->value.size() && v > 0 && v <= 65535) {
+      f.unkillable_step_timeout = std::chrono::seconds(v);
+    } else {
+      f.problems.push_back(fmt::format("UnkillableStepTimeout={} ({}) is not a number of seconds; assuming 60",
+                                       escape_line(s->value, 32), s->where));
+    }
+  }
   f.problems = std::move(conf->problems);
   return f;
 }

@@ -79,7 +79,8 @@ matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_
     auto names = root.list(dir);
     if (!names) continue;
     for (const auto& n : *names) {
-      // libibverbs.so.1.<abi>.<package version> (rdma-core Documentation/versioning.md, facts.md §3.1).
+      // libibverbs.so.1.<abi>.<package version> (rdma-core Documentation/versioning.md,
+      // docs/facts/verbs-and-nccl.md §1).
       constexpr std::string_view prefix = "libibverbs.so.1.";
       if (!n.starts_with(prefix)) continue;
       std::string_view rest = std::string_view(n).substr(prefix.size());

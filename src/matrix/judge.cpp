@@ -1,92 +1,25 @@
-#include "matrix/matrix_checks.h"
-
-#include <mrcheck/units.h>
+// judge_matrix: the matrix group of the check registry (src/checks/registry.cpp), for the callers that want
+// only the matrix.
+#include <mrcheck/check_registry.h>
+#include <mrcheck/matrix.h>
 
 namespace mrcheck {
 
-namespace matrix {
-
-verdict verdict_for(rule_action a) { return a == rule_action::warn ? verdict::warn : verdict::fail; }
-
-check_result make(std::string_view id, verdict v, std::string summary, std::string detail, std::string hint) {
-  check_result c;
-  c.id = std::string(id);
-  c.result = v;
-  c.summary = std::move(summary);
-  c.detail = std::move(detail);
-  if (v != verdict::pass && v != verdict::skip) c.hint = std::move(hint);
-  return c;
-}
-
-check_result skipped(std::string_view id, std::string why) { return make(id, verdict::skip, std::move(why)); }
-
-std::optional<dotted_version> leading_version(std::string_view text) {
-  std::size_t end = 0;
-  while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.')) ++end;
-  std::string_view v = text.substr(0, end);
-  while (!v.empty() && v.back() == '.') v.remove_suffix(1);
-  if (v.empty()) return std::nullopt;
-  auto parsed = parse_dotted_version(v);
-  if (!parsed) return std::nullopt;
-  return *parsed;
-}
-
-bool has_gpus(const node_facts& f) { return f.gpus.is_ok() && !f.gpus->empty(); }
-bool has_rdma_devices(const node_facts& f) { return f.rdma_devices.is_ok() && !f.rdma_devices->empty(); }
-
-const kmodule_fact* loaded_module(const node_facts& f, std::string_view name) {
-  auto it = f.modules.find(std::string(name));
-  if (it == f.modules.end() || !it->second.loaded) return nullptr;
-  return &it->second;
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
-std::string clean(std::string_view text, std::size_t max) { return escape_line(text, max); }
-
-}  // namespace matrix
-
 const std::vector<std::string>& matrix_check_ids() {
-  static const std::vector<std::string> ids = {"rdma_stack",  "hca_fw", "gpu_driver", "gpudirect",      "cuda_driver",
-                                               "nccl",        "bar1",   "slurmd_memlock", "propagate_limits"};
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> out;
+    for (auto id : selected_ids(matrix_selection())) out.emplace_back(id);
+    return out;
+  }();
   return ids;
 }
 
 report judge_matrix(const node_facts& facts, const matrix_rules& rules, const matrix_facts& extra) {
-  using namespace matrix;
-  report r;
-  r.checks.push_back(check_rdma_stack(facts, rules, &extra));
-  r.checks.push_back(check_hca_fw(facts, rules));
-  r.checks.push_back(check_gpu_driver(facts, rules));
-  r.checks.push_back(check_gpudirect(facts, rules));
-  r.checks.push_back(check_cuda_driver(facts, rules));
-  r.checks.push_back(check_nccl(facts, rules));
-  r.checks.push_back(check_bar1(facts, rules));
-  r.checks.push_back(check_slurmd_memlock(facts, rules));
-  r.checks.push_back(check_propagate_limits(rules, &extra));
-  return r;
+  return run_checks(matrix_selection(), node_check_inputs(facts, rules, nullptr, &extra));
 }
 
 report judge_matrix(const node_facts& facts, const matrix_rules& rules) {
-  using namespace matrix;
-  report r;
-  r.checks.push_back(check_rdma_stack(facts, rules, nullptr));
-  r.checks.push_back(check_hca_fw(facts, rules));
-  r.checks.push_back(check_gpu_driver(facts, rules));
-  r.checks.push_back(check_gpudirect(facts, rules));
-  r.checks.push_back(check_cuda_driver(facts, rules));
-  r.checks.push_back(check_nccl(facts, rules));
-  r.checks.push_back(check_bar1(facts, rules));
-  r.checks.push_back(check_slurmd_memlock(facts, rules));
-  r.checks.push_back(check_propagate_limits(rules, nullptr));
-  return r;
+  return run_checks(matrix_selection(), node_check_inputs(facts, rules));
 }
 
 }  // namespace mrcheck

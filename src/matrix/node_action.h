@@ -19,7 +19,7 @@ namespace mrcheck {
 
 // Every reason mrcheck sets starts with this; it is how a later run knows the drain is its own.
 inline constexpr std::string_view k_reason_prefix = "mrcheck:";
-// What slurmctld writes when a Prolog exits non-zero (facts.md §1.7); see apply_action().
+// What slurmctld writes when a Prolog exits non-zero (docs/facts/slurm-prolog.md §1); see apply_action().
 inline constexpr std::string_view k_prolog_error_reason = "Prolog error";
 // Slurm stores any length, but sinfo -R / scontrol show node must stay one readable line.
 inline constexpr std::size_t k_max_reason = 200;

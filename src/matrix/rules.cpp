@@ -75,6 +75,7 @@ rule_action* action_field(matrix_rules& r, std::string_view key) {
   if (key == "cuda_driver") return &r.cuda_driver;
   if (key == "nccl") return &r.nccl;
   if (key == "bar1") return &r.bar1;
+  if (key == "bar1.too_small") return &r.bar1_too_small;
   if (key == "slurmd_memlock") return &r.slurmd_memlock;
   if (key == "propagate_limits") return &r.propagate_limits;
   if (key == "max_map_count") return &r.max_map_count;
@@ -232,6 +233,20 @@ class rules_parser {
       rules_.slurmd_memlock_min = *size;
       return status::ok();
     }
+    if (key == "bar1.min") {
+      if (auto s = want_args(key, args, 1, "auto|SIZE"); !s) return s;
+      if (auto s = once(std::string(key)); !s) return s;
+      if (args[0] == "auto") {
+        rules_.bar1_min.reset();
+        return status::ok();
+      }
+      auto size = parse_bytes(args[0]);
+      if (!size || *size == k_unlimited) {
+        return err(fmt::format("'bar1.min': '{}' is not a size (or 'auto')", escape_line(args[0], 32)));
+      }
+      rules_.bar1_min = *size;
+      return status::ok();
+    }
     if (key == "max_map_count.min" || key == "max_map_count.recommended") {
       if (auto s = want_args(key, args, 1, "COUNT|none"); !s) return s;
       if (auto s = once(std::string(key)); !s) return s;
@@ -339,8 +354,8 @@ std::string_view to_string(rule_action a) {
 
 matrix_rules default_matrix_rules() {
   matrix_rules r;
-  // Families by firmware major (facts.md §4, MFT "Supported Adapter Cards Firmware Versions"); minimums are
-  // the "Additional Firmware Rev. Supported" column of MFT 4.22.1 LTS (etc/README.rules.md has the URLs).
+  // Families by firmware major (docs/facts/kernel-and-drivers.md §2, MFT "Supported Adapter Cards Firmware Versions");
+  // minimums are the "Additional Firmware Rev. Supported" column of MFT 4.22.1 LTS (etc/README.rules.md has the URLs).
   auto fam = [&](std::uint64_t major, const char* name, const char* min) {
     r.hca_families[major] = hca_family_rule{name, parse_dotted_version(min).value()};
   };

@@ -1,6 +1,7 @@
 // The orchestrator of the NCCL pair probe: spawns the rank children (re-exec of mrcheck), relays rank 0's
 // unique id, captures NCCL's output, bounds everything with one deadline and leaves no process behind.
 // It never loads CUDA or NCCL itself (the SPANK plugin's helper runs this code).
+#include <mrcheck/child.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
@@ -38,15 +39,6 @@ constexpr std::size_t k_ctl_max = 64 * 1024;
 const char* signal_name(int sig) {
   const char* d = sigabbrev_np(sig);
   return d ? d : "?";
-}
-
-// Between fork and exec only async-signal-safe calls (the caller may be multithreaded).
-[[noreturn]] void child_fail(const char* what) {
-  const char* e = strerrordesc_np(errno);
-  for (const char* s : {"mrcheck: nccl rank: ", what, ": ", e ? e : "error", "\n"}) {
-    (void)!::write(STDERR_FILENO, s, std::strlen(s));
-  }
-  _exit(127);
 }
 
 struct rank_proc {
@@ -93,72 +85,40 @@ struct spawn_error {
 // Starts one rank child; on failure returns the reason and leaves nothing running.
 std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::string>& argv_s,
                                       const std::vector<std::string>& env_s, bool with_id_pipe) {
-  std::vector<char*> argv;
-  for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env_s) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1}, id[2] = {-1, -1};
+  int ctl[2] = {-1, -1}, id[2] = {-1, -1};
   auto close_all = [&] {
-    for (int* pr : {out, err, ctl, id}) {
+    for (int* pr : {ctl, id}) {
       close_fd(pr[0]);
       close_fd(pr[1]);
     }
   };
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(ctl, O_CLOEXEC) != 0 ||
-      (with_id_pipe && ::pipe2(id, O_CLOEXEC) != 0)) {
+  if (::pipe2(ctl, O_CLOEXEC) != 0 || (with_id_pipe && ::pipe2(id, O_CLOEXEC) != 0)) {
     int e = errno;
     close_all();
     return spawn_error{fmt::format("pipe: {}", std::strerror(e))};
   }
-  pid_t parent = ::getpid();
+  child_spec spec;
+  spec.argv = argv_s;
+  spec.env = env_s;
+  // Own group, so a kill of the group takes whatever the rank started; and death with the orchestrator, so a
+  // SIGKILL of mrcheck (the plugin's timeout) cannot leave a rank holding the GPU.
+  spec.own_group = true;
+  spec.die_with_parent = true;
+  spec.reset_oom_score_adj = false;
+  spec.extra_fds.push_back({k_ctl_fd, ctl[1]});
+  if (with_id_pipe) spec.extra_fds.push_back({k_id_fd, id[0]});
   p.start = clock::now();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    close_all();
-    return spawn_error{fmt::format("fork: {}", std::strerror(e))};
-  }
-  if (pid == 0) {
-    // Own group, so a kill of the group takes whatever the rank started; and death with the orchestrator,
-    // so a SIGKILL of mrcheck (the plugin's timeout) cannot leave a rank holding the GPU.
-    ::setpgid(0, 0);
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl");
-    if (::getppid() != parent) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull < 0) child_fail("open /dev/null");
-    // Lift the fds the rank keeps above the target numbers before placing them, so no dup2 clobbers another.
-    int ctl_hi = ::fcntl(ctl[1], F_DUPFD, 10);
-    int id_hi = with_id_pipe ? ::fcntl(id[0], F_DUPFD, 10) : -1;
-    if (ctl_hi < 0 || (with_id_pipe && id_hi < 0)) child_fail("fcntl");
-    if (::dup2(devnull, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 || ::dup2(err[1], STDERR_FILENO) < 0 ||
-        ::dup2(ctl_hi, k_ctl_fd) < 0 || (with_id_pipe && ::dup2(id_hi, k_id_fd) < 0)) {
-      child_fail("dup2");
-    }
-    int first_free = with_id_pipe ? k_id_fd + 1 : k_ctl_fd + 1;
-#ifdef SYS_close_range
-    if (::syscall(SYS_close_range, first_free, ~0U, 0) != 0)
-#endif
-    {
-      for (int fd = first_free; fd < 65536; ++fd) ::close(fd);
-    }
-    ::execve(argv[0], argv.data(), envp.data());
-    child_fail("execve");
-  }
-  ::setpgid(pid, pid);  // both sides set it: no window in which a kill of the group misses the child
-  close_fd(out[1]);
-  close_fd(err[1]);
+  auto c = spawn_child(spec);
   close_fd(ctl[1]);
   close_fd(id[0]);
-  p.pid = pid;
-  p.out = out[0];
-  p.err = err[0];
+  if (!c) {
+    close_all();
+    return spawn_error{c.error().message()};
+  }
+  close_fd(c->pidfd);
+  p.pid = c->pid;
+  p.out = c->out;
+  p.err = c->err;
   p.ctl = ctl[0];
   p.id_w = id[1];
   p.run.started = true;
@@ -329,7 +289,8 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
     p.run.rank = r;
     std::vector<std::string> renv = env;
     if (o.mode == nccl_mode::local_pair) {
-      // Two "hosts" on one GPU (facts.md §6.1): the duplicate-GPU check and P2P/SHM need equal host hashes.
+      // Two "hosts" on one GPU (docs/facts/nccl-test-harness.md §1, §4): the duplicate-GPU check and P2P/SHM need equal
+      // host hashes.
       std::string hostid = fmt::format("mrcheck-{}-rank{}", me, r);
       env_set(renv, "NCCL_HOSTID", hostid);
       out.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));
@@ -386,14 +347,47 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
     }
   };
 
+  auto take_ctl = [&](rank_proc& p, const char* data, std::size_t n) {
+    bool unused = false;
+    append_bounded(p.ctl_buf, data, n, k_ctl_max, unused);
+    std::size_t nl;
+    while ((nl = p.ctl_buf.find('\n')) != std::string::npos) {
+      std::string line = p.ctl_buf.substr(0, nl);
+      p.ctl_buf.erase(0, nl + 1);
+      handle_ctl_line(p, line);
+    }
+  };
+  char buf[16384];
+  // A reaped rank's control lines are all in its pipe (its writes finished before it exited), but maybe not
+  // read yet: a rank can send the id, report and exit between two turns of the loop below (a busy node, a
+  // rank that fails right after ncclGetUniqueId). Whatever a reaped rank said must be read before anything is
+  // decided from its being gone: that its id never came, that it failed, what the other node is told.
+  // Bounded: a descendant that kept the pipe and writes on must not hold the loop (64 reads pass 1 MiB, the
+  // most a pipe can buffer).
+  auto drain_ctl = [&](rank_proc& p) {
+    for (int i = 0; i < 64 && p.reaped && p.ctl >= 0; ++i) {
+      struct pollfd f {p.ctl, POLLIN, 0};
+      int n = ::poll(&f, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // nothing more now; a descendant may still hold the pipe (the main loop reads on)
+      ssize_t r = ::read(p.ctl, buf, sizeof buf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        close_fd(p.ctl);
+        return;
+      }
+      take_ctl(p, buf, static_cast<std::size_t>(r));
+    }
+  };
+
   std::optional<clock::time_point> grace_until;
   bool told_peer = false;
   bool noid_handled = false;
-  char buf[16384];
   for (;;) {
     // Which ranks are done, and does a survivor now wait on a peer that is gone?
     for (auto& p : ranks) {
       reap(p, false);
+      drain_ctl(p);
       // Rank 0 ended or closed its control pipe without an id: rank 1 would block on read forever.
       if (p.run.rank == 0 && !p.sent_id && !noid_handled && (p.reaped || p.ctl < 0)) {
         noid_handled = true;
@@ -488,14 +482,7 @@ nccl_pair_outcome run_nccl_pair(const nccl_pair_options& o) {
         continue;
       }
       if (k == 2) {
-        bool unused = false;
-        append_bounded(p->ctl_buf, buf, n_read, k_ctl_max, unused);
-        std::size_t nl;
-        while ((nl = p->ctl_buf.find('\n')) != std::string::npos) {
-          std::string line = p->ctl_buf.substr(0, nl);
-          p->ctl_buf.erase(0, nl + 1);
-          handle_ctl_line(*p, line);
-        }
+        take_ctl(*p, buf, n_read);
       } else {
         append_bounded(k == 0 ? p->run.out : p->run.err, buf, n_read, o.max_output, p->run.truncated);
       }

@@ -1,7 +1,7 @@
 // A rank of the NCCL pair probe, inside its own child process: the only code of mrcheck that loads CUDA and
-// NCCL. It follows the minimal 2-rank flow of facts.md §6 (ncclGetUniqueId on rank 0, the id through the
-// orchestrator, ncclCommInitRank, ncclAllReduce, check, ncclCommDestroy) and reports each stage on the control
-// pipe, so that a hang or a crash can still be placed ("rank 1 stopped in ncclCommInitRank").
+// NCCL. It follows the minimal 2-rank flow of docs/facts/nccl-test-harness.md §2 (ncclGetUniqueId on rank 0, the id
+// through the orchestrator, ncclCommInitRank, ncclAllReduce, check, ncclCommDestroy) and reports each stage on the
+// control pipe, so that a hang or a crash can still be placed ("rank 1 stopped in ncclCommInitRank").
 #include <mrcheck/nccl_probe.h>
 
 #include "nccl/nccl_api.h"

@@ -1,5 +1,7 @@
 // From a probe outcome to evidence, checks, a report and JSON.
 #include <mrcheck/facts.h>
+#include <mrcheck/memlock_chain.h>
+#include <mrcheck/memlock_hop.h>
 #include <mrcheck/mr_probe.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
@@ -48,30 +50,6 @@ bool exists(const char* path) {
   return ::stat(path, &st) == 0;
 }
 
-// The hop that gave this process its soft limit: walking from the probe towards pid 1, the last process that
-// already had today's value and whose parent had more. The probe itself being that process means the limit was
-// set between fork and exec (prlimit, `ulimit -l` in a wrapper, slurmstepd applying SLURM_RLIMIT_MEMLOCK).
-std::string memlock_hop(const std::vector<process_fact>& chain, std::uint64_t soft) {
-  const process_fact* hop = nullptr;
-  const process_fact* parent = nullptr;
-  for (std::size_t i = 0; i < chain.size(); ++i) {
-    if (!chain[i].memlock.is_ok() || chain[i].memlock->soft != soft) break;
-    if (chain[i].lowered) {
-      hop = &chain[i];
-      parent = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
-    }
-  }
-  if (hop == nullptr) return "";
-  std::string from = parent != nullptr && parent->memlock.is_ok()
-                         ? fmt::format(" (its parent pid {} ({}) had soft {})", parent->pid, escape_line(parent->comm, 32),
-                                       format_bytes(parent->memlock->soft))
-                         : "";
-  if (hop == &chain.front()) {
-    return fmt::format("the probe itself (pid {}): set between fork and exec by its launcher{}", hop->pid, from);
-  }
-  return fmt::format("pid {} ({}), soft {}{}", hop->pid, escape_line(hop->comm, 32), format_bytes(soft), from);
-}
-
 }  // namespace
 
 node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
@@ -83,14 +61,13 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     opts.load_libraries = false;
     node_facts facts = collect_facts(sysroot{}, opts);
     e = evidence_from_facts(facts);
-    e.memlock_hop = memlock_hop(facts.chain, o.memlock_soft);
+    // The same picking rule as evidence_from_facts (memlock_hop.h), naming this process "the probe".
+    e.memlock_hop = describe_lowering_hop(facts.chain, "the probe itself");
     // Under Slurm the value usually comes from the submitting shell: slurmstepd applies SLURM_RLIMIT_MEMLOCK
-    // (PropagateResourceLimits, facts.md §1.6) just before exec, so the chain alone shows only "its launcher".
-    std::string_view prop = o.slurm_rlimit_memlock;
-    if (!prop.empty() && (prop.front() == 'U' || prop.front() == 'u')) prop.remove_prefix(1);
-    std::uint64_t pv = 0;
-    if (!prop.empty() && std::from_chars(prop.data(), prop.data() + prop.size(), pv).ec == std::errc() &&
-        pv == o.memlock_soft) {
+    // (PropagateResourceLimits, docs/facts/memlock.md §1) just before exec, so the chain alone shows only "its
+    // launcher". Parsed by the one parser of that variable (parse_propagated_limit).
+    auto prop = parse_propagated_limit(o.slurm_rlimit_memlock);
+    if (prop && prop->value == o.memlock_soft) {
       e.memlock_hop = fmt::format("the submitting shell: srun/sbatch propagated its `ulimit -l` as SLURM_RLIMIT_MEMLOCK={} "
                                   "(PropagateResourceLimits), which slurmstepd applied to the task{}",
                                   o.slurm_rlimit_memlock, e.memlock_hop.empty() ? "" : "; chain: " + e.memlock_hop);

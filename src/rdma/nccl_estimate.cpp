@@ -4,6 +4,7 @@
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>

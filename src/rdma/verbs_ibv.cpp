@@ -4,7 +4,8 @@
 // the probe must load whatever library NCCL would load (or the test fake) - not the one we were built with.
 //
 // <infiniband/verbs.h> is used for struct layouts only. ibv_reg_mr and ibv_query_port are macros/inlines
-// there (facts.md §3.1), so every call below goes through a dlvsym'd pointer, never through the header.
+// there (docs/facts/verbs-and-nccl.md §1), so every call below goes through a dlvsym'd pointer, never through the
+// header.
 #include <mrcheck/verbs.h>
 
 #include <fmt/format.h>

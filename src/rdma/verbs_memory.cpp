@@ -93,7 +93,8 @@ result<verbs_mr> memory_verbs::reg_common(const char* name, verbs_pd pd, std::ui
   int err = it == pds_.end() ? EINVAL : injected(name);
   std::string dev = it == pds_.end() ? "" : it->second;
   bool host = std::string_view(name) != "ibv_reg_dmabuf_mr";
-  // The kernel's order (facts.md §3.2): access flags, then the fd (dmabuf) or the pinning budget (host).
+  // The kernel's order (docs/facts/verbs-and-nccl.md §2): access flags, then the fd (dmabuf) or the pinning budget
+  // (host).
   if (err == 0 && (access & (k_ibv_access_remote_write | k_ibv_access_remote_atomic)) != 0 &&
       (access & k_ibv_access_local_write) == 0) {
     err = EINVAL;

@@ -2,17 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <set>
 
 extern char** environ;
 
@@ -52,9 +57,125 @@ void close_from(int lowfd) {
   for (int fd = lowfd; fd < max; ++fd) ::close(fd);
 }
 
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
 const char* signal_name(int sig) {
   const char* d = sigabbrev_np(sig);
   return d ? d : "?";
+}
+
+int ms_until(clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
+  return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms + 1, 1 << 30));
+}
+
+// The direct children of `self` now. /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN) when the kernel has
+// it, else a scan of every /proc/PID/stat for the parent pid.
+std::set<pid_t> children_of(pid_t self) {
+  std::set<pid_t> out;
+  auto parse_list = [&](std::string_view s) {
+    while (!s.empty()) {
+      std::size_t sp = s.find(' ');
+      std::string_view tok = s.substr(0, sp);
+      pid_t p = 0;
+      auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), p);
+      if (ec == std::errc() && ptr == tok.data() + tok.size() && p > 0) out.insert(p);
+      if (sp == std::string_view::npos) break;
+      s.remove_prefix(sp + 1);
+    }
+  };
+  auto read_small = [](const std::string& path, std::string& text) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[4096];
+    ssize_t n;
+    text.clear();
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20)) text.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    return true;
+  };
+  std::string task_dir = fmt::format("/proc/{}/task", self);
+  bool have_children_file = false;
+  if (DIR* d = ::opendir(task_dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::string text;
+      if (read_small(fmt::format("{}/{}/children", task_dir, e->d_name), text)) {
+        have_children_file = true;
+        parse_list(text);
+      }
+    }
+    ::closedir(d);
+  }
+  if (have_children_file) return out;
+  if (DIR* d = ::opendir("/proc")) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::string stat;
+      if (!read_small(fmt::format("/proc/{}/stat", e->d_name), stat)) continue;
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, the last ')' ends it.
+      auto rp = stat.rfind(')');
+      if (rp == std::string::npos || rp + 4 >= stat.size()) continue;
+      std::string_view rest(stat);
+      rest.remove_prefix(rp + 4);
+      pid_t ppid = 0;
+      std::from_chars(rest.data(), rest.data() + rest.size(), ppid);
+      if (ppid == self) out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+// Kills and reaps every child of ours that was not there before the run (`before`), round after round: a
+// killed process's own children come back to us (we are their subreaper) and are found in the next round.
+// Bounded by `until`. Returns how many it killed.
+std::size_t kill_descendants(const std::set<pid_t>& before, clock::time_point until) {
+  std::size_t killed = 0;
+  pid_t self = ::getpid();
+  for (;;) {
+    std::set<pid_t> now = children_of(self);
+    std::vector<pid_t> ours;
+    for (pid_t p : now) {
+      if (!before.count(p)) ours.push_back(p);
+    }
+    if (ours.empty()) return killed;
+    for (pid_t p : ours) {
+      if (::kill(p, SIGKILL) == 0) ++killed;
+    }
+    for (pid_t p : ours) {
+      // A process in uninterruptible sleep may take a moment to die; never wait past `until`.
+      for (;;) {
+        pid_t w = ::waitpid(p, nullptr, WNOHANG);
+        if (w == p || (w < 0 && errno != EINTR)) break;
+        if (clock::now() >= until) return killed;
+        struct timespec ts {0, 2 * 1000 * 1000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+    if (clock::now() >= until) return killed;
+  }
+}
+
+// Reads what is there without blocking; false at EOF or error.
+bool drain(int fd, std::string& buf, std::size_t max, bool& truncated) {
+  char tmp[16384];
+  for (;;) {
+    ssize_t r = ::read(fd, tmp, sizeof tmp);
+    if (r > 0) {
+      std::size_t room = max > buf.size() ? max - buf.size() : 0;
+      std::size_t take = std::min(room, static_cast<std::size_t>(r));
+      buf.append(tmp, take);
+      if (take < static_cast<std::size_t>(r)) truncated = true;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return true;
+    return false;
+  }
 }
 
 }  // namespace
@@ -66,14 +187,25 @@ std::string child_outcome::describe() const {
   return "did not run";
 }
 
+bool child_outcome::killed_from_outside() const {
+  return signaled && !timed_out && (term_signal == SIGKILL || term_signal == SIGTERM);
+}
+
 std::vector<std::string> current_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
 }
 
-result<child_outcome> run_child(const child_spec& spec) {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+void close_child(spawned_child& c) {
+  close_fd(c.pidfd);
+  close_fd(c.out);
+  close_fd(c.err);
+}
+
+result<spawned_child> spawn_child(const child_spec& spec) {
+  bool exec = !spec.run_in_child;
+  if (exec && (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')) {
     return status::error("run child: argv[0] must be an absolute path");
   }
   // Everything the child needs is prepared before fork.
@@ -84,40 +216,88 @@ result<child_outcome> run_child(const child_spec& spec) {
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int out_pipe[2];
-  int err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return status::from_errno("run child: pipe", errno);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  auto close_pipes = [&] {
+    for (int* p : {out_pipe, err_pipe}) {
+      close_fd(p[0]);
+      close_fd(p[1]);
+    }
+  };
+  if ((spec.out == child_stream::capture && ::pipe2(out_pipe, O_CLOEXEC) != 0) ||
+      (spec.err == child_stream::capture && ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
     int e = errno;
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
+    close_pipes();
     return status::from_errno("run child: pipe", e);
   }
+  // The highest descriptor the child must keep before it places them: the extra fds are lifted above it first
+  // so that no dup2 clobbers another.
+  int lift = 10;
+  for (const auto& f : spec.extra_fds) lift = std::max({lift, f.child_fd + 1, f.parent_fd + 1});
+  // The descriptor to exec goes right above the extra fds: one more place below the lifted copies.
+  if (spec.exec_fd >= 0) {
+    for (const auto& f : spec.extra_fds) lift = std::max(lift, f.child_fd + 2);
+    lift = std::max(lift, spec.exec_fd + 1);
+  }
 
-  auto start = clock::now();
+  spawned_child c;
+  c.start = clock::now();
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    close_pipes();
     return status::from_errno("run child: fork", e);
   }
   if (pid == 0) {
-    // Own process group: the timeout kills the probe and anything it started (NCCL ranks, proxies).
-    ::setpgid(0, 0);
+    if (spec.detach) {
+      pid_t w = ::fork();
+      if (w != 0) _exit(w < 0 ? 127 : 0);
+    }
+    if (spec.new_session) {
+      ::setsid();
+    } else if (spec.own_group) {
+      ::setpgid(0, 0);
+    }
+    if (spec.die_with_parent) {
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl", errno);
+      if (::getppid() != parent) _exit(127);
+    }
     // Default signal handling in the child: slurmstepd may have handlers or blocked masks we inherit.
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
 
-    int devnull = ::open("/dev/null", O_RDONLY);
+    int lifted[16];
+    std::size_t n_extra = std::min<std::size_t>(spec.extra_fds.size(), 16);
+    for (std::size_t i = 0; i < n_extra; ++i) {
+      lifted[i] = ::fcntl(spec.extra_fds[i].parent_fd, F_DUPFD, lift);
+      if (lifted[i] < 0) child_fail("fcntl", errno);
+    }
+    int lifted_exec = -1;
+    if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0) child_fail("fcntl exec fd", errno);
+    int devnull = ::open("/dev/null", O_RDWR);
     if (devnull < 0) child_fail("open /dev/null", errno);
     if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
-    if (::dup2(out_pipe[1], STDOUT_FILENO) < 0) child_fail("dup2 stdout", errno);
-    if (::dup2(err_pipe[1], STDERR_FILENO) < 0) child_fail("dup2 stderr", errno);
-    // A descriptor to exec survives as fd 3 (container probes, spec.exec_fd).
-    if (spec.exec_fd >= 0 && ::dup2(spec.exec_fd, 3) < 0) child_fail("dup2 exec fd", errno);
-    close_from(spec.exec_fd >= 0 ? 4 : 3);
+    auto place = [&](child_stream how, int pipe_w, int target) {
+      if (how == child_stream::capture && ::dup2(pipe_w, target) < 0) child_fail("dup2", errno);
+      if (how == child_stream::null && ::dup2(devnull, target) < 0) child_fail("dup2", errno);
+    };
+    place(spec.out, out_pipe[1], STDOUT_FILENO);
+    place(spec.err, err_pipe[1], STDERR_FILENO);
+    int first_free = 3;
+    for (std::size_t i = 0; i < n_extra; ++i) {
+      if (::dup2(lifted[i], spec.extra_fds[i].child_fd) < 0) child_fail("dup2", errno);
+      first_free = std::max(first_free, spec.extra_fds[i].child_fd + 1);
+    }
+    int exec_at = -1;
+    if (lifted_exec >= 0) {
+      exec_at = first_free++;
+      if (::dup2(lifted_exec, exec_at) < 0) child_fail("dup2 exec fd", errno);
+      if (::fcntl(exec_at, F_SETFD, FD_CLOEXEC) != 0) child_fail("fcntl exec fd", errno);
+    }
+    close_from(first_free);
 
     if (spec.reset_oom_score_adj) {
       // slurmstepd protects itself with -1000, which children inherit (pyxis does the same reset).
@@ -140,84 +320,160 @@ result<child_outcome> run_child(const child_spec& spec) {
       }
       if (spec.uid && ::setresuid(*spec.uid, *spec.uid, *spec.uid) != 0) child_fail("setresuid", errno);
     }
+    if (!exec) {
+      int rc = 127;
+      try {
+        rc = spec.run_in_child();
+      } catch (...) {
+      }
+      ::_exit(rc);
+    }
     if (spec.before_exec) {
       if (int e = spec.before_exec(spec.before_exec_arg); e != 0) child_fail(spec.before_exec_what, e);
     }
-    if (spec.exec_fd >= 0) {
-      ::syscall(SYS_execveat, 3, "", argv.data(), envp.data(), AT_EMPTY_PATH);
-      child_fail("execveat", errno);
+    if (exec_at >= 0) {
+      ::syscall(SYS_execveat, exec_at, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+    } else {
+      ::execve(argv[0], argv.data(), envp.data());
     }
-    ::execve(argv[0], argv.data(), envp.data());
-    child_fail("execve", errno);
+    int e = errno;
+    write_all_raw(STDERR_FILENO, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
+    write_all_raw(STDERR_FILENO, argv[0]);
+    write_all_raw(STDERR_FILENO, ": ");
+    write_all_raw(STDERR_FILENO, strerrordesc_np(e) ? strerrordesc_np(e) : "error");
+    write_all_raw(STDERR_FILENO, "\n");
+    _exit(127);
   }
-
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  child_outcome o;
-  auto deadline = start + spec.timeout;
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* bufs[2] = {&o.out, &o.err};
-  int open_fds = 2;
-  char buf[16384];
-  bool killed = false;
-  while (open_fds > 0) {
-    auto now = clock::now();
-    if (now >= deadline) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      killed = true;
-      break;
+  close_fd(out_pipe[1]);
+  close_fd(err_pipe[1]);
+  if (spec.detach) {
+    // Only the middle process is ours; it exits at once.
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
-    int n = ::poll(fds, 2, wait_ms);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      killed = true;
-      break;
+    c.out = out_pipe[0];
+    c.err = err_pipe[0];
+    return c;
+  }
+  // Both sides set the group: no window in which a kill of the group misses the child.
+  if (!spec.new_session && spec.own_group) ::setpgid(pid, pid);
+  c.pid = pid;
+  c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (c.pidfd >= 0) ::fcntl(c.pidfd, F_SETFD, FD_CLOEXEC);
+  c.out = out_pipe[0];
+  c.err = err_pipe[0];
+  for (int fd : {c.out, c.err}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return c;
+}
+
+result<child_outcome> run_child(const child_spec& spec) {
+  // Containment: we become the child subreaper for the run, so a descendant whose parent dies (a detached
+  // grandchild, a daemon that double-forked) is reparented to us instead of init and can be killed.
+  int was_subreaper = 0;
+  bool contain = spec.contain && ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper) == 0;
+  std::set<pid_t> before;
+  if (contain) {
+    before = children_of(::getpid());
+    if (!was_subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) contain = false;
+  }
+  auto restore = [&] {
+    if (contain && !was_subreaper) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  };
+  if (spec.detach) return status::error("run child: a detached child cannot be waited for");
+  auto started = spawn_child(spec);
+  if (!started) {
+    restore();
+    return started.error();
+  }
+  spawned_child c = *started;
+  child_outcome o;
+  auto deadline = c.start + spec.timeout;
+  std::string* bufs[2] = {&o.out, &o.err};
+  int* fds[2] = {&c.out, &c.err};
+  bool killed = false;
+  bool reaped = false;
+  int wstatus = 0;
+  bool status_lost = false;
+  auto kill_child = [&] {
+    if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
+    ::kill(c.pid, SIGKILL);
+    killed = true;
+  };
+  auto try_reap = [&](int flags) {
+    for (;;) {
+      pid_t w = ::waitpid(c.pid, &wstatus, flags);
+      if (w == c.pid) return true;
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
+        status_lost = true;
+        return true;
+      }
+      return false;
+    }
+  };
+  // Wait for the child's exit, reading its output meanwhile. The pidfd says when it has exited; without one
+  // (kernel < 5.3) poll wakes at least every 20 ms to ask waitpid.
+  while (!reaped) {
+    if (clock::now() >= deadline && !killed) kill_child();
+    struct pollfd p[3];
+    int n = 0;
+    int pidfd_at = -1;
+    if (c.pidfd >= 0) {
+      pidfd_at = n;
+      p[n++] = {c.pidfd, POLLIN, 0};
+    }
+    int map[2] = {-1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (*fds[i] >= 0) {
+        map[i] = n;
+        p[n++] = {*fds[i], POLLIN, 0};
+      }
+    }
+    int wait_ms = killed ? 20 : ms_until(deadline);
+    if (c.pidfd < 0) wait_ms = std::min(wait_ms, 20);
+    int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
+    if (r < 0 && errno != EINTR) {
+      if (!killed) kill_child();
+      struct timespec ts {0, 5 * 1000 * 1000};
+      ::nanosleep(&ts, nullptr);
     }
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
-      if (r > 0) {
-        std::size_t room = spec.max_output > bufs[i]->size() ? spec.max_output - bufs[i]->size() : 0;
-        std::size_t take = std::min(room, static_cast<std::size_t>(r));
-        bufs[i]->append(buf, take);
-        if (take < static_cast<std::size_t>(r)) o.truncated = true;
-      } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
+      if (map[i] < 0 || r <= 0 || !(p[map[i]].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (!drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) close_fd(*fds[i]);
+    }
+    if (c.pidfd < 0 || (r > 0 && pidfd_at >= 0 && (p[pidfd_at].revents & POLLIN)) || killed) {
+      reaped = try_reap(killed ? 0 : WNOHANG);
+    }
+  }
+  // It has exited. Whatever it left behind goes too: its group (the old rule) and, contained, every
+  // descendant that came back to us. Only then is its output complete.
+  if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
+  if (contain) o.left_behind = kill_descendants(before, clock::now() + std::chrono::seconds(2));
+  restore();
+  // What is still in the pipes: a short, bounded read (a writer outside our reach must not hold us).
+  auto read_until = clock::now() + std::chrono::milliseconds(200);
+  while ((c.out >= 0 || c.err >= 0) && clock::now() < read_until) {
+    struct pollfd p[2];
+    int n = 0;
+    int map[2] = {-1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (*fds[i] >= 0) {
+        map[i] = n;
+        p[n++] = {*fds[i], POLLIN, 0};
+      }
+    }
+    if (::poll(p, static_cast<nfds_t>(n), ms_until(read_until)) <= 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (map[i] >= 0 && (p[map[i]].revents & (POLLIN | POLLHUP | POLLERR)) &&
+          !drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) {
+        close_fd(*fds[i]);
       }
     }
   }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-
-  // The pipes closed (or we killed it); the child may still be running if it closed its fds itself.
-  int wstatus = 0;
-  for (;;) {
-    pid_t w = ::waitpid(pid, &wstatus, killed ? 0 : WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-      return status::from_errno("run child: waitpid", errno);
-    }
-    if (clock::now() >= deadline) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      killed = true;
-      continue;
-    }
-    struct timespec ts {0, 5 * 1000 * 1000};
-    ::nanosleep(&ts, nullptr);
-  }
-  // Whatever the probe left behind in its group goes too: no orphans from a probe.
-  ::kill(-pid, SIGKILL);
-  o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
+  close_child(c);
+  o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - c.start);
+  if (status_lost && !killed) return status::from_errno("run child: waitpid", ECHILD);
   if (killed) {
     o.timed_out = true;
   } else if (WIFEXITED(wstatus)) {

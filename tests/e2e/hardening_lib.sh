@@ -108,3 +108,23 @@ hard_daemon_fds() {
   done
   echo "$n"
 }
+
+# hard_admin_comment NAME: the AdminComment of the job named NAME once slurmdbd has it (sent at job end), in AC.
+hard_admin_comment() {
+  local name=$1 out="" _i
+  for _i in $(seq 1 50); do
+    out=$(sacct -X -n -P --name="$name" -S now-1hour -o JobID,State,AdminComment%4000 2>/dev/null | tail -1)
+    [[ -n $out && $out != *RUNNING* && $out != *PENDING* && $out != *"|" ]] && break
+    sleep 0.2
+  done
+  AC=${out#*|}  # JobID|State|AdminComment: the record itself holds " | "
+  AC=${AC#*|}
+}
+
+# hard_hostile_setup: $hostile (tests/fakes/hostile_probe.c, the LD_PRELOAD a hostile user or a broken site
+# library would be) and $fake (the fake libibverbs) staged by e2e_stage; skips when they were not built.
+hard_hostile_setup() {
+  hostile=$E2E_INSTALL/lib/fake/hostile_probe.so
+  fake=$E2E_INSTALL/lib/fake/libibverbs.so.1
+  [[ -f $hostile && -f $fake ]] || e2e_skip "no hostile_probe.so or fake libibverbs.so.1 (build targets hostile_probe, fake_ibverbs)"
+}

@@ -59,6 +59,10 @@ e2e_stage() {
     # NCCL dlopens "libibverbs.so" before "libibverbs.so.1": both names must find the fake.
     ln -sf libibverbs.so.1 "$d/lib/fake/libibverbs.so"
   fi
+  # The hostile probe library (tests/fakes/hostile_probe.c), for hostile_drain_test.
+  local hostile
+  hostile=$(find "$MRCHECK_BUILD_DIR" -name 'hostile_probe.so' -path '*fakes*' 2>/dev/null | head -1 || true)
+  [[ -n $hostile ]] && install -m 0755 "$hostile" "$d/lib/fake/hostile_probe.so"
   chmod -R a+rX "$MRCHECK_SLURM_DIR/install"
   E2E_INSTALL=$d
 }

@@ -32,8 +32,10 @@ cat >"$w/job.sh" <<EOF
 #!/bin/bash
 export NCCL_BUFFSIZE=65536 NCCL_LL_BUFFSIZE=65536 NCCL_LL128_BUFFSIZE=65536
 # The descriptors a task starts with, without and with the plugin's checks: the plugin must not leak any.
-srun --overlap -n1 bash -c 'ls /proc/\$\$/fd | sort -n | tr "\n" " "' >$w/fds-idle 2>&1
-srun --overlap -n1 --mr-check=memlock,mr bash -c 'ls /proc/\$\$/fd | sort -n | tr "\n" " "' >$w/fds-checked 2>&1
+# One command, so bash execs ls and \$\$ is ls itself (in a pipeline, ls would list bash's descriptors while
+# bash may still hold the pipe's ends: 3 and 4 or not, by chance).
+srun --overlap -n1 bash -c 'ls /proc/\$\$/fd' 2>&1 | sort -n | tr "\n" " " >$w/fds-idle
+srun --overlap -n1 --mr-check=memlock,mr bash -c 'ls /proc/\$\$/fd' 2>&1 | sort -n | tr "\n" " " >$w/fds-checked
 start=\$(date +%s.%N)
 for i in \$(seq 1 $concurrent); do
   (srun --overlap -n1 --mr-check=memlock,mr,verbose bash $w/barrier.sh >$w/c\$i.out 2>$w/c\$i.err; echo \$? >$w/c\$i.rc) &

@@ -1,6 +1,6 @@
 #!/bin/bash
-# on_fail=fail with an `optional` plugin: Slurm ignores an optional plugin's task_init error (facts.md §1.5),
-# so the plugin ends the failing task itself, before exec, with slurmstepd's own status for a failed
+# on_fail=fail with an `optional` plugin: Slurm ignores an optional plugin's task_init error (docs/facts/slurm-spank.md
+# §5), so the plugin ends the failing task itself, before exec, with slurmstepd's own status for a failed
 # required plugin (_exit(1), task.c exec_task). The same run with a `required` plugin ends the same way;
 # on_fail=warn lets the task run.
 source "$(dirname "$0")/lib.sh"

@@ -126,6 +126,21 @@ probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_INJECT=reg_mr_iova2=crash -- --siz
 expect_eq "crash: exit 1" "$rc" 1
 expect_contains "crash: reported" "$out" "mrcheck: mr_host: FAIL: the registration probe killed by SIG"
 
+# Issue 20: without --timeout the probe is still isolated: a crash is a verdict (not exit 139), and a hang ends at
+# the config's probe_timeout less a tenth (at least 1 s): 3s -> 2 s.
+probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_INJECT=alloc_pd=crash -- --size 1M --json
+expect_eq "crash without --timeout: exit 1" "$rc" 1
+expect_contains "crash without --timeout: a verdict" "$(json_get 'j["checks"][0]["summary"]')" "killed by SIG"
+expect_eq "crash without --timeout: isolated" "$(json_get 'j["probe"]["isolated"]')" True
+printf 'probe_timeout=3s\n' >"$stage/short.conf"
+chmod 0644 "$stage/short.conf"
+start=$(date +%s)
+probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_INJECT=reg_mr_iova2=hang -- --size 1M --config "$stage/short.conf" --json
+elapsed=$(($(date +%s) - start))
+expect_eq "hang without --timeout: exit 1" "$rc" 1
+expect_contains "hang without --timeout: probe_timeout" "$(json_get 'j["checks"][0]["summary"]')" "timed out after 2"
+if ((elapsed <= 10)); then e2e_pass "hang without --timeout: killed in ${elapsed}s"; else e2e_fail "hang without --timeout: took ${elapsed}s"; fi
+
 # 7. Usage errors are exit 2.
 probe_as "$E2E_USER" 8388608 -- --size banana
 expect_eq "bad --size: exit 2" "$rc" 2

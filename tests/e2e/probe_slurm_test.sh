@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `srun --mr-check=mr` on the real local Slurm: the plugin runs `mrcheck probe mr --json` from task_init as the
-# job user with the task's final limits; the fake libibverbs (via the job's LD_LIBRARY_PATH, as NCCL would find
-# it) pins with mlock, so the kernel applies the task's real RLIMIT_MEMLOCK.
+# job user with the task's final limits; the fake libibverbs (the site's verbs_library=: the probe never takes a
+# library path from the job, issue 21) pins with mlock, so the kernel applies the task's real RLIMIT_MEMLOCK.
 source "$(dirname "$0")/lib.sh"
 
 for f in cli/mrcheck spank/spank_mrcheck.so; do
@@ -22,14 +22,14 @@ dropin=$MRCHECK_SLURM_PLUGSTACK_D/mrcheck.conf
 # Remove the drop-in only while it is still ours (another test on the shared cluster may have replaced it).
 cleanup() { grep -qs "$stage/" "$dropin" && rm -f "$dropin"; rm -rf "$stage"; }
 trap cleanup EXIT
-plugin() { echo "required $stage/spank_mrcheck.so helper=$stage/mrcheck probe_timeout=5s $*" >"$dropin"; }
+plugin() { echo "required $stage/spank_mrcheck.so helper=$stage/mrcheck verbs_library=$stage/lib/libibverbs.so.1 probe_timeout=5s $*" >"$dropin"; }
 cd "$MRCHECK_SLURM_WORK"
 
 small="NCCL_BUFFSIZE=65536,NCCL_LL_BUFFSIZE=65536,NCCL_LL128_BUFFSIZE=65536"  # 1.5 MiB estimate
 # job USHELL_PREFIX EXPORTS: srun --mr-check=mr as mrtest; sets $out and $rc.
 job() {
   set +e
-  out=$(timeout 120 $MRCHECK_AS_USER bash -c "$1 srun --mr-check=${groups:-mr} --export=ALL,LD_LIBRARY_PATH=$stage/lib,$2 echo task-ran" 2>&1)
+  out=$(timeout 120 $MRCHECK_AS_USER bash -c "$1 srun --mr-check=${groups:-mr} --export=ALL,$2 echo task-ran" 2>&1)
   rc=$?
   set -e
 }

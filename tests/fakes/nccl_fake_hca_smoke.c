@@ -2,8 +2,8 @@
  * when LD_LIBRARY_PATH puts the fake libibverbs first), to see what the real NCCL does with it.
  *
  * The ranks are two processes with different NCCL_HOSTID, so NCCL sees two nodes, skips P2P/SHM and
- * the duplicate-GPU check, and picks a network transport (facts.md §6). Each rank all-reduces COUNT
- * floats (rank0 = 1, rank1 = 2) and checks the result is 3.
+ * the duplicate-GPU check, and picks a network transport (docs/facts/nccl-test-harness.md §1). Each
+ * rank all-reduces COUNT floats (rank0 = 1, rank1 = 2) and checks the result is 3.
  *
  * Usage: nccl_fake_hca_smoke [COUNT [TIMEOUT_S]]
  * Exit: 0 all-reduce correct on both ranks; 1 a clean NCCL error on some rank; 3 timeout (the rank

@@ -1,8 +1,9 @@
 // parse_nccl_line() and errno_in_text(): one line of a job's output, written by the job (so by the user) and read
 // by `mrcheck explain` and by the NCCL smoke test. Untrusted and arbitrary: binary, huge, hostile.
-// Invariants: every string an event carries (text, host, call, peer) is printable ASCII and bounded (text 300,
-// host 64, peer 80), a rank is never negative, an errno is 0 or a small positive number, the result is the same
-// with a trailing "\r\n", and only the first 64 KiB of a line matter.
+// Invariants: every string an event carries (text, host, call, peer, provider, detail) is printable ASCII and
+// bounded (text 300, host 64, peer 80), a transport is one of the documented names, a rank is never negative,
+// an errno is 0 or a small positive number, the result is the same with a trailing "\r\n", and only the first
+// 64 KiB of a line matter.
 #include "fuzz_common.h"
 
 #include <mrcheck/nccl_log.h>
@@ -15,6 +16,11 @@ void check_event(const mrcheck::nccl_event& e, std::string_view line) {
   MRCHECK_FUZZ_REQUIRE(printable_ascii(e.host) && e.host.size() <= 64, e.host);
   MRCHECK_FUZZ_REQUIRE(printable_ascii(e.what.call) && e.what.call.size() <= 128, e.what.call);
   MRCHECK_FUZZ_REQUIRE(printable_ascii(e.what.peer) && e.what.peer.size() <= 80, e.what.peer);
+  MRCHECK_FUZZ_REQUIRE(printable_ascii(e.what.provider) && e.what.provider.size() <= 64, e.what.provider);
+  MRCHECK_FUZZ_REQUIRE(printable_ascii(e.what.detail) && e.what.detail.size() <= 64, e.what.detail);
+  MRCHECK_FUZZ_REQUIRE(e.what.transport.empty() || e.what.transport == "ofi" || e.what.transport == "libfabric" ||
+                           e.what.transport == "kernel" || e.what.transport == "ucx",
+                       e.what.transport);
   MRCHECK_FUZZ_REQUIRE(e.what.err >= 0 && e.what.err < 4096, line);
   if (e.rank) MRCHECK_FUZZ_REQUIRE(*e.rank >= 0, line);
   if (e.pid) MRCHECK_FUZZ_REQUIRE(*e.pid >= 0, line);
@@ -26,6 +32,8 @@ bool same_event(const std::optional<mrcheck::nccl_event>& a, const std::optional
   if (!a) return true;
   return a->what.what == b->what.what && a->what.call == b->what.call && a->what.err == b->what.err &&
          a->what.wc_status == b->what.wc_status && a->what.peer == b->what.peer && a->host == b->host &&
+         a->what.transport == b->what.transport && a->what.provider == b->what.provider &&
+         a->what.detail == b->what.detail && a->what.log_memlock == b->what.log_memlock &&
          a->pid == b->pid && a->rank == b->rank && a->text == b->text;
 }
 

@@ -54,6 +54,7 @@ void check_tables(const nccl_log_scanner& s, std::uint64_t events) {
     MRCHECK_FUZZ_REQUIRE(g->context.size() <= caps.recent_warnings, "context past the cap");
     MRCHECK_FUZZ_REQUIRE(printable_ascii(g->example) && g->example.size() <= 300, g->example);
     MRCHECK_FUZZ_REQUIRE(printable_ascii(g->what.call) && printable_ascii(g->what.peer), g->what.call);
+    MRCHECK_FUZZ_REQUIRE(printable_ascii(g->what.provider) && printable_ascii(g->what.detail), g->what.provider);
     for (const auto& h : g->hosts) MRCHECK_FUZZ_REQUIRE(printable_ascii(h) && h.size() <= 64, h);
     for (const auto& p : g->processes) MRCHECK_FUZZ_REQUIRE(printable_ascii(p), p);
     for (const auto& c : g->context) MRCHECK_FUZZ_REQUIRE(printable_ascii(c) && c.size() <= 200, c);

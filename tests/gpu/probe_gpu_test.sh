@@ -49,8 +49,8 @@ fi
   || bad "peer-memory path: $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["peermem"]')"
 [[ $(get "$out" '[c["verdict"] for c in j["checks"] if c["id"]=="mr_host"][0]') == pass ]] && ok "mr_host pass" || bad "mr_host"
 
-# DMA-BUF registrations are not charged to RLIMIT_MEMLOCK (facts.md §3.2): as an unprivileged user with a 64 KiB
-# limit the host registration fails with memlock while the GPU's DMA-BUF registration still works.
+# DMA-BUF registrations are not charged to RLIMIT_MEMLOCK (docs/facts/memlock.md §3): as an unprivileged user with a 64
+# KiB limit the host registration fails with memlock while the GPU's DMA-BUF registration still works.
 if id nobody >/dev/null 2>&1 && command -v runuser >/dev/null && command -v prlimit >/dev/null; then
   stage=$(mktemp -d /tmp/probe-gpu.XXXXXX)
   install -m 0755 "$mrcheck_bin" "$stage/mrcheck"

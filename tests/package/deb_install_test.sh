@@ -95,8 +95,11 @@ vnum=$(sed -n 's/^#define SLURM_VERSION_NUMBER \(0x[0-9a-fA-F]*\).*/\1/p' /usr/i
 [[ -n $vnum ]] || { say "FAIL: no SLURM_VERSION_NUMBER in /usr/include/slurm/slurm_version.h"; exit 1; }
 slurm=$(printf '%d.%02d.%d' $((vnum >> 16 & 255)) $((vnum >> 8 & 255)) $((vnum & 255)))
 mm=${slurm%.*}
-grep -q "slurm-wlm-basic-plugins (>= $mm)" <<<"$control" || fail "Depends does not pin slurm-wlm-basic-plugins >= $mm"
+grep -q "slurm-wlm-basic-plugins (>= $mm) | slurm-smd (>= $mm)" <<<"$control" ||
+  fail "Depends does not pin slurm-wlm-basic-plugins or slurm-smd >= $mm"
+[[ $(dpkg-deb --field "$deb" Version) == *-1+slurm$mm ]] || fail "the version does not name Slurm $mm: $(dpkg-deb --field "$deb" Version)"
 grep -q "slurm-wlm-basic-plugins (<< " <<<"$control" || fail "Depends has no upper bound on slurm-wlm-basic-plugins"
+grep -q "libslurm38 ([^)]*) | slurm-smd (>= $mm)" <<<"$control" || fail "Depends does not offer slurm-smd for libslurm38"
 for lib in libfmt9 libhwloc15 libslurm38; do
   grep -q "Depends:.*$lib" <<<"$control" || fail "Depends lacks $lib (dpkg-shlibdeps)"
 done

@@ -68,7 +68,9 @@ pid_of() {
 proc_alive() {
     local comm="" stat=""
     read -r comm <"/proc/$1/comm" 2>/dev/null || return 1
-    [[ "${comm}" == "$2" ]] || return 1
+    # Debian 13 and later: the daemons are NAME-wlm behind /etc/alternatives, and one that re-executes itself
+    # (slurmctld on `scontrol reconfigure`, 23.11 and later) runs under that name.
+    [[ "${comm}" == "$2" || "${comm}" == "$2-wlm" ]] || return 1
     read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
     stat="${stat##*) }"
     [[ "${stat:0:1}" != "Z" ]]

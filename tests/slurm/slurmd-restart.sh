@@ -63,15 +63,28 @@ memlock_of() {
     awk '/^Max locked memory/ {print $4, $5}' "/proc/$1/limits"
 }
 
+port_listening() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# Stops the slurmd the pid file names, and the one it may hand over to: from Slurm 23.11 `scontrol reconfigure`
+# makes slurmd start a new slurmd and exit, and the new one rewrites the pid file and takes the port a moment
+# later. So: until the pid file names no live slurmd and the node's port is free (30 s at most).
 stop_slurmd() {
-    local node="$1" pidfile="${dir}/run/slurmd-$1.pid" pid
-    pid_alive slurmd "${pidfile}" || return 0
-    pid="$(pid_of "${pidfile}")"
-    kill -TERM "${pid}" 2>/dev/null || true
+    local node="$1" pidfile="${dir}/run/slurmd-$1.pid" pid port
+    port="$(awk -v n="${node}" '$1 == n {print $2}' "${dir}/run/nodes")"
     local deadline=$((SECONDS + 30))
-    while proc_alive "${pid}" slurmd; do
-        ((SECONDS < deadline)) || fail_with_logs "slurmd ${node} (pid ${pid}) did not exit within 30s of SIGTERM"
-        sleep 0.1
+    while true; do
+        if pid_alive slurmd "${pidfile}"; then
+            pid="$(pid_of "${pidfile}")"
+            kill -TERM "${pid}" 2>/dev/null || true
+            while proc_alive "${pid}" slurmd; do
+                ((SECONDS < deadline)) || fail_with_logs "slurmd ${node} (pid ${pid}) did not exit within 30s of SIGTERM"
+                sleep 0.1
+            done
+        elif [[ -z "${port}" ]] || ! port_listening "${port}"; then
+            break
+        fi
+        ((SECONDS < deadline)) || fail_with_logs "slurmd ${node}: port ${port} still in use 30s after stopping it"
+        sleep 0.2
     done
     rm -f "${pidfile}"
 }

@@ -23,7 +23,7 @@ plugin_setup() {
 }
 
 # plugin_load required|optional KEY=VALUE...: the plugstack drop-in (one line: two would register
-# --mr-check twice). `required` is what makes a task_init error end the task (facts.md §1.5).
+# --mr-check twice). `required` is what makes a task_init error end the task (docs/facts/slurm-spank.md §5).
 plugin_load() {
   local mode=$1
   shift

@@ -5,6 +5,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>

@@ -123,7 +123,15 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
   std::vector<node_record> many = {rec(0, "a", {{"mr_host", verdict::warn, "mr_host (slow)"}}),
                                    rec(1, "b", {fail_memlock()}), rec(2, "c", {fail_memlock()})};
   EXPECT_EQ(format_step_record("step 2", 3, many, {}),
-            "mrcheck: step 2: FAIL memlock=64KiB (submit-host propagation) on b,c; WARN mr_host (slow) on a");
+            "mrcheck: step 2: FAIL memlock=64KiB (submit-host propagation) on b,c; WARN mr_host (slow) on a per the job's "
+            "probe");
+  // Issue 21: what the job's own probe said is marked as such, failing or passing.
+  std::vector<node_record> probed = {rec(0, "a", {pass_memlock(), {"mr_host", verdict::pass, "mr_host"},
+                                                  {"nccl_pair", verdict::pass, "nccl_pair"}}),
+                                     rec(1, "b", {pass_memlock(), {"mr_host", verdict::fail, "mr_host (ENOMEM)"}})};
+  EXPECT_EQ(format_step_record("step 5", 2, probed, {}),
+            "mrcheck: step 5: FAIL mr_host (ENOMEM) on b per the job's probe; pass on 1 node (mr_host,nccl_pair per the "
+            "job's probe)");
   // Node ids out of range are ignored; hostile names cannot add items or records.
   std::vector<node_record> hostile = {rec(0, "x|y;z,w\nv", {pass_memlock()}), rec(5, "ghost", {fail_memlock()})};
   std::string line = format_step_record("step 4", 1, hostile, {});

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace mrcheck {
 namespace {
@@ -77,6 +81,97 @@ TEST(run_child, relative_path_refused) {
   child_spec s;
   s.argv = {"sh"};
   EXPECT_FALSE(run_child(s).is_ok());
+}
+
+// Issue 21: a child that leaves a detached grandchild (own session, SIGTERM ignored) holding its output pipes.
+// The wait is for the child's exit, not for the pipes; the grandchild comes back to us (subreaper) and is killed.
+TEST(run_child, a_detached_grandchild_holding_the_pipes_neither_delays_nor_survives) {
+  auto s = sh("setsid sh -c 'trap \"\" TERM HUP; echo $$ > /proc/self/fd/1; exec sleep 100' & sleep 0.2; echo done", 20000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto o = run_child(s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_TRUE(o->exited) << o->describe();
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_GE(o->left_behind, 1u);
+  EXPECT_NE(o->out.find("done"), std::string::npos) << o->out;
+  // The grandchild's pid is the first line: it is gone.
+  pid_t g = static_cast<pid_t>(std::atoi(o->out.c_str()));
+  ASSERT_GT(g, 1);
+  EXPECT_NE(::kill(g, 0), 0);
+}
+
+TEST(run_child, a_timeout_kills_what_left_the_group_too) {
+  auto s = sh("setsid sh -c 'trap \"\" TERM; exec sleep 100' & trap '' TERM; sleep 100", 300);
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_TRUE(o->timed_out);
+  EXPECT_GE(o->left_behind, 1u);
+  EXPECT_LT(o->elapsed.count(), 3000);
+}
+
+TEST(run_child, killed_from_outside_is_told_apart_from_a_crash_and_a_timeout) {
+  auto o = run_child(sh("kill -KILL $$"));
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_TRUE(o->killed_from_outside());
+  o = run_child(sh("kill -SEGV $$"));
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_FALSE(o->killed_from_outside());
+  o = run_child(sh("sleep 10", 100));
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_FALSE(o->killed_from_outside());
+}
+
+TEST(run_child, the_caller_is_no_subreaper_afterwards) {
+  ASSERT_TRUE(run_child(sh("true")).is_ok());
+  int v = -1;
+  ASSERT_EQ(::prctl(PR_GET_CHILD_SUBREAPER, &v), 0);
+  EXPECT_EQ(v, 0);
+}
+
+TEST(run_child, a_function_instead_of_exec) {
+  child_spec s;
+  s.run_in_child = [] {
+    (void)!::write(1, "hello", 5);
+    return 7;
+  };
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_EQ(o->exit_code, 7);
+  EXPECT_EQ(o->out, "hello");
+}
+
+TEST(spawn_child, extra_fds_land_at_their_numbers) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  auto s = sh("echo three >&3");
+  s.extra_fds.push_back({3, p[1]});
+  auto o = run_child(s);
+  ::close(p[1]);
+  ASSERT_TRUE(o.is_ok());
+  char buf[32] = {};
+  ASSERT_GT(::read(p[0], buf, sizeof buf - 1), 0);
+  ::close(p[0]);
+  EXPECT_STREQ(buf, "three\n");
+}
+
+TEST(spawn_child, detached_is_not_our_child) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  auto s = sh("echo $PPID >&3");
+  s.detach = true;
+  s.out = child_stream::null;
+  s.err = child_stream::null;
+  s.extra_fds.push_back({3, p[1]});
+  auto c = spawn_child(s);
+  ::close(p[1]);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->pid, -1);
+  char buf[32] = {};
+  ASSERT_GT(::read(p[0], buf, sizeof buf - 1), 0);
+  ::close(p[0]);
+  EXPECT_NE(std::atoi(buf), ::getpid());
+  EXPECT_FALSE(run_child(s).is_ok());  // a detached child cannot be waited for
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ TEST(container_judge, mixed_provider_releases_fail) {
 
 TEST(container_judge, registration_enomem_gets_the_runtime_memlock_fix) {
   std::string out = good();
-  out.replace(out.find("reg=ok 0 mlx5_0 67108864"), 25, "reg=reg 12 mlx5_0 Cannot allocate memory");
+  const std::string ok = "reg=ok 0 mlx5_0 67108864";
+  out.replace(out.find(ok), ok.size(), "reg=reg 12 mlx5_0 Cannot allocate memory");
   auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
   ASSERT_NE(find(v, "container_mr"), nullptr);
   EXPECT_EQ(find(v, "container_mr")->result, verdict::fail);
@@ -147,7 +148,7 @@ TEST(container_judge, helper_failures_are_verdicts) {
   ctprobe_run noloader;
   noloader.outcome.exited = true;
   noloader.outcome.exit_code = 127;
-  noloader.outcome.err = "mrcheck: child: execveat: No such file or directory\n";
+  noloader.outcome.err = "mrcheck: child: execveat /usr/libexec/mrcheck/mrcheck-ctprobe: No such file or directory\n";
   auto v = judge_container(noloader, host_with_hca(), pyxis(), false);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].result, verdict::error);
@@ -168,6 +169,31 @@ TEST(container_judge, helper_failures_are_verdicts) {
 
   ctprobe_run twice = ran("ctprobe=1\nverbs=a\nverbs=b\nend=1\n");
   EXPECT_NE(judge_container(twice, host_with_hca(), pyxis(), false)[0].summary.find("printed twice"), std::string::npos);
+}
+
+// The helper runs the image's libraries, which may print on its stdout: its report is taken only in the shape
+// probe_protocol.h gives, or refused as a whole.
+TEST(container_judge, the_helpers_report_is_taken_only_in_its_known_shape) {
+  EXPECT_TRUE(parse_ctprobe_output(good()));
+  auto refused = [](const std::string& out, std::string_view why) {
+    auto r = parse_ctprobe_output(out);
+    ASSERT_FALSE(r) << out;
+    EXPECT_NE(r.error().message().find(why), std::string::npos) << r.error().message();
+  };
+  refused(good("hello from a provider\n"), "malformed line");
+  refused(good("verdict=pass\n"), "unknown key 'verdict'");
+  refused(good("devices=2 mlx5_0,mlx5_1\n"), "printed twice");
+  refused(good("nccl=2.18.3 /x\r\x1b[2Jgone\n"), "control bytes");
+  refused(good("nccl=" + std::string(5000, 'x') + "\n"), "a line of");
+  // A byte count that is not one is shown escaped, never parsed into an exception.
+  auto odd = judge_container(ran(good("").replace(good("").find("reg=ok 0 mlx5_0 67108864"), 24, "reg=ok 0 mlx5_0 lots")),
+                             host_with_hca(), pyxis(), false);
+  ASSERT_NE(find(odd, "container_mr"), nullptr);
+  EXPECT_NE(find(odd, "container_mr")->summary.find("registered lots on mlx5_0"), std::string::npos);
+  // A refused report is the helper's error, never a pass.
+  auto v = judge_container(ran(good("hello from a provider\n")), host_with_hca(), pyxis(), false);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].result, verdict::error);
 }
 
 TEST(container_names, sonames_and_providers) {

@@ -1,4 +1,4 @@
-// Every errno branch of diagnose() with and without evidence (facts.md §3.2), plus the helpers.
+// Every errno branch of diagnose() with and without evidence (docs/facts/verbs-and-nccl.md §2), plus the helpers.
 #include <mrcheck/diagnosis.h>
 
 #include <gtest/gtest.h>
@@ -490,7 +490,10 @@ TEST(diagnosis_helpers, evidence_from_facts) {
   EXPECT_EQ(e.memlock_soft, 64u * 1024);
   EXPECT_EQ(e.memlock_hard, 8u << 20);
   EXPECT_EQ(e.memlock_source, "pid 4242 (python)");
-  EXPECT_EQ(e.memlock_hop, "pid 4242 (python), soft 64 KiB");
+  // The hop is the one picking rule's (memlock_hop.h): the process itself has less than its parent.
+  EXPECT_EQ(e.memlock_hop,
+            "the process itself (pid 4242 (python), soft 64 KiB): set between fork and exec by its launcher (its "
+            "parent pid 100 (slurmstepd) had soft 8 MiB)");
   EXPECT_EQ(e.is_root, false);
   EXPECT_EQ(e.max_map_count, 65530u);
   EXPECT_EQ(e.mem_total, std::uint64_t{64} << 30);

@@ -67,7 +67,7 @@ TEST(explain_findings, evidence_applies_only_to_the_hosts_in_the_log) {
   EXPECT_TRUE(f[1].diag.confirmed);
 }
 
-TEST(explain_findings, system_error_findings_show_the_warnings_before_them) {
+TEST(explain_findings, a_fatal_error_is_explained_by_the_warning_before_it) {
   nccl_log_scanner s = scan_lines({
       "n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : Connection refused",
       "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
@@ -75,7 +75,9 @@ TEST(explain_findings, system_error_findings_show_the_warnings_before_them) {
   std::vector<finding> f = explain_groups(s, node_evidence{}, evidence_origin{});
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].diag.what, cause::unknown);
-  EXPECT_NE(f[0].diag.evidence.back().find("preceding NCCL WARN: socketStartConnect"), std::string::npos);
+  EXPECT_NE(f[0].diag.evidence.front().find("connect failed with ECONNREFUSED"), std::string::npos);
+  EXPECT_NE(f[0].diag.evidence.back().find("NCCL failed after: socketStartConnect"), std::string::npos);
+  EXPECT_NE(f[0].diag.fix.find("peer's log"), std::string::npos);
 }
 
 TEST(explain_findings, text_orders_cause_why_evidence_fix_fallback) {

@@ -159,3 +159,69 @@ TEST(facts_libraries, json_round_trip) {
 
 }  // namespace
 }  // namespace mrcheck
+
+TEST(FactsParsers, SlurmDaemonNames) {
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmd", "slurmd"));
+  // Debian 13's alternatives name, under which a re-executed daemon runs.
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmd-wlm", "slurmd"));
+  EXPECT_TRUE(mrcheck::is_slurm_daemon("slurmstepd-wlm", "slurmstepd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmdbd", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmd-x", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("slurmstepd", "slurmd"));
+  EXPECT_FALSE(mrcheck::is_slurm_daemon("", "slurmd"));
+}
+
+namespace mrcheck {
+namespace {
+
+// Issue 20: the package database and the EFA installer's record.
+TEST(FactsParsers, DpkgStatusNamesTheRdmaPackages) {
+  auto f = parse_dpkg_rdma(
+      "Package: rdma-core\nStatus: install ok installed\nVersion: 2410mlnx54-1.2410068\n\n"
+      "Package: libibverbs1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2410mlnx54-1.2410068\n\n"
+      "Package: libfabric1\nStatus: deinstall ok config-files\nVersion: 1.17.0-3\n\n"
+      "Package: libfabric1-aws\nStatus: install ok installed\nVersion: 1.19.0amzn4.0\n",
+      "/var/lib/dpkg/status");
+  ASSERT_TRUE(f.is_ok()) << f.error().message();
+  EXPECT_EQ(f->libibverbs_package, "libibverbs1");
+  EXPECT_EQ(f->libibverbs_version, "2410mlnx54-1.2410068");
+  EXPECT_TRUE(f->ofed);
+  EXPECT_EQ(f->libfabric_version, "1.19.0amzn4.0");  // the removed libfabric1 does not count
+  auto none = parse_dpkg_rdma("Package: bash\nStatus: install ok installed\nVersion: 5.2.15-2\n", "s");
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.error().message(), "s: no libibverbs1, rdma-core or libfabric package installed");
+  auto distro = parse_dpkg_rdma("Package: libibverbs1\nStatus: install ok installed\nVersion: 44.0-2\n", "s");
+  ASSERT_TRUE(distro.is_ok());
+  EXPECT_FALSE(distro->ofed);
+}
+
+TEST(FactsParsers, EfaInstallerRecord) {
+  // The layout of aws/aws-ofi-nccl #44 (EFA installer 1.8.3, deb names) and an rpm-style entry.
+  auto f = parse_efa_installer(
+      "# EFA installer version: 1.8.3\n# Debug packages installed: yes\n# Packages installed:\n"
+      "ibacm_25.0-1_amd64 ibverbs-providers_25.0-1_amd64 libfabric-aws-bin_1.9.0amzn1.1_amd64 "
+      "libfabric-aws-dev_1.9.0amzn1.1_amd64 libfabric1-aws_1.9.0amzn1.1_amd64\n");
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(f->installer_version, "1.8.3");
+  EXPECT_EQ(f->libfabric_version, "1.9.0amzn1.1");
+  EXPECT_TRUE(f->ofi_nccl_version.empty());
+  auto rpm = parse_efa_installer("# EFA installer version: 1.38.0\nlibfabric-aws-2.0.0amzn1.0-1.amzn2023.x86_64 "
+                                 "libnccl-ofi-1.13.2-1.amzn2023.x86_64\n");
+  ASSERT_TRUE(rpm.is_ok());
+  EXPECT_EQ(rpm->libfabric_version, "2.0.0amzn1.0");
+  EXPECT_EQ(rpm->ofi_nccl_version, "1.13.2");
+  EXPECT_FALSE(parse_efa_installer("ibacm_25.0-1_amd64\n").is_ok());
+}
+
+TEST(FactsParsers, MeminfoKeepsCma) {
+  auto m = parse_meminfo("MemTotal:       127535436 kB\nCmaTotal:              0 kB\nCmaFree:          940604 kB\n");
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_EQ(m->cma_total, 0u);
+  EXPECT_EQ(m->cma_free, 940604ull * 1024);
+  auto none = parse_meminfo("MemTotal:       1024 kB\n");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_FALSE(none->cma_free.has_value());
+}
+
+}  // namespace
+}  // namespace mrcheck

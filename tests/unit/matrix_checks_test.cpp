@@ -1,6 +1,6 @@
 // Every matrix rule's edges, on constructed node facts: a healthy H200 + ConnectX-7 + DOCA node passes every
 // rule, and each test breaks one thing and asserts the verdict, the summary (the drain reason's fact) and the fix.
-#include "matrix/matrix_checks.h"
+#include "checks/matrix_checks.h"
 
 #include <mrcheck/matrix.h>
 
@@ -121,7 +121,8 @@ TEST(MatrixRdmaStack, InboxKernelUnderOfedUserSpaceFails) {
 }
 
 TEST(MatrixRdmaStack, InboxModuleVersionEqualToKernelReleaseIsInbox) {
-  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version (facts.md §4).
+  // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version
+  // (docs/facts/kernel-and-drivers.md §3).
   auto f = healthy();
   f.modules["mlx5_core"] = module("mlx5_core", "6.1.0-18-amd64", "");
   f.modules["ib_core"] = module("ib_core", std::nullopt, "");
@@ -175,12 +176,74 @@ TEST(MatrixRdmaStack, OfedReleaseMismatchWarnsAndActionIsConfigurable) {
   EXPECT_EQ(check_rdma_stack(f, rules(), &extra).result, verdict::pass);
 }
 
+// Issue 20: the package database tells DOCA/MLNX-OFED user space from the distribution's when the library's name
+// cannot (the seed's own mismatch: DOCA-OFED user space on the inbox kernel modules).
+TEST(MatrixRdmaStack, PackageDatabaseTellsTheFlavour) {
+  auto f = healthy();
+  f.modules["mlx5_core"] = module("mlx5_core", std::nullopt, "");
+  f.modules["ib_core"] = module("ib_core", std::nullopt, "");
+  library_fact l = *f.libibverbs;
+  l.version = "1.14.54.0";  // OFED's file name looks like upstream's
+  l.path = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.54.0";
+  f.libibverbs = l;
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).result, verdict::pass);
+  auto pk = parse_dpkg_rdma("Package: libibverbs1\nStatus: install ok installed\nVersion: 2410mlnx54-1.2410068\n\n",
+                            "/var/lib/dpkg/status");
+  ASSERT_TRUE(pk.is_ok());
+  f.rdma_packages = *pk;
+  auto c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find("inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space"), std::string::npos)
+      << c.summary;
+  EXPECT_NE(c.detail.find("libibverbs1 2410mlnx54-1.2410068 (MLNX/DOCA-OFED build)"), std::string::npos) << c.detail;
+  // Without any library fact the package database alone decides.
+  f.libibverbs = status::error("not recorded");
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).result, verdict::fail);
+  f.rdma_packages = *parse_dpkg_rdma("Package: rdma-core\nStatus: install ok installed\nVersion: 44.0-2\n", "x");
+  f.modules["mlx5_core"] = module("mlx5_core", "24.10-1.1.4", "O");
+  f.modules["ib_core"] = module("ib_core", std::nullopt, "O");
+  EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).summary, "OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0-2");
+}
+
+// Issue 20: other NIC families need their rdma-core provider; mlx5-only rules do not apply to them.
+TEST(MatrixRdmaStack, NonMellanoxFamiliesNeedTheirProvider) {
+  node_facts f;
+  f.kernel_release = std::string("6.8.0-1015-aws");
+  rdma_device_fact d;
+  d.name = "rdmap16s27";
+  d.driver = "efa";
+  d.fw_ver = "0.0.0.0";
+  f.rdma_devices = std::vector<rdma_device_fact>{d};
+  f.uverbs_abi = 6;
+  f.modules["efa"] = module("efa", "2.15.3g", "O");
+  f.verbs_providers = {"mlx5", "rxe"};
+  auto c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_EQ(c.summary, "rdmap16s27 (efa) has no rdma-core provider libefa in user space");
+  EXPECT_NE(c.detail.find("efa: version 2.15.3g, taint 'O'"), std::string::npos) << c.detail;
+  f.verbs_providers.push_back("efa");
+  c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::pass) << c.summary;
+  EXPECT_EQ(c.summary, "efa device(s), rdma-core providers present");
+  // Broadcom RoCE: the PCI driver is bnxt_en, the verbs module bnxt_re.
+  d.name = "bnxt_re0";
+  d.driver = "bnxt_en";
+  EXPECT_EQ(rdma_family(d), "bnxt_re");
+  d.driver.clear();
+  d.name = "rxe0";
+  EXPECT_EQ(rdma_family(d), "rxe");
+}
+
 TEST(MatrixRdmaStack, UnknownUserSpaceAndNoHardware) {
   auto f = healthy();
   f.libibverbs = status::error("not recorded");
   auto c = check_rdma_stack(f, rules(), nullptr);
-  EXPECT_EQ(c.result, verdict::pass);
+  // Issue 20: an unknown flavour is a warning that says what could not be read, never a silent pass.
+  EXPECT_EQ(c.result, verdict::warn);
+  EXPECT_EQ(c.summary, "OFED mlx5_core 24.10-1.1.4, user-space flavour unknown");
   EXPECT_NE(c.detail.find("user space: not determined"), std::string::npos);
+  EXPECT_NE(c.hint.find("not recorded"), std::string::npos) << c.hint;
+  EXPECT_NE(c.hint.find("package database: not read"), std::string::npos) << c.hint;
   node_facts empty;
   empty.rdma_devices = std::vector<rdma_device_fact>{};
   EXPECT_EQ(check_rdma_stack(empty, rules(), nullptr).result, verdict::skip);
@@ -338,6 +401,42 @@ TEST(MatrixBar1, ComparesWithNvmlThenTableThenSkips) {
   (*f.gpus)[0].device_id = "0x2330";
   (*f.gpus)[0].bar1_bytes = std::uint64_t{64} << 30;
   EXPECT_EQ(check_bar1(f, r).result, verdict::fail);
+}
+
+// Issue 20: a 256 MiB BAR1 on an 80 GB GPU cannot map NCCL's GPU buffers (fail); a 64 GiB one only falls short of
+// the GPU's memory (warn). The floor is NCCL's GPU registrations for the node's NICs, or bar1.min.
+TEST(MatrixBar1, GradedByWhatNcclRegistersOnTheGpu) {
+  auto f = healthy();
+  (*f.gpus)[0].device_id = "0x2330";  // 80 GiB from the rules table
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{64} << 30;
+  auto c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::warn);
+  EXPECT_NE(c.detail.find("needed for NCCL: 71.5 MiB"), std::string::npos) << c.detail;
+  // One NIC: 4 channels of 9.19 MiB per connection, 71.5 MiB on the GPU; a 64 MiB BAR1 cannot hold it.
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{64} << 20;
+  c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_EQ(c.summary, "0000:1b:00.0 BAR1 64 MiB < 71.5 MiB that NCCL registers on the GPU");
+  EXPECT_NE(c.hint.find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
+  // Eight NICs: 32 channels, 572 MiB: the 256 MiB BAR1 of the issue fails.
+  std::vector<rdma_device_fact> eight(8, f.rdma_devices->front());
+  f.rdma_devices = eight;
+  (*f.gpus)[0].bar1_bytes = std::uint64_t{256} << 20;
+  c = check_bar1(f, rules());
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find("< 572 MiB"), std::string::npos) << c.summary;
+  // bar1.min from the rules wins; bar1.too_small can be lowered to warn or turned off.
+  auto r = rules();
+  r.bar1_min = std::uint64_t{128} << 20;
+  EXPECT_EQ(check_bar1(f, r).result, verdict::warn);
+  r.bar1_min.reset();
+  r.bar1_too_small = rule_action::warn;
+  EXPECT_EQ(check_bar1(f, r).result, verdict::warn);
+  r.bar1_too_small = rule_action::off;
+  EXPECT_EQ(check_bar1(f, r).summary, "0000:1b:00.0 BAR1 256 MiB < memory 80 GiB");
+  // No RDMA device: no GPUDirect, nothing for NCCL to map, only the memory comparison.
+  f.rdma_devices = std::vector<rdma_device_fact>{};
+  EXPECT_EQ(check_bar1(f, rules()).result, verdict::warn);
 }
 
 TEST(MatrixSlurmdMemlock, HardSoftAndWhereSlurmdIsFound) {

@@ -73,6 +73,43 @@ INSTANTIATE_TEST_SUITE_P(
         fixture_case{"matrix_hugepages_hog", "hugepages",
                      "mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
 
+// Issue 20: nodes of other RDMA families are seen and judged by their own rules, not mlx5's.
+TEST(MatrixFixtureTrees, EfaAndRoceNodesAreJudgedByTheirFamily) {
+  for (const char* tree : {"efa_node", "roce_bnxt_node"}) {
+    SCOPED_TRACE(tree);
+    auto j = judge_tree(tree);
+    for (const auto& c : j.rep.checks) EXPECT_NE(c.result, verdict::fail) << c.id << ": " << c.summary;
+    const check_result* r = j.rep.find("rdma_stack");
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->result, verdict::pass) << r->summary << "\n" << r->detail;
+    EXPECT_EQ(j.action.what, desired_action::kind::resume);
+  }
+  auto efa = judge_tree("efa_node");
+  const check_result* r = efa.rep.find("rdma_stack");
+  EXPECT_EQ(r->summary, "efa device(s), rdma-core providers present");
+  EXPECT_NE(r->detail.find("rdmap16s27: family efa, driver efa, fw 0.0.0.0"), std::string::npos) << r->detail;
+  EXPECT_NE(r->detail.find("efa: version 2.15.3g, taint 'O'"), std::string::npos) << r->detail;
+  EXPECT_NE(r->detail.find("EFA installer 1.29.1: libfabric 1.19.0amzn4.0"), std::string::npos) << r->detail;
+  EXPECT_NE(r->detail.find("/var/lib/dpkg/status: libibverbs1 46.0-1 (distribution build)"), std::string::npos);
+  auto roce = judge_tree("roce_bnxt_node");
+  EXPECT_NE(roce.rep.find("rdma_stack")->detail.find("bnxt_re0: family bnxt_re, driver bnxt_en"), std::string::npos);
+
+  // The facts themselves, as `mrcheck report` shows them.
+  auto root = sysroot::open(std::string(MRCHECK_FIXTURES_DIR) + "/efa_node");
+  ASSERT_TRUE(root);
+  node_facts f = collect_facts(*root, collect_options{});
+  ASSERT_TRUE(f.rdma_devices.is_ok());
+  ASSERT_EQ(f.rdma_devices->size(), 1u);
+  EXPECT_EQ(f.rdma_devices->front().driver, "efa");
+  EXPECT_EQ(rdma_family(f.rdma_devices->front()), "efa");
+  ASSERT_TRUE(f.rdma_packages.is_ok()) << f.rdma_packages.error().message();
+  EXPECT_EQ(f.rdma_packages->libfabric_version, "1.19.0amzn4.0");
+  ASSERT_TRUE(f.efa_installer.is_ok());
+  EXPECT_EQ(f.efa_installer->installer_version, "1.29.1");
+  EXPECT_EQ(f.verbs_providers, (std::vector<std::string>{"efa", "mlx5"}));
+  EXPECT_TRUE(f.modules.at("efa").loaded);
+}
+
 TEST(MatrixFixtureTrees, AlignedTreePassesEveryRule) {
   auto j = judge_tree("matrix_aligned");
   for (const auto& c : j.rep.checks) EXPECT_EQ(c.result, verdict::pass) << c.id << ": " << c.summary;

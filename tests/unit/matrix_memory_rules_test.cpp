@@ -124,7 +124,7 @@ TEST(MatrixMemoryChecks, MaxMapCountEdges) {
   EXPECT_EQ(ok.result, verdict::pass);
   EXPECT_EQ(ok.summary, "vm.max_map_count 262144 >= 262144");
   EXPECT_TRUE(ok.hint.empty());
-  EXPECT_EQ(at(8250344).result, verdict::pass);  // the H200 node (facts.md §6.1)
+  EXPECT_EQ(at(8250344).result, verdict::pass);  // the H200 node (docs/facts/nccl-test-harness.md §4)
 
   // warn instead of fail; no recommendation; no floor; off.
   auto warn = rules_from("max_map_count warn\n");

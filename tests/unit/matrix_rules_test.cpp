@@ -89,6 +89,15 @@ TEST(MatrixRules, ErrorsNameFileAndLine) {
   EXPECT_EQ(error_of("gpu_memory 0xzz 80G\n"), "rules.conf:1: '0xzz' is not a PCI device id (4 hex digits)");
   EXPECT_EQ(error_of("gpu_memory 2335 lots\n"), "rules.conf:1: 'gpu_memory 0x2335': 'lots' is not a memory size");
   EXPECT_EQ(error_of("bar1\n"), "rules.conf:1: 'bar1' takes fail|warn|off (got 0 values)");
+  EXPECT_EQ(error_of("bar1.min 12 parsecs\n"), "rules.conf:1: 'bar1.min' takes auto|SIZE (got 2 values)");
+  EXPECT_EQ(error_of("bar1.min lots\n"), "rules.conf:1: 'bar1.min': 'lots' is not a size (or 'auto')");
+  EXPECT_EQ(error_of("bar1.min auto\nbar1.min 1G\n"), "rules.conf:2: 'bar1.min' is set twice");
+  {
+    auto r = parse_matrix_rules("bar1.too_small warn\nbar1.min 512M\n", "x");
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->bar1_too_small, rule_action::warn);
+    EXPECT_EQ(r->bar1_min, std::uint64_t{512} << 20);
+  }
   EXPECT_EQ(error_of("gpu_driver require\n"), "rules.conf:1: 'gpu_driver': 'require' is not fail, warn or off");
   // Untrusted bytes in a key are escaped in the message.
   EXPECT_EQ(error_of("bar\x1b[31m warn\n"), "rules.conf:1: unknown rule key 'bar\\x1b[31m'");
@@ -128,6 +137,8 @@ TEST(MatrixRules, ShippedFileEqualsBuiltInDefaults) {
   EXPECT_EQ(r->nccl, d.nccl);
   EXPECT_EQ(r->nccl_min, d.nccl_min);
   EXPECT_EQ(r->bar1, d.bar1);
+  EXPECT_EQ(r->bar1_too_small, d.bar1_too_small);
+  EXPECT_EQ(r->bar1_min, d.bar1_min);
   EXPECT_EQ(r->gpu_memory, d.gpu_memory);
   EXPECT_EQ(r->slurmd_memlock, d.slurmd_memlock);
   EXPECT_EQ(r->slurmd_memlock_min, d.slurmd_memlock_min);

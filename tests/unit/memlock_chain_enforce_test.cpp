@@ -28,7 +28,10 @@ class fake_rlimit final : public rlimit_ops {
 
 memlock_prediction predicted(memlock_limit task, std::optional<std::uint64_t> propagated, bool applies) {
   memlock_prediction p;
-  if (propagated) p.propagated = propagated_limit{*propagated, false};
+  if (propagated) {
+    p.propagated = propagated_limit{*propagated, false, true};
+    p.propagated_text = std::to_string(*propagated);
+  }
   p.propagation_applies = applies && propagated;
   p.start = {p.propagation_applies ? std::min(*propagated, task.hard) : task.soft, task.hard};
   p.hop = memlock_hop::submit_host;
@@ -49,6 +52,33 @@ TEST(MemlockChainEnforce, RaisesSoftAndRewritesThePropagatedValue) {
   auto c = judge_memlock(p, k8m, &e);
   EXPECT_EQ(c.result, verdict::pass);
   EXPECT_NE(c.summary.find("enforce=yes raised it"), std::string::npos) << c.summary;
+}
+
+// Issue 21: what slurmstepd reads loosely ("U" is 0, "U 65536" is 64 KiB) is rewritten like any low value, and so
+// is any spelling that is not srun's, whatever it stands for.
+TEST(MemlockChainEnforce, RewritesEveryValueThatIsNotAPlainOneAtLeastTheEnforcedLimit) {
+  for (const char* text : {"U", "", "U 65536", "U-18446744073709486080", "+99999999999", "U8388608x", "65536"}) {
+    fake_rlimit r;
+    r.now = {k8m, k8m};
+    memlock_prediction p = predicted(r.now, std::nullopt, false);
+    p.propagated_text = text;
+    if (auto v = parse_propagated_limit(text)) p.propagated = *v;
+    p.propagation_applies = p.propagated.has_value();
+    auto e = enforce_memlock(r, k8m, p);
+    ASSERT_TRUE(e.env_value.has_value()) << "'" << text << "'";
+    EXPECT_EQ(*e.env_value, std::to_string(k8m)) << "'" << text << "'";
+    EXPECT_EQ(e.start.soft, k8m) << "'" << text << "'";
+  }
+  // srun's own spelling at or above the enforced limit stays.
+  fake_rlimit r;
+  r.now = {k8m, k_unlimited};
+  memlock_prediction p = predicted(r.now, std::nullopt, false);
+  p.propagated_text = "U16777216";
+  p.propagated = *parse_propagated_limit("U16777216");
+  p.propagation_applies = true;
+  auto e = enforce_memlock(r, k8m, p);
+  EXPECT_FALSE(e.env_value.has_value());
+  EXPECT_EQ(e.start.soft, 16u << 20);
 }
 
 TEST(MemlockChainEnforce, RaisesHardWhenAllowed) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,118 @@ TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
   EXPECT_EQ(rs[0].result, verdict::error);
   EXPECT_EQ(rs[0].id, "mr");
   EXPECT_NE(rs[0].summary.find("probe mr"), std::string::npos) << rs[0].summary;
+}
+
+// Issue 21, finding 3: the probe child's whole environment.
+TEST(MemlockChainEngine, TheProbeEnvironmentKeepsOnlyWhatNcclCudaAndVerbsRead) {
+  std::vector<std::string> job = {"LD_PRELOAD=/home/u/evil.so", "LD_LIBRARY_PATH=/home/u/lib", "LD_AUDIT=/x.so",
+                                  "PATH=/home/u/bin:/usr/bin", "NCCL_IB_HCA=mlx5_0", "NCCL_NET_PLUGIN=aws-ofi",
+                                  "NCCL_TUNER_PLUGIN=/home/u/tuner.so", "CUDA_VISIBLE_DEVICES=0,1",
+                                  "RDMAV_FORK_SAFE=1", "MLX5_SHUT_UP_BF=1", "SLURM_JOB_ID=42", "SLURM_CONF=/home/u/s.conf",
+                                  "HOME=/home/u", "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem", "PYTHONPATH=/x", "GCONV_PATH=/x"};
+  auto env = probe_environment(job, "/etc/slurm/slurm.conf");
+  auto has = [&](std::string_view e) { return std::find(env.begin(), env.end(), e) != env.end(); };
+  EXPECT_TRUE(has("PATH=/usr/bin:/bin"));
+  EXPECT_TRUE(has("SLURM_CONF=/etc/slurm/slurm.conf"));
+  for (const char* kept : {"NCCL_IB_HCA=mlx5_0", "NCCL_NET_PLUGIN=aws-ofi", "CUDA_VISIBLE_DEVICES=0,1", "RDMAV_FORK_SAFE=1",
+                           "MLX5_SHUT_UP_BF=1", "SLURM_JOB_ID=42", "HOME=/home/u", "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem"}) {
+    EXPECT_TRUE(has(kept)) << kept;
+  }
+  for (const auto& e : env) {
+    EXPECT_FALSE(e.starts_with("LD_")) << e;
+    EXPECT_EQ(e.find("/home/u/"), std::string::npos) << e;  // no path of the user's that loads code
+  }
+  EXPECT_EQ(env.size(), 10u);
+}
+
+TEST(MemlockChainEngine, ProbeBudgetStaysBelowUnkillableStepTimeout) {
+  slurm_conf_facts f;
+  result<slurm_conf_facts> conf = f;  // UnkillableStepTimeout 60 s (Slurm's default)
+  check_groups both;
+  both.mr = both.nccl = true;
+  auto b = plan_probe_budget(site(), both, conf);  // 30 s + 60 s by default
+  EXPECT_EQ(b.total, std::chrono::seconds(50));
+  EXPECT_NE(b.warning.find("could reach UnkillableStepTimeout=60 s"), std::string::npos) << b.warning;
+  check_groups mr_only;
+  mr_only.mr = true;
+  b = plan_probe_budget(site(), mr_only, conf);
+  EXPECT_EQ(b.total, std::chrono::seconds(30));
+  EXPECT_TRUE(b.warning.empty()) << b.warning;
+  f.unkillable_step_timeout = std::chrono::seconds(120);
+  b = plan_probe_budget(site(), both, result<slurm_conf_facts>(f));
+  EXPECT_EQ(b.total, std::chrono::seconds(90));
+  EXPECT_TRUE(b.warning.empty());
+  f.unkillable_step_timeout = std::chrono::seconds(10);
+  b = plan_probe_budget(site(), mr_only, result<slurm_conf_facts>(f));
+  EXPECT_EQ(b.total, std::chrono::seconds(5));
+  // The warning reaches slurmd's log from the first task of a step that probes.
+  node_state st;
+  st.active = true;
+  st.checks = both;
+  st.step_conf = conf;
+  probe_runner none = [](const std::string& g, const task_facts&, const memlock_limit&) {
+    return std::vector<check_result>{{g == "mr" ? "mr_host" : "nccl_pair", verdict::pass, "ok", "", ""}};
+  };
+  auto v = node_task(site(), task_facts{}, st, none);
+  bool warned = false;
+  for (const auto& l : v.admin_lines) warned = warned || l.find("UnkillableStepTimeout=60 s") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+// A helper that prints what a hostile probe would print: the plugin takes only known ids, each once.
+TEST(MemlockChainEngine, AProbeReportIsTakenOnlyInItsKnownShape) {
+  auto dir = std::filesystem::temp_directory_path() / ("mrcheck_evilprobe_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& json) {
+    auto helper = dir / "mrcheck";
+    {
+      std::ofstream f(helper);
+      f << "#!/bin/sh\ncat <<'EOF'\n" << json << "\nEOF\n";
+    }
+    std::filesystem::permissions(helper, std::filesystem::perms::owner_all);
+    config c = site("helper=" + helper.string());
+    task_facts t;
+    return real_probe_runner(c)("mr", t, memlock_limit{k8m, k8m});
+  };
+  auto rs = run(R"({"checks":[{"id":"mr_host\nINJECTED","verdict":"pass","summary":"x"}]})");
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].id, "mr");
+  EXPECT_EQ(rs[0].result, verdict::error);
+  EXPECT_NE(rs[0].summary.find("unknown check id 'mr_host\\x0aINJECTED'"), std::string::npos) << rs[0].summary;
+  rs = run(R"({"checks":[{"id":"nccl_pair","verdict":"fail","summary":"x"}]})");  // not the mr probe's
+  EXPECT_EQ(rs[0].result, verdict::error);
+  rs = run(R"({"checks":[{"id":"mr_host","verdict":"pass","summary":"a"},{"id":"mr_host","verdict":"fail","summary":"b"}]})");
+  EXPECT_EQ(rs[0].result, verdict::error);
+  EXPECT_NE(rs[0].summary.find("twice"), std::string::npos) << rs[0].summary;
+  std::string many = R"({"checks":[)";
+  for (int i = 0; i < 100; ++i) many += std::string(i ? "," : "") + R"({"id":"mr_host","verdict":"fail","summary":"x"})";
+  rs = run(many + "]}");
+  EXPECT_EQ(rs[0].result, verdict::error);
+  rs = run(R"({"checks":[{"id":"mr_host","verdict":"fail","summary":")" + std::string(5000, 'a') +
+           R"(","hint":"h"},{"id":"dmabuf","verdict":"skip","summary":"no GPU"}]})");
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].id, "mr_host");
+  EXPECT_LE(rs[0].summary.size(), 600u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MemlockChainEngine, LinesPerStepAreCapped) {
+  node_state st;
+  st.active = true;
+  st.checks.mr = true;
+  st.checks.verbose = true;
+  st.required = k8m;
+  probe_runner lots = [](const std::string&, const task_facts&, const memlock_limit&) {
+    std::vector<check_result> r;
+    for (int i = 0; i < 500; ++i) r.push_back({"mr_host", verdict::fail, std::string(3000, 'x'), "", ""});
+    return r;
+  };
+  auto v = node_task(site("on_fail=warn"), task_facts{}, st, lots);
+  EXPECT_LE(v.user_lines.size(), 40u);
+  EXPECT_LE(v.admin_lines.size(), 12u);
+  for (const auto& l : v.user_lines) EXPECT_LE(l.size(), 2000u);
+  for (const auto& l : v.admin_lines) EXPECT_LE(l.size(), 2000u);
+  EXPECT_NE(v.admin_lines.back().find("more lines not shown"), std::string::npos);
 }
 
 TEST(MemlockChainEngine, InactiveStateDoesNothing) {

@@ -82,11 +82,64 @@ TEST(MemlockChainSubmit, PropagatedValueWithUPrefix) {
   ASSERT_TRUE(inf);
   EXPECT_EQ(inf->value, k_unlimited);
   EXPECT_FALSE(inf->user_requested);
-  EXPECT_FALSE(parse_propagated_limit(""));
-  EXPECT_FALSE(parse_propagated_limit("U"));
   EXPECT_FALSE(parse_propagated_limit("64K"));
-  EXPECT_FALSE(parse_propagated_limit("-1"));
   EXPECT_EQ(format_propagated_limit(k_unlimited), "18446744073709551615");
+}
+
+// slurmstepd's reading (docs/slurm-rlimit-memlock.md): `U`, then strtoul() base 10 with nothing after the number.
+// Issue 21: "" and "U" are 0 to slurmstepd, and mrcheck had called them "not a number" and predicted no change.
+TEST(MemlockChainSubmit, PropagatedValueReadAsSlurmstepdReadsIt) {
+  struct row {
+    const char* text;
+    bool accepted;
+    std::uint64_t value;
+    bool user;
+    bool canonical;
+  };
+  const row rows[] = {
+      {"65536", true, 65536, false, true},
+      {"U65536", true, 65536, true, true},
+      {"", true, 0, false, false},
+      {"U", true, 0, true, false},
+      {" 65536", true, 65536, false, false},
+      {"U\t65536", true, 65536, true, false},
+      {"+65536", true, 65536, false, false},
+      {"U+0", true, 0, true, false},
+      {"-0", true, 0, false, false},
+      {"065536", true, 65536, false, false},
+      {"-1", true, k_unlimited, false, false},
+      {"U-18446744073709486080", true, 65536, true, false},
+      {"99999999999999999999", true, k_unlimited, false, false},
+      {"-99999999999999999999", true, k_unlimited, false, false},
+      {"18446744073709551615", true, k_unlimited, false, true},
+      {"65536 ", false, 0, false, false},
+      {"64K", false, 0, false, false},
+      {"0x10", false, 0, false, false},
+      {" ", false, 0, false, false},
+      {"-", false, 0, false, false},
+      {"UU1", false, 0, false, false},
+      {" U1", false, 0, false, false},
+      {"unlimited", false, 0, false, false},
+  };
+  for (const auto& r : rows) {
+    auto p = parse_propagated_limit(r.text);
+    ASSERT_EQ(p.is_ok(), r.accepted) << "'" << r.text << "'";
+    if (!p) continue;
+    EXPECT_EQ(p->value, r.value) << "'" << r.text << "'";
+    EXPECT_EQ(p->user_requested, r.user) << "'" << r.text << "'";
+    EXPECT_EQ(p->canonical, r.canonical) << "'" << r.text << "'";
+  }
+}
+
+// _set_limit(): without `U` a value above the hard limit is cut to it; with `U` setrlimit() refuses it.
+TEST(MemlockChainSubmit, SlurmstepdAppliesTheValueAsSetLimitDoes) {
+  memlock_limit cur{1u << 20, 8u << 20};
+  EXPECT_EQ(slurmstepd_soft({0, false, false}, cur), 0u);
+  EXPECT_EQ(slurmstepd_soft({65536, true, false}, cur), 65536u);
+  EXPECT_EQ(slurmstepd_soft({16u << 20, false, true}, cur), 8u << 20);
+  EXPECT_EQ(slurmstepd_soft({16u << 20, true, true}, cur), 1u << 20);
+  EXPECT_EQ(slurmstepd_soft({k_unlimited, false, true}, cur), 8u << 20);
+  EXPECT_EQ(slurmstepd_soft({1u << 20, true, true}, cur), 1u << 20);
 }
 
 }  // namespace

@@ -182,18 +182,31 @@ TEST(nccl_log_scanner, groups_repeats_and_lists_ranks_and_hosts) {
   EXPECT_EQ(s.lines(), 11u);
 }
 
-TEST(nccl_log_scanner, system_error_alone_keeps_preceding_warnings) {
+TEST(nccl_log_scanner, system_error_after_unrecognised_warnings_makes_the_first_one_the_finding) {
+  // Issue 20: the warning NCCL failed on is the finding (with its call and errno), not a bare "system error".
   nccl_log_scanner s;
   s.feed_line("n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : "
               "Connection refused");
-  s.feed_line("n:1:2 [0] NCCL WARN some other warning");
+  s.feed_line("n:1:3 [0] NCCL WARN some other warning");
   auto ev = s.feed_line("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error");
   ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->what.what, failure::kind::fatal_warning);
+  auto groups = s.groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]->what.what, failure::kind::fatal_warning);
+  EXPECT_EQ(groups[0]->what.call, "connect");
+  EXPECT_EQ(groups[0]->what.err, ECONNREFUSED);
+  EXPECT_EQ(groups[0]->lines, (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(groups[0]->consequences, 1u);
+  EXPECT_TRUE(groups[0]->context.empty());
+}
+
+TEST(nccl_log_scanner, system_error_alone_is_still_a_finding) {
+  nccl_log_scanner s;
+  s.feed_line("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)");
   auto groups = s.groups();
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0]->what.what, failure::kind::system_error);
-  ASSERT_EQ(groups[0]->context.size(), 2u);
-  EXPECT_EQ(groups[0]->context[1], "some other warning");
 }
 
 TEST(nccl_log_scanner, consequence_window_is_bounded) {
@@ -329,9 +342,23 @@ TEST(nccl_log_stream, large_log_streams_in_bounded_memory) {
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_GT(groups[0]->count, 500u);
   EXPECT_EQ(groups[0]->ranks, std::set<int>{7});
-  // The scanner's own state is a few KiB; allow 16 MiB of slack for allocator and test-framework noise.
+  // The scanner's own state is a few KiB; allow 16 MiB of slack for allocator and test-framework noise. Under
+  // AddressSanitizer freed blocks wait in its quarantine (256 MiB by default) instead of being reused, so there
+  // the resident peak also counts the per-line header strings (host, thread) freed long ago: 64 MiB of slack,
+  // still well below the 64 MiB stream a scanner that kept its input would hold on top.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr long k_slack_kib = 64 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr long k_slack_kib = 64 * 1024;
+#else
+  constexpr long k_slack_kib = 16 * 1024;
+#endif
+#else
+  constexpr long k_slack_kib = 16 * 1024;
+#endif
   const long peak = status_kib("VmHWM:");
-  EXPECT_LT(peak - before, 16 * 1024) << "peak " << peak << " KiB, before " << before << " KiB";
+  EXPECT_LT(peak - before, k_slack_kib) << "peak " << peak << " KiB, before " << before << " KiB";
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ TEST_F(nccl_pair, memlock_enomem_from_a_real_run_is_found_on_plain_ibv_reg_mr) {
   nccl_pair_outcome out = run_nccl_pair(o_);
   check_result c = judge_nccl_pair(out);
   EXPECT_EQ(c.result, verdict::fail);
-  // NCCL's first MR is the small fifo one, registered with plain ibv_reg_mr (facts.md §3.3).
+  // NCCL's first MR is the small fifo one, registered with plain ibv_reg_mr (docs/facts/verbs-and-nccl.md §3).
   EXPECT_NE(c.summary.find("Call to ibv_reg_mr failed with error Cannot allocate memory"), std::string::npos) << c.summary;
   EXPECT_NE(c.summary.find("ENOMEM"), std::string::npos) << c.summary;
 }

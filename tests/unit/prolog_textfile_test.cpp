@@ -184,11 +184,21 @@ TEST(PrometheusTextfile, RootRefusesADirectoryOthersCanWrite) {
   EXPECT_FALSE(fs::exists(path));
   // Not root: the directory's permissions are the owner's business.
   EXPECT_TRUE(write_textfile(path, "x\n", 1000).is_ok());
-  // Root-owned and sticky (like /tmp) is fine for root: others cannot rename or remove root's file there.
+  // Root-owned and sticky (like /tmp) is refused too (issue 21): a user can create the name first there, and the
+  // metrics would never be written again.
   if (::geteuid() == 0) {
     ASSERT_EQ(::chmod(open_dir.c_str(), 01777), 0);
-    EXPECT_TRUE(write_textfile(path, "y\n", 0).is_ok());
-    EXPECT_EQ(slurp(path), "y\n");
+    fs::remove(path);
+    s = write_textfile(path, "y\n", 0);
+    EXPECT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("so a user could create the file's name first"), std::string::npos) << s.message();
+    EXPECT_FALSE(fs::exists(path));
+    // A directory of another owner, even 0755, is refused for the same reason.
+    ASSERT_EQ(::chmod(open_dir.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(open_dir.c_str(), 1000, 1000), 0);
+    s = write_textfile(path, "y\n", 0);
+    EXPECT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("belongs to uid 1000"), std::string::npos) << s.message();
   }
 }
 

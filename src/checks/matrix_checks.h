@@ -1,4 +1,4 @@
-// The matrix checks, one per file in src/checks/matrix_<id>.cpp; judge_matrix() calls them in order.
+// The matrix checks, one per file in src/checks/matrix_<id>.cpp; the registry (registry.cpp) lists them.
 // Private to the core; unit tests include it to test each rule's edges alone.
 #pragma once
 
@@ -23,7 +23,7 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r);
 check_result check_slurmd_memlock(const node_facts& f, const matrix_rules& r);
 check_result check_propagate_limits(const matrix_rules& r, const matrix_facts* extra);
 
-// Helpers shared by the checks (src/matrix/judge.cpp).
+// Helpers shared by the checks (src/checks/check_util.cpp).
 // The verdict a violated rule gives: fail/warn; off never reaches here (the check skips first).
 verdict verdict_for(rule_action a);
 check_result make(std::string_view id, verdict v, std::string summary, std::string detail = "", std::string hint = "");

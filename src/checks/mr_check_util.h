@@ -7,6 +7,7 @@
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 

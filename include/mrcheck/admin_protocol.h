@@ -1,0 +1,30 @@
+// The protocol between the SPANK plugin (spank/admin_glue.cpp) and the root collector it starts,
+// `mrcheck-prolog admin-collect` (prolog/admin_collect.cpp). Both ends include this header; nothing of it is
+// spelled out anywhere else.
+//
+//   argv   ADMIN_HELPER admin-collect --job J --step S --node-id I --nnodes N --node NAME --nodelist LIST
+//          --admin-comment 0|1 --report-dir DIR --max BYTES --timeout-ms MS --own-ms MS
+//   fd 3   read end of a pipe: local task 0 (or the post-exec watcher, which sends it after exec) writes the
+//          node record (one JSON line, admin_record.h), the node's report (one JSON line, optional) and the
+//          end marker line; at most k_admin_message_max bytes in all
+//   fd 4   write end of a pipe slurmstepd reads: "E mrcheck: ..." / "I mrcheck: ..." lines for slurmd's log; its
+//          EOF tells slurmstepd the collector is done
+//   0-2    /dev/null; its own session; oom_score_adj 0
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace mrcheck {
+
+inline constexpr std::string_view k_admin_collect_command = "admin-collect";
+inline constexpr int k_admin_record_fd = 3;
+inline constexpr int k_admin_log_fd = 4;
+inline constexpr std::string_view k_admin_end_marker = "end";
+// Below a pipe's default 64 KiB capacity, so the task's non-blocking write never stops short, and the most the
+// collector reads from fd 3.
+inline constexpr std::size_t k_admin_message_max = 60 * 1024;
+// The most lines slurmstepd forwards from fd 4 to slurmd's log for one step (issue 21: a bounded log).
+inline constexpr std::size_t k_admin_log_lines_max = 64;
+
+}  // namespace mrcheck

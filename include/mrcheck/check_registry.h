@@ -1,0 +1,107 @@
+// Every check mrcheck has, declared once (src/checks/registry.cpp): its id, the group it belongs to, what it
+// reads, and the function that judges it. The front ends pick checks by group and run them with run_checks():
+//
+//   mrcheck report           report_selection()   memlock, memory, matrix   (cli/cmd_report.cpp)
+//   mrcheck-prolog           prolog_selection()   matrix, memory            (prolog/main.cpp)
+//   judge_matrix()           matrix_selection()   matrix                    (src/matrix/judge.cpp)
+//   the plugin's task_init   plugin_selection()   memlock; mr, nccl on local task 0  (src/limits/plugin_engine.cpp)
+//
+// A group the selection names more than once runs once; the report lists groups in the selection's order and
+// checks in the registry's order within a group. The probe groups (mr, nccl) run in a child process
+// (`mrcheck probe mr|nccl --json`), so their checks have no function here: check_inputs::probe runs the
+// group and returns all its checks.
+#pragma once
+
+#include <mrcheck/check.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+struct node_facts;
+struct config;
+struct check_groups;
+struct matrix_rules;
+struct matrix_facts;
+struct memlock_prediction;
+struct enforcement;
+
+enum class check_group : std::uint8_t {
+  memlock,  // RLIMIT_MEMLOCK against memlock_min: the calling process's chain, or the plugin's task prediction
+  memory,   // the node's memory settings under the rules (vm.max_map_count, hugepages)
+  matrix,   // the driver/firmware matrix under the rules
+  mr,       // `mrcheck probe mr`: registrations through libibverbs, as the caller, under its limits
+  nccl,     // `mrcheck probe nccl`: two NCCL ranks
+};
+std::string_view to_string(check_group g);
+
+// What a check reads (check_def::needs, a bit set).
+enum check_need : unsigned {
+  need_chain = 1u << 0,         // node_facts::chain (RLIMIT_MEMLOCK of the process and its ancestors)
+  need_config = 1u << 1,        // mrcheck.conf (memlock_min)
+  need_node_facts = 1u << 2,    // sysfs/procfs/library facts of node_facts
+  need_rules = 1u << 3,         // the matrix rules (mrcheck-rules.conf or the built-in defaults)
+  need_matrix_facts = 1u << 4,  // slurm.conf, ofed_info, rdma-core files (optional: judged without when absent)
+  need_task = 1u << 5,          // the plugin's prediction for a Slurm task (used instead of chain + config)
+  need_verbs = 1u << 6,         // registers memory with the HCA (probe child)
+  need_nccl = 1u << 7,          // runs NCCL (probe child)
+};
+
+// The plugin's memlock inputs: its prediction for the task and what enforce=yes did.
+struct task_memlock {
+  const memlock_prediction* prediction = nullptr;
+  std::uint64_t required = 0;
+  const enforcement* enf = nullptr;
+};
+
+// What the checks of a selection may read. A check whose inputs are missing reports `error` naming them.
+struct check_inputs {
+  const node_facts* facts = nullptr;
+  const config* cfg = nullptr;
+  const matrix_rules* rules = nullptr;
+  const matrix_facts* extra = nullptr;  // optional
+  const task_memlock* task = nullptr;   // set by the plugin: memlock judges the task, not the chain
+  // Runs one probe group (mr or nccl) and returns its checks; unset: the probe groups are skipped.
+  std::function<std::vector<check_result>(check_group)> probe;
+};
+
+// The inputs of the node checks (report, prolog, matrix): facts and rules, the config where memlock runs, the
+// matrix facts where the caller read them; no task, no probe.
+check_inputs node_check_inputs(const node_facts& facts, const matrix_rules& rules, const config* cfg = nullptr,
+                               const matrix_facts* extra = nullptr);
+
+struct check_def {
+  std::string_view id;
+  check_group group;
+  unsigned needs;         // check_need bits
+  std::string_view what;  // one line, for docs and --help
+  // nullptr for the probe groups' checks (see above).
+  check_result (*run)(const check_inputs&);
+};
+
+// All checks, in report order within each group.
+std::span<const check_def> registered_checks();
+const check_def* find_check(std::string_view id);
+
+struct check_selection {
+  std::vector<check_group> groups;  // in the order the report lists them
+  bool operator==(const check_selection&) const = default;
+};
+
+check_selection report_selection();
+check_selection prolog_selection();
+check_selection matrix_selection();
+// The plugin: memlock when asked; the probe groups only on local task 0 (one probe per node).
+check_selection plugin_selection(const check_groups& g, bool first_task);
+
+// The ids a selection reports, in order (the probe groups' ids included).
+std::vector<std::string_view> selected_ids(const check_selection& s);
+
+// Runs the selection's checks and returns them in order.
+report run_checks(const check_selection& s, const check_inputs& in);
+
+}  // namespace mrcheck

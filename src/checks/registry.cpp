@@ -1,0 +1,175 @@
+// The one list of checks (check_registry.h). Adding a check: write src/checks/<id>.cpp, add its row here and
+// its row in README.md's check table (check_registry_test compares the two).
+#include <mrcheck/check_registry.h>
+
+#include <mrcheck/checks.h>
+#include <mrcheck/config.h>
+#include <mrcheck/matrix.h>
+#include <mrcheck/memlock_chain.h>
+
+#include "checks/matrix_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace mrcheck {
+
+namespace {
+
+// A check whose inputs the caller did not give: the checker's own error, never a verdict about the node.
+check_result missing(std::string_view id, std::string_view what) {
+  check_result r;
+  r.id = std::string(id);
+  r.result = verdict::error;
+  r.summary = fmt::format("not run: {} not given", what);
+  return r;
+}
+
+check_result run_memlock(const check_inputs& in) {
+  if (in.task && in.task->prediction) return judge_memlock(*in.task->prediction, in.task->required, in.task->enf);
+  if (!in.facts || !in.cfg) return missing("memlock", "the process chain and the config");
+  return check_memlock(*in.facts, *in.cfg);
+}
+
+// The rule-judged checks read node_facts and the rules; rdma_stack and propagate_limits may also read the
+// matrix facts.
+template <check_result (*F)(const node_facts&, const matrix_rules&)>
+check_result with_rules(const check_inputs& in, std::string_view id) {
+  if (!in.facts || !in.rules) return missing(id, "the node facts and the rules");
+  return F(*in.facts, *in.rules);
+}
+
+#define MRCHECK_RULES_CHECK(NAME, FN) [](const check_inputs& in) { return with_rules<FN>(in, NAME); }
+
+check_result run_rdma_stack(const check_inputs& in) {
+  if (!in.facts || !in.rules) return missing("rdma_stack", "the node facts and the rules");
+  return matrix::check_rdma_stack(*in.facts, *in.rules, in.extra);
+}
+
+check_result run_propagate_limits(const check_inputs& in) {
+  if (!in.rules) return missing("propagate_limits", "the rules");
+  return matrix::check_propagate_limits(*in.rules, in.extra);
+}
+
+constexpr unsigned k_matrix = need_node_facts | need_rules;
+
+const std::array<check_def, 16> k_checks = {{
+    {"memlock", check_group::memlock, need_chain | need_config | need_task,
+     "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
+     "that lowered it",
+     run_memlock},
+    {"rdma_stack", check_group::matrix, k_matrix | need_matrix_facts,
+     "kernel mlx5_core/ib_core (inbox or OFED) and user-space rdma-core agree", run_rdma_stack},
+    {"hca_fw", check_group::matrix, k_matrix, "HCA firmware at least the minimum of its family",
+     MRCHECK_RULES_CHECK("hca_fw", matrix::check_hca_fw)},
+    {"gpu_driver", check_group::matrix, k_matrix, "NVIDIA driver loaded, of the flavour the site requires",
+     MRCHECK_RULES_CHECK("gpu_driver", matrix::check_gpu_driver)},
+    {"gpudirect", check_group::matrix, k_matrix, "nvidia_peermem or DMA-BUF usable on a node with an HCA and a GPU",
+     MRCHECK_RULES_CHECK("gpudirect", matrix::check_gpudirect)},
+    {"cuda_driver", check_group::matrix, k_matrix, "CUDA driver at least the minimum, where installed",
+     MRCHECK_RULES_CHECK("cuda_driver", matrix::check_cuda_driver)},
+    {"nccl", check_group::matrix, k_matrix, "system NCCL at least the minimum, where installed",
+     MRCHECK_RULES_CHECK("nccl", matrix::check_nccl)},
+    {"bar1", check_group::matrix, k_matrix, "GPU BAR1 aperture at least the GPU's memory",
+     MRCHECK_RULES_CHECK("bar1", matrix::check_bar1)},
+    {"slurmd_memlock", check_group::matrix, k_matrix, "slurmd's RLIMIT_MEMLOCK (every task's hard limit)",
+     MRCHECK_RULES_CHECK("slurmd_memlock", matrix::check_slurmd_memlock)},
+    {"propagate_limits", check_group::matrix, need_rules | need_matrix_facts,
+     "slurm.conf keeps MEMLOCK from propagating from the submit host", run_propagate_limits},
+    {"max_map_count", check_group::memory, k_matrix, "vm.max_map_count",
+     MRCHECK_RULES_CHECK("max_map_count", check_max_map_count)},
+    {"hugepages", check_group::memory, k_matrix, "the hugepage pool leaves memory to pin",
+     MRCHECK_RULES_CHECK("hugepages", check_hugepages)},
+    {"mr_host", check_group::mr, need_verbs, "register host memory the way NCCL does", nullptr},
+    {"dmabuf", check_group::mr, need_verbs, "DMA-BUF registration support, probed like NCCL", nullptr},
+    {"mr_gpu", check_group::mr, need_verbs, "register GPU memory (peer memory and DMA-BUF)", nullptr},
+    {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr},
+}};
+
+#undef MRCHECK_RULES_CHECK
+
+}  // namespace
+
+std::string_view to_string(check_group g) {
+  switch (g) {
+    case check_group::memlock: return "memlock";
+    case check_group::memory: return "memory";
+    case check_group::matrix: return "matrix";
+    case check_group::mr: return "mr";
+    case check_group::nccl: return "nccl";
+  }
+  return "unknown";
+}
+
+check_inputs node_check_inputs(const node_facts& facts, const matrix_rules& rules, const config* cfg,
+                               const matrix_facts* extra) {
+  check_inputs in;
+  in.facts = &facts;
+  in.rules = &rules;
+  in.cfg = cfg;
+  in.extra = extra;
+  return in;
+}
+
+std::span<const check_def> registered_checks() { return k_checks; }
+
+const check_def* find_check(std::string_view id) {
+  auto it = std::find_if(k_checks.begin(), k_checks.end(), [&](const check_def& d) { return d.id == id; });
+  return it == k_checks.end() ? nullptr : &*it;
+}
+
+check_selection report_selection() { return {{check_group::memlock, check_group::memory, check_group::matrix}}; }
+check_selection prolog_selection() { return {{check_group::matrix, check_group::memory}}; }
+check_selection matrix_selection() { return {{check_group::matrix}}; }
+
+check_selection plugin_selection(const check_groups& g, bool first_task) {
+  check_selection s;
+  if (g.memlock) s.groups.push_back(check_group::memlock);
+  if (first_task && g.mr) s.groups.push_back(check_group::mr);
+  if (first_task && g.nccl) s.groups.push_back(check_group::nccl);
+  return s;
+}
+
+namespace {
+
+// The selection's groups without repeats, in its order.
+std::vector<check_group> distinct(const check_selection& s) {
+  std::vector<check_group> out;
+  for (auto g : s.groups) {
+    if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+  }
+  return out;
+}
+
+bool is_probe(check_group g) { return g == check_group::mr || g == check_group::nccl; }
+
+}  // namespace
+
+std::vector<std::string_view> selected_ids(const check_selection& s) {
+  std::vector<std::string_view> ids;
+  for (auto g : distinct(s)) {
+    for (const auto& d : k_checks) {
+      if (d.group == g) ids.push_back(d.id);
+    }
+  }
+  return ids;
+}
+
+report run_checks(const check_selection& s, const check_inputs& in) {
+  report r;
+  for (auto g : distinct(s)) {
+    if (is_probe(g)) {
+      if (!in.probe) continue;
+      for (auto& c : in.probe(g)) r.checks.push_back(std::move(c));
+      continue;
+    }
+    for (const auto& d : k_checks) {
+      if (d.group == g && d.run) r.checks.push_back(d.run(in));
+    }
+  }
+  return r;
+}
+
+}  // namespace mrcheck

@@ -1,0 +1,177 @@
+// The check registry (issue 19 point 1): the ids it declares are the ones README documents, and every front end
+// (mrcheck report, mrcheck-prolog, judge_matrix, the plugin's node_task) picks its checks from it, so the same
+// request gives the same checks and the same verdicts whichever program asks.
+#include <mrcheck/check_registry.h>
+#include <mrcheck/checks.h>
+#include <mrcheck/config.h>
+#include <mrcheck/matrix.h>
+#include <mrcheck/memlock_chain.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace mrcheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> ids_of(const report& r) {
+  std::vector<std::string> out;
+  for (const auto& c : r.checks) out.push_back(c.id);
+  return out;
+}
+
+std::vector<std::string> strings(const std::vector<std::string_view>& v) { return {v.begin(), v.end()}; }
+
+// README's "## Checks" table: id -> group.
+std::map<std::string, std::string> readme_checks() {
+  std::ifstream in(fs::path(MRCHECK_FIXTURES_DIR).parent_path().parent_path() / "README.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string all = s.str();
+  auto begin = all.find("\n## Checks\n");
+  EXPECT_NE(begin, std::string::npos) << "README.md has no '## Checks' section";
+  if (begin == std::string::npos) return {};
+  auto end = all.find("\n## ", begin + 1);
+  std::string section = all.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  static const std::regex row(R"(\n\| `([a-z0-9_]+)` \| ([a-z]+) \|)");
+  std::map<std::string, std::string> out;
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row); it != std::sregex_iterator(); ++it) {
+    out[(*it)[1]] = (*it)[2];
+  }
+  return out;
+}
+
+node_facts fixture(const std::string& name) {
+  auto root = sysroot::open(fs::path(MRCHECK_FIXTURES_DIR) / name);
+  EXPECT_TRUE(root.is_ok());
+  return collect_facts(*root, {});
+}
+
+TEST(CheckRegistry, IdsAreUniqueAndEqualTheDocumentedOnes) {
+  std::map<std::string, std::string> declared;
+  for (const auto& d : registered_checks()) {
+    EXPECT_TRUE(declared.emplace(std::string(d.id), std::string(to_string(d.group))).second) << d.id << " twice";
+    EXPECT_EQ(find_check(d.id), &d);
+    EXPECT_FALSE(d.what.empty()) << d.id;
+    EXPECT_NE(d.needs, 0u) << d.id;
+    bool probe = d.group == check_group::mr || d.group == check_group::nccl;
+    EXPECT_EQ(d.run == nullptr, probe) << d.id << ": only the probe groups' checks run in a child";
+  }
+  EXPECT_EQ(declared, readme_checks()) << "README.md's check table and src/checks/registry.cpp disagree";
+  EXPECT_EQ(find_check("no_such_check"), nullptr);
+}
+
+TEST(CheckRegistry, TheMatrixListIsWrittenOnce) {
+  auto ids = strings(selected_ids(matrix_selection()));
+  EXPECT_EQ(ids, (std::vector<std::string>{"rdma_stack", "hca_fw", "gpu_driver", "gpudirect", "cuda_driver", "nccl",
+                                           "bar1", "slurmd_memlock", "propagate_limits"}));
+  EXPECT_EQ(matrix_check_ids(), ids);
+  auto rules = default_matrix_rules();
+  node_facts f = fixture("gpu_h200");
+  EXPECT_EQ(ids_of(judge_matrix(f, rules)), ids);
+  EXPECT_EQ(ids_of(judge_matrix(f, rules, matrix_facts{})), ids);
+}
+
+TEST(CheckRegistry, FrontEndsSelectTheirGroupsInTheirOrder) {
+  EXPECT_EQ(strings(selected_ids(report_selection())),
+            (std::vector<std::string>{"memlock", "max_map_count", "hugepages", "rdma_stack", "hca_fw", "gpu_driver",
+                                      "gpudirect", "cuda_driver", "nccl", "bar1", "slurmd_memlock",
+                                      "propagate_limits"}));
+  EXPECT_EQ(strings(selected_ids(prolog_selection())),
+            (std::vector<std::string>{"rdma_stack", "hca_fw", "gpu_driver", "gpudirect", "cuda_driver", "nccl", "bar1",
+                                      "slurmd_memlock", "propagate_limits", "max_map_count", "hugepages"}));
+  check_groups all;
+  all.memlock = all.mr = all.nccl = true;
+  EXPECT_EQ(strings(selected_ids(plugin_selection(all, true))),
+            (std::vector<std::string>{"memlock", "mr_host", "dmabuf", "mr_gpu", "nccl_pair"}));
+  EXPECT_EQ(strings(selected_ids(plugin_selection(all, false))), (std::vector<std::string>{"memlock"}));
+  check_groups mr_only;
+  mr_only.mr = true;
+  EXPECT_EQ(strings(selected_ids(plugin_selection(mr_only, true))),
+            (std::vector<std::string>{"mr_host", "dmabuf", "mr_gpu"}));
+  // A group named twice runs once.
+  EXPECT_EQ(selected_ids(check_selection{{check_group::memory, check_group::memory}}).size(), 2u);
+}
+
+// mrcheck report and mrcheck-prolog run the checks they share with the same inputs to the same verdicts, and
+// run_basic_checks (the report's node part) is the registry's too.
+TEST(CheckRegistry, ReportAndPrologAgreeOnEveryCheckTheyShare) {
+  config cfg;
+  auto rules = default_matrix_rules();
+  for (const char* name : {"gpu_h200", "hca_inbox_open", "cpu_debian12", "garbage"}) {
+    node_facts f = fixture(name);
+    matrix_facts extra;
+    check_inputs in;
+    in.facts = &f;
+    in.cfg = &cfg;
+    in.rules = &rules;
+    in.extra = &extra;
+    report rep = run_checks(report_selection(), in);
+    report pro = run_checks(prolog_selection(), in);
+    EXPECT_EQ(ids_of(rep), strings(selected_ids(report_selection()))) << name;
+    EXPECT_EQ(ids_of(pro), strings(selected_ids(prolog_selection()))) << name;
+    for (const auto& c : pro.checks) {
+      const check_result* r = rep.find(c.id);
+      ASSERT_NE(r, nullptr) << name << ": " << c.id;
+      EXPECT_EQ(r->result, c.result) << name << ": " << c.id;
+      EXPECT_EQ(r->summary, c.summary) << name << ": " << c.id;
+    }
+    report basic = run_basic_checks(f, cfg, rules);
+    EXPECT_EQ(ids_of(basic), (std::vector<std::string>{"memlock", "max_map_count", "hugepages"})) << name;
+    EXPECT_EQ(basic.checks[0].summary, check_memlock(f, cfg).summary) << name;
+  }
+}
+
+TEST(CheckRegistry, MissingInputsAreTheCheckersErrorNotAVerdict) {
+  check_inputs none;
+  report r = run_checks(report_selection(), none);
+  ASSERT_EQ(r.checks.size(), selected_ids(report_selection()).size());
+  for (const auto& c : r.checks) EXPECT_EQ(c.result, verdict::error) << c.id << ": " << c.summary;
+  // The probe groups without a probe runner are not run at all.
+  check_groups g;
+  g.mr = true;
+  EXPECT_TRUE(run_checks(plugin_selection(g, true), none).checks.empty());
+}
+
+// The plugin's node_task picks through the registry too: memlock from its prediction, each probe group once,
+// only on local task 0, in the registry's order.
+TEST(CheckRegistry, PluginNodeTaskRunsWhatItsSelectionNames) {
+  config c;
+  node_state st;
+  st.active = true;
+  st.checks.memlock = true;
+  st.checks.mr = true;
+  st.checks.nccl = true;
+  st.required = 8 << 20;
+  st.prediction.start = {k_unlimited, k_unlimited};
+  std::vector<std::string> asked;
+  probe_runner probe = [&](const std::string& group, const task_facts&, const memlock_limit&) {
+    asked.push_back(group);
+    std::vector<check_result> out;
+    for (const auto& d : registered_checks()) {
+      if (to_string(d.group) == group) out.push_back({std::string(d.id), verdict::pass, "ok", "", ""});
+    }
+    return out;
+  };
+  task_facts t;
+  auto v = node_task(c, t, st, probe);
+  EXPECT_EQ(ids_of(v.rep), strings(selected_ids(plugin_selection(st.checks, true))));
+  EXPECT_EQ(asked, (std::vector<std::string>{"mr", "nccl"}));
+  EXPECT_EQ(v.rep.checks[0].result, verdict::pass) << v.rep.checks[0].summary;
+  asked.clear();
+  t.local_task_id = 1;
+  auto other = node_task(c, t, st, probe);
+  EXPECT_EQ(ids_of(other.rep), strings(selected_ids(plugin_selection(st.checks, false))));
+  EXPECT_TRUE(asked.empty());
+}
+
+}  // namespace
+}  // namespace mrcheck
