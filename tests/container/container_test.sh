@@ -16,16 +16,24 @@ set -e
 ((rc == 0)) || { e2e_fail "make-images.sh failed ($rc)"; e2e_done; }
 plugin_setup
 d=$E2E_INSTALL
+# The test plugin enters the image as the job user, as enroot does: a new user namespace. A kernel or a
+# sandbox (seccomp, AppArmor) that refuses it to unprivileged users leaves nothing to test here.
+run_user unshare --user --mount true
+((RC == 0)) || e2e_skip "the job user cannot create a user namespace here (unshare --user --mount: ${ERR:-exit $RC})"
 install -m 0755 "$MRCHECK_BUILD_DIR/src/mrcheck-ctprobe" "$d/bin/mrcheck-ctprobe"
 install -m 0755 "$MRCHECK_BUILD_DIR/tests/container/spank_testct.so" "$d/lib/slurm/"
 [[ -f $d/lib/fake/libibverbs.so.1 ]] || e2e_skip "the fake libibverbs was not built"
 ct_dropin() { rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; echo "optional $d/lib/slurm/spank_testct.so $*" >"$MRCHECK_SLURM_PLUGSTACK_D/$CT_NAME"; }
 trap 'rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; plugin_cleanup' EXIT
-# enforce=yes gives the tasks 128 MiB, so the 64 MiB registration inside fits (the machine's default is 8 MiB).
-plugin_load optional memlock_min=128M enforce=yes on_fail=warn container_plugins=spank_testct.so
+# The registration inside is NCCL's estimate for the job's NCCL_* settings; small buffers make it 1.5 MiB, which
+# fits the 8 MiB a slurmd started without LimitMEMLOCK has (a sandbox without CAP_SYS_RESOURCE cannot raise it).
+# enforce=yes holds for an `mr`-only step too, and the probes get the enforced limit.
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
 # The fake stands in for libibverbs and its device; libibverbs' providers sit in libibverbs/ beside it.
 mkdir -p "$d/lib/fake/libibverbs" && : >"$d/lib/fake/libibverbs/libfake-rdmav34.so" && chmod -R a+rX "$d/lib/fake"
-fake="LD_LIBRARY_PATH=$d/lib/fake,MRCHECK_FAKE_IBV_DEVICES=mlx5_0"
+# LD_LIBRARY_PATH reaches the container probe (the image's library path), never the host's.
+small="NCCL_BUFFSIZE=65536,NCCL_LL_BUFFSIZE=65536,NCCL_LL128_BUFFSIZE=65536"
+fake="LD_LIBRARY_PATH=$d/lib/fake,MRCHECK_FAKE_IBV_DEVICES=mlx5_0,$small"
 inimg='test -e /.complete && echo in-image'
 
 # --- the container plugin before mrcheck ("50-" sorts before "mrcheck"): mrcheck probes inside ---------------
@@ -34,7 +42,7 @@ run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export
 show_run "matching image, a device"
 expect_eq "matching: the task ran in the image" "$OUT" "in-image"
 expect_contains "matching: rdma-core against the host" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
-expect_contains "matching: registered inside" "$ERR" "mrcheck: container_mr: pass: registered 64 MiB on mlx5_0 inside the container"
+expect_contains "matching: registered inside" "$ERR" "mrcheck: container_mr: pass: registered 1.5 MiB on mlx5_0 inside the container (memlock soft 8 MiB)"
 
 run_user srun --mr-check=mr,verbose --container-root="$images/old" sh -c "$inimg"
 show_run "old image"
@@ -47,7 +55,7 @@ expect_contains "none: says NCCL falls back to sockets" "$ERR" "mrcheck: contain
 
 run_user srun --mr-check=mr --container-root="$images/noloader" sh -c "$inimg"
 show_run "no loader"
-expect_contains "noloader: a verdict that says so" "$ERR" "mrcheck: container: ERROR: the container probe cannot start in a container: mrcheck: child: execveat: No such file or directory (the image has no dynamic loader"
+expect_contains "noloader: a verdict that says so" "$ERR" "mrcheck: container: ERROR: the container probe cannot start in a container: mrcheck: child: execveat $d/bin/mrcheck-ctprobe: No such file or directory (the image has no dynamic loader"
 
 # The task's limit is the step's (srun propagates `ulimit -l 64`): the registration fails inside, and the fix
 # is the runtime's (Apptainer: the limits of the process that starts it, i.e. Slurm's).
@@ -57,7 +65,7 @@ show_run "low memlock, Apptainer"
 expect_contains "memlock: the registration fails inside" "$ERR" "mrcheck: container_mr: WARN: ibv_reg_mr on mlx5_0 failed inside the container with ENOMEM"
 expect_contains "memlock: Apptainer's fix" "$ERR" "Apptainer inherits the limits of the process that starts it"
 
-plugin_load optional memlock_min=128M enforce=yes on_fail=warn container_plugins=spank_testct.so
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
 # --- the container plugin after mrcheck ("zz-"): the task is still on the host at mrcheck's task_init --------
 CT_NAME=zz-testct.conf ct_dropin
 run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg; sleep 1"

@@ -18,8 +18,13 @@ flock 9
 
 if [[ ! -f $cache/bookworm/.complete ]]; then
   command -v debootstrap >/dev/null || { echo "make-images: debootstrap is not installed" >&2; exit 77; }
-  if ! curl -fsS -m 20 -o /dev/null "$mirror/dists/bookworm/Release"; then
-    echo "make-images: SKIP: $mirror is not reachable and no image is cached in $cache" >&2
+  # The same probe as tests/package/deb_install_test.sh: a route to the mirror, or a skip that says so.
+  host=${mirror#*://}
+  host=${host%%/*}
+  port=80
+  [[ $mirror == https://* ]] && port=443
+  if ! timeout 15 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; then
+    echo "make-images: SKIP: no route to the Debian mirror $host:$port and no image cached in $cache" >&2
     exit 77
   fi
   rm -rf "$cache/bookworm" "$cache/bookworm.tmp"
