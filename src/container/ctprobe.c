@@ -6,7 +6,7 @@
  * loader (this file's PT_INTERP, resolved inside the container), which loads the image's glibc, and every
  * dlopen below finds what the job would find: the image's libibverbs and providers, its NCCL, the libcuda the
  * runtime injected. That is why this file is C with libc only, and why it asks for old symbol versions
- * (GLIBC_2.2.5 on x86_64): a binary built on a glibc >= 2.34 otherwise needs GLIBC_2.34 for
+ * (GLIBC_2.2.5 on x86_64; docs/facts/containers.md §6): a binary built on a glibc >= 2.34 otherwise needs GLIBC_2.34 for
  * __libc_start_main and dlopen, and would not start in an image with an older glibc (Ubuntu 20.04, RHEL 8).
  *
  * Output: one "key=value" line per fact on stdout (values have no control bytes); the plugin judges them

@@ -1,5 +1,5 @@
 // Which container runtime a task runs in, from what each really leaves behind, and each one's own fix text.
-// The sources of every sign and fix: docs/containers.md ("What each runtime leaves").
+// The sources of every sign and fix: docs/facts/containers.md §2 (the signs), §3 (limits).
 #include <mrcheck/container.h>
 
 #include <mrcheck/units.h>
