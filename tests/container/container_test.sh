@@ -57,6 +57,14 @@ run_user srun --mr-check=mr --container-root="$images/noloader" sh -c "$inimg"
 show_run "no loader"
 expect_contains "noloader: a verdict that says so" "$ERR" "mrcheck: container: ERROR: the container probe cannot start in a container: mrcheck: child: execveat $d/bin/mrcheck-ctprobe: No such file or directory (the image has no dynamic loader"
 
+# Older pyxis joined the container as root at task_init_privileged (no user namespace): inside at task_init too.
+CT_NAME=50-testct.conf ct_dropin hook=privileged
+run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg"
+show_run "entered at task_init_privileged"
+expect_eq "privileged: the task ran in the image" "$OUT" "in-image"
+expect_contains "privileged: probed inside" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
+CT_NAME=50-testct.conf ct_dropin
+
 # The task's limit is the step's (srun propagates `ulimit -l 64`): the registration fails inside, and the fix
 # is the runtime's (Apptainer: the limits of the process that starts it, i.e. Slurm's).
 plugin_load optional memlock_min=64K on_fail=warn container_plugins=spank_testct.so

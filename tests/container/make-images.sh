@@ -37,7 +37,7 @@ if [[ ! -f $cache/bookworm/.complete ]]; then
 fi
 
 variant() {  # variant NAME: a fresh copy of the base image in $cache/NAME.tmp
-  rm -rf "$cache/$1" "$cache/$1.tmp"
+  rm -rf "${cache:?}/${1:?}" "$cache/$1.tmp"
   cp -a --reflink=auto "$cache/bookworm" "$cache/$1.tmp"
   rm -f "$cache/$1.tmp/.complete"
 }
