@@ -6,7 +6,8 @@
 // errno, why (limits first, then versions, then max_map_count/hugepages), the fix, and the TCP fallback
 // (NCCL_IB_DISABLE=1) last with its cost.
 //
-// Exit: 0 no NCCL failure found, 1 at least one finding, 2 usage or I/O error.
+// Exit: 0 no NCCL failure found, 1 at least one finding (or a container problem: a kernel ABI warning, no
+// libibverbs, the silent socket fallback), 2 usage or I/O error.
 //
 // JSON (--json), stable; new keys may be added, none renamed or removed:
 //   {
@@ -45,7 +46,11 @@
 //         "fix": "set PropagateResourceLimitsExcept=MEMLOCK ...",
 //         "fallback": "last resort: NCCL_IB_DISABLE=1 ..."   // null when there is none
 //       }
-//     ]
+//     ],
+//     "container": {                        // container evidence in the log (docs/containers.md)
+//       "runtime": "pyxis/enroot",          // null when the log names none
+//       "notes": [{"what": "kernel_abi", "line": 12, "text": "..."}]  // runtime | kernel_abi | provider_load |
+//     }                                     //   no_libibverbs | socket_fallback (line null: whole log)
 //   }
 #include "commands.h"
 
@@ -80,6 +85,23 @@ struct input_fd {
     if (owned && fd >= 0) ::close(fd);
   }
 };
+
+// The container evidence of the log (src/container/runtime.cpp): which runtime, and what its libraries said.
+std::string container_notes_text(const container_log_scan& c) {
+  std::string out;
+  for (const auto& n : c.notes) {
+    out += n.line > 0 ? fmt::format("container (line {}): {}\n", n.line, n.text) : fmt::format("container: {}\n", n.text);
+  }
+  return out;
+}
+nlohmann::json container_notes_json(const container_log_scan& c) {
+  nlohmann::json notes = nlohmann::json::array();
+  for (const auto& n : c.notes) {
+    notes.push_back({{"what", n.what}, {"line", n.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(n.line)}, {"text", n.text}});
+  }
+  return {{"runtime", c.runtime == container_runtime::none ? nlohmann::json(nullptr) : nlohmann::json(std::string(to_string(c.runtime)))},
+          {"notes", notes}};
+}
 
 }  // namespace
 
@@ -138,7 +160,8 @@ int cmd_explain(const args& a) {
   }
 
   nccl_log_scanner scanner;
-  if (status s = scan_fd(in.fd, scanner); !s) {
+  container_log_scan containers;
+  if (status s = scan_fd(in.fd, scanner, [&](std::string_view l, std::size_t n) { containers.feed(l, n); }); !s) {
     fmt::print(stderr, "mrcheck: explain: {}: {}\n", escape_line(file, 200), s.message());
     return k_exit_usage;
   }
@@ -147,16 +170,22 @@ int cmd_explain(const args& a) {
   evidence_origin origin;
   node_evidence evidence;
   if (!scanner.groups().empty()) evidence = explain_evidence(root, origin);
+  containers.finish();
+  apply_container_log(containers, evidence);
   std::vector<finding> findings = explain_groups(scanner, evidence, origin);
+  bool container_problem = false;
+  for (const auto& n : containers.notes) container_problem = container_problem || n.what != "runtime";
 
   const std::string source = escape_line(file, 200);
   if (json) {
     nlohmann::json j = findings_to_json(findings, source, scanner, origin);
+    j["container"] = container_notes_json(containers);
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", findings_to_text(findings, source, scanner));
+    fmt::print("{}", container_notes_text(containers));
   }
-  return findings.empty() ? k_exit_ok : k_exit_fail;
+  return findings.empty() && !container_problem ? k_exit_ok : k_exit_fail;
 }
 
 }  // namespace mrcheck::cli

@@ -11,7 +11,7 @@ packages=(
   # the real local Slurm the end-to-end tests run on
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server
   # tools the tests and scripts use
-  procps iproute2 util-linux psmisc passwd python3
+  procps iproute2 util-linux psmisc passwd python3 curl
   # man pages (rendered by the man test), the .deb test (debootstrap), the prolog's bench baseline tools
   man-db groff-base dpkg-dev debootstrap ibverbs-utils infiniband-diags kmod time
   # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh); find-debuginfo

@@ -25,6 +25,7 @@ extern "C" {
 #include "job_info.h"
 
 #include <mrcheck/build_config.h>
+#include <mrcheck/container_runner.h>
 #include <mrcheck/memlock_chain.h>
 #include <mrcheck/probe_stop.h>
 
@@ -53,6 +54,7 @@ struct plugin_state {
   bool option_seen = false;
   std::optional<std::string> option;
   node_state node;
+  container_state ct;  // the job's container (docs/containers.md): the helper's fd and the host's view
 };
 plugin_state& state() {
   static plugin_state s;
@@ -128,6 +130,7 @@ int prefetch_step(spank_t sp) {
   task_facts t = read_task_facts(sp, false);
   if (t.extern_step) return 0;
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
+  prepare_container_state(s.ct, s.cfg.helper_path());
   return 0;
 }
 
@@ -162,6 +165,7 @@ int on_task_init_privileged(spank_t sp, int, char**) {
     spank_err_t rc = spank_setenv(sp, "SLURM_RLIMIT_MEMLOCK", env->c_str(), 1);
     if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
   }
+  if (s.node.active) prepare_container_state(s.ct, s.cfg.helper_path());  // before any plugin's task_init
   return 0;
 }
 
@@ -175,7 +179,11 @@ int on_task_init(spank_t sp, int, char**) {
   t.request.option = s.option;
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
   auto stopped = std::make_shared<bool>(false);
-  task_verdict v = current_engine().task(s.cfg, t, s.node, real_probe_runner_stop(s.cfg, budget.total, stopped));
+  // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
+  task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins) : task_location{};
+  probe_runner host = real_probe_runner_stop(s.cfg, budget.total, stopped);
+  task_verdict v = current_engine().task(
+      s.cfg, t, s.node, loc.place == task_place::host ? host : container_probe_runner(s.cfg, s.ct, loc, host, budget.total));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (*stopped) {
@@ -186,7 +194,7 @@ int on_task_init(spank_t sp, int, char**) {
     report kept;
     bool found = false;
     for (const auto& c : v.rep.checks) {
-      if (c.id == "mr" || c.id == "nccl") continue;
+      if (c.id == "mr" || c.id == "nccl" || c.id.starts_with("container")) continue;
       found = found || (c.result != verdict::pass && c.result != verdict::skip);
       kept.checks.push_back(c);
     }

@@ -9,7 +9,8 @@
 // Users: limits/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
 // fds, no wait), limits/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
 // collector in its own session: extra fds, no wait), prolog/slurm_control.cpp (a libslurm call in a forked
-// child without exec).
+// child without exec), container/enter.cpp (the container helper: exec by descriptor after joining the task's
+// namespaces, and a detached watcher without exec).
 #pragma once
 
 #include <mrcheck/status.h>
@@ -71,6 +72,15 @@ struct child_spec {
   // run_child only: the caller is the child subreaper for the run and kills every descendant the child
   // leaves behind (containment). Off for callers that must not change their own process attributes.
   bool contain = true;
+  // Containers (src/container/enter.cpp): exec this descriptor of the caller (execveat AT_EMPTY_PATH; a file
+  // opened before the task entered another mount namespace) instead of argv[0], which then only names it. In the
+  // child it sits above the extra fds, close-on-exec, so the program never holds it.
+  int exec_fd = -1;
+  // Run in the child after the limits and the uid switch, just before exec (async-signal-safe calls only);
+  // returns 0 or an errno, reported as `before_exec_what` with exit 127.
+  int (*before_exec)(const void* arg) noexcept = nullptr;
+  const void* before_exec_arg = nullptr;
+  const char* before_exec_what = "before exec";
 };
 
 struct child_outcome {

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -153,7 +154,9 @@ class nccl_log_scanner {
 // Reads `fd` to EOF through the scanner: a fixed 64 KiB read buffer and one line of at most max_line bytes
 // (the rest of a longer line is skipped, counted in truncated_lines()). EINTR is retried. Error status with
 // the errno if read() fails; the lines read before it stay in the scanner.
-status scan_fd(int fd, nccl_log_scanner& scanner);
+// `also` sees every line too, with its 1-based number (the container evidence of src/container/runtime.cpp).
+using line_observer = std::function<void(std::string_view line, std::size_t number)>;
+status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 
 // ---- Explaining: groups + node evidence -> findings (what `mrcheck explain` prints) ----
 
@@ -167,6 +170,11 @@ struct evidence_origin {
 // /proc/<pid>/status, the rdma-core flavour from /var/lib/dpkg/status and container markers. Never fails;
 // unreadable facts stay unset.
 node_evidence explain_evidence(const sysroot& root, evidence_origin& origin);
+// The container part of the evidence: runtime markers of `root` (and this process's environment on the host).
+void container_evidence(const sysroot& root, node_evidence& e);
+// A runtime named in the log (pyxis:, Apptainer, podman lines) sets the evidence's runtime when the node facts
+// found none: the fix text is then that runtime's.
+void apply_container_log(const container_log_scan& scan, node_evidence& e);
 
 struct finding {
   nccl_group group;

@@ -7,6 +7,15 @@
 //           (probe_check_ids), each once, with bounded fields
 //   exit    k_probe_exit_pass (pass or warn), k_probe_exit_fail, k_probe_exit_error; anything else, a signal or
 //           the timeout is the probe breaking (a hang or crash in the driver is a FAIL about the node)
+//
+// And between the plugin (src/container/enter.cpp, run_ctprobe) and the container helper it runs inside a job's
+// container, `mrcheck-ctprobe [--reg-bytes N] [--nccl]` (src/container/ctprobe.c; docs/containers.md):
+//   env     probe_environment() as above
+//   stdout  "key=value" lines, each key of k_ctprobe_keys at most once, `ctprobe=` always, `end=1` last; values
+//           without control bytes (the helper escapes them as \xNN) and at most 4 KiB. parse_ctprobe_output()
+//           refuses anything else as a whole: the image's libraries run in the helper and may print on its stdout.
+//   exit    0 when it ran to the end, 2 on bad arguments; 127 with "mrcheck: child: ..." on stderr when it
+//           could not be started (spawn_child: no loader in the image, the task's namespaces gone)
 #pragma once
 
 #include <cstddef>
@@ -22,5 +31,18 @@ inline constexpr int k_probe_exit_fail = 1;
 inline constexpr int k_probe_exit_error = 2;
 // What the plugin reads of the probe's stdout and stderr.
 inline constexpr std::size_t k_probe_output_max = 256 * 1024;
+
+// The checks the plugin judges from the container helper's report (src/container/judge.cpp): like the probes'
+// checks, the job's own word about the node (its image ran in the helper).
+inline constexpr std::string_view k_container_check_ids[] = {"container", "container_mr", "container_nccl"};
+
+inline constexpr std::string_view k_ctprobe_keys[] = {
+    "ctprobe",        "ids",          "memlock",  "dev_infiniband", "sys_infiniband", "mellanox_visible_devices",
+    "dpkg_libibverbs1", "verbs",      "verbs_iova2", "verbs_dmabuf", "providers",     "devices",
+    "reg",            "nccl",         "nccl_cuda", "nccl_net_plugin", "cuda_driver",  "markers",
+    "containerenv",   "end"};
+// A line: the longest key, '=', a value cut at 4096 bytes before escaping plus one last escape (4 bytes).
+inline constexpr std::size_t k_ctprobe_line_max = 32 + 1 + 4096 + 4;
+inline constexpr std::size_t k_ctprobe_output_max = 128 * 1024;
 
 }  // namespace mrcheck

@@ -55,7 +55,7 @@ check_result run_propagate_limits(const check_inputs& in) {
 
 constexpr unsigned k_matrix = need_node_facts | need_rules;
 
-const std::array<check_def, 16> k_checks = {{
+const std::array<check_def, 19> k_checks = {{
     {"memlock", check_group::memlock, need_chain | need_config | need_task,
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
@@ -86,6 +86,11 @@ const std::array<check_def, 16> k_checks = {{
     {"dmabuf", check_group::mr, need_verbs, "DMA-BUF registration support, probed like NCCL", nullptr},
     {"mr_gpu", check_group::mr, need_verbs, "register GPU memory (peer memory and DMA-BUF)", nullptr},
     {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr},
+    // A task in its container (src/container/, docs/containers.md): the plugin's probe groups come from the
+    // container helper instead of `mrcheck probe`.
+    {"container", check_group::mr, need_verbs, "the image's rdma-core and devices against the host's kernel", nullptr},
+    {"container_mr", check_group::mr, need_verbs, "register memory inside the task's container", nullptr},
+    {"container_nccl", check_group::nccl, need_nccl, "the image's NCCL against the host's CUDA driver", nullptr},
 }};
 
 #undef MRCHECK_RULES_CHECK

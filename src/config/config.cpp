@@ -39,7 +39,7 @@ result<std::string> parse_abs_path(std::string_view v) {
   return std::string(v);
 }
 
-constexpr std::array<config_key_doc, 18> k_keys{{
+constexpr std::array<config_key_doc, 19> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
     {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
@@ -50,6 +50,7 @@ constexpr std::array<config_key_doc, 18> k_keys{{
     {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test"},
     {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)"},
     {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child"},
+    {"container_plugins", "spank_pyxis.so", "SPANK plugins (file names, comma-separated) that move tasks into containers"},
     {"report_dir", "", "directory for per-node JSON reports (empty: none)"},
     {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
     {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
@@ -182,6 +183,9 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
       if (!p) return bad(p.error());
     }
     c.verbs_library = std::string(value);
+  } else if (key == "container_plugins") {
+    if (value.size() > 1024 || value.find('/') != std::string_view::npos) return bad(status::error("file names only, at most 1024 bytes"));
+    c.container_plugins = std::string(value);
   } else if (key == "admin_comment") {
     auto v = parse_bool(value);
     if (!v) return bad(v.error());

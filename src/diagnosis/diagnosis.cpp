@@ -28,9 +28,6 @@ constexpr int k_kernel_enotsupp = 524;
 constexpr std::string_view k_memlock_fix_slurm =
     "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf and LimitMEMLOCK=infinity for slurmd (systemd "
     "drop-in), restart slurmd; to test now run `ulimit -l unlimited` in the shell that starts srun";
-constexpr std::string_view k_container_fix =
-    "start the container with --ulimit memlock=-1:-1 (or --cap-add=IPC_LOCK), and keep LimitMEMLOCK=infinity "
-    "for slurmd on the host (mscclpp #335)";
 constexpr std::string_view k_tcp_fallback =
     "last resort: NCCL_IB_DISABLE=1 runs NCCL over TCP sockets; the job starts, but inter-node bandwidth drops to "
     "what the Ethernet/IPoIB interface gives (often 5-20x lower) and CPU load rises";
@@ -195,7 +192,7 @@ struct builder {
   // fixed in Slurm, not in the container runtime. Only an unknown hop in a container points at the runtime.
   std::string memlock_fix() const {
     if (!e.memlock_hop.empty()) return fmt::format("the limit was lowered at {}: {}", e.memlock_hop, k_memlock_fix_slurm);
-    return std::string(e.in_container.value_or(false) ? k_container_fix : k_memlock_fix_slurm);
+    return e.in_container.value_or(false) ? container_memlock_fix(e.runtime) : std::string(k_memlock_fix_slurm);
   }
 
   // CMA pageblocks a long-term pin cannot use (docs/transports.md, "Long-term pinning and CMA"): the kernel must
@@ -334,7 +331,7 @@ struct builder {
     }
     set(cause::capability, zero || no_cap, fmt::format("{} got EPERM: {}", call_or(f.call), why),
         container || (no_cap && !zero)
-            ? std::string(k_container_fix)
+            ? container_memlock_fix(e.runtime)
             : std::string("give the task a memlock limit above 0: ") + std::string(k_memlock_fix_slurm),
         k_tcp_fallback);
   }

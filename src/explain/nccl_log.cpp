@@ -748,7 +748,8 @@ std::vector<const nccl_group*> nccl_log_scanner::groups() const {
   return out;
 }
 
-status scan_fd(int fd, nccl_log_scanner& scanner) {
+status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also) {
+  std::size_t number = 0;
   const std::size_t max_line = scanner.caps().max_line;
   std::vector<char> buf(64 * 1024);
   std::string line;
@@ -772,12 +773,16 @@ status scan_fd(int fd, nccl_log_scanner& scanner) {
       line.append(p, std::min(len, room));
       if (nl == nullptr) break;
       scanner.feed_line(line, truncated);
+      if (also) also(line, ++number);
       line.clear();
       truncated = false;
       p = nl + 1;
     }
   }
-  if (!line.empty() || truncated) scanner.feed_line(line, truncated);
+  if (!line.empty() || truncated) {
+    scanner.feed_line(line, truncated);
+    if (also) also(line, ++number);
+  }
   return status::ok();
 }
 

@@ -234,6 +234,11 @@ result<spawned_child> spawn_child(const child_spec& spec) {
   // so that no dup2 clobbers another.
   int lift = 10;
   for (const auto& f : spec.extra_fds) lift = std::max({lift, f.child_fd + 1, f.parent_fd + 1});
+  // The descriptor to exec goes right above the extra fds: one more place below the lifted copies.
+  if (spec.exec_fd >= 0) {
+    for (const auto& f : spec.extra_fds) lift = std::max(lift, f.child_fd + 2);
+    lift = std::max(lift, spec.exec_fd + 1);
+  }
 
   spawned_child c;
   c.start = clock::now();
@@ -270,6 +275,8 @@ result<spawned_child> spawn_child(const child_spec& spec) {
       lifted[i] = ::fcntl(spec.extra_fds[i].parent_fd, F_DUPFD, lift);
       if (lifted[i] < 0) child_fail("fcntl", errno);
     }
+    int lifted_exec = -1;
+    if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0) child_fail("fcntl exec fd", errno);
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull < 0) child_fail("open /dev/null", errno);
     if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
@@ -283,6 +290,12 @@ result<spawned_child> spawn_child(const child_spec& spec) {
     for (std::size_t i = 0; i < n_extra; ++i) {
       if (::dup2(lifted[i], spec.extra_fds[i].child_fd) < 0) child_fail("dup2", errno);
       first_free = std::max(first_free, spec.extra_fds[i].child_fd + 1);
+    }
+    int exec_at = -1;
+    if (lifted_exec >= 0) {
+      exec_at = first_free++;
+      if (::dup2(lifted_exec, exec_at) < 0) child_fail("dup2 exec fd", errno);
+      if (::fcntl(exec_at, F_SETFD, FD_CLOEXEC) != 0) child_fail("fcntl exec fd", errno);
     }
     close_from(first_free);
 
@@ -315,9 +328,16 @@ result<spawned_child> spawn_child(const child_spec& spec) {
       }
       ::_exit(rc);
     }
-    ::execve(argv[0], argv.data(), envp.data());
+    if (spec.before_exec) {
+      if (int e = spec.before_exec(spec.before_exec_arg); e != 0) child_fail(spec.before_exec_what, e);
+    }
+    if (exec_at >= 0) {
+      ::syscall(SYS_execveat, exec_at, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+    } else {
+      ::execve(argv[0], argv.data(), envp.data());
+    }
     int e = errno;
-    write_all_raw(STDERR_FILENO, "mrcheck: child: execve ");
+    write_all_raw(STDERR_FILENO, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
     write_all_raw(STDERR_FILENO, argv[0]);
     write_all_raw(STDERR_FILENO, ": ");
     write_all_raw(STDERR_FILENO, strerrordesc_np(e) ? strerrordesc_np(e) : "error");

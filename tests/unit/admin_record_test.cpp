@@ -136,6 +136,10 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
   EXPECT_EQ(format_step_record("step 5", 2, probed, {}),
             "mrcheck: step 5: FAIL mr_host (ENOMEM) on b per the job's probe; pass on 1 node (mr_host,nccl_pair per the "
             "job's probe)");
+  // The container helper's checks are the job's word too: its image's libraries ran in it (issue 18).
+  std::vector<node_record> contained = {rec(0, "a", {pass_memlock(), {"container_mr", verdict::fail, "container_mr (ENOMEM)"}})};
+  EXPECT_EQ(format_step_record("step 6", 1, contained, {}),
+            "mrcheck: step 6: FAIL container_mr (ENOMEM) on a per the job's probe");
   // Node ids out of range are ignored; hostile names cannot add items or records.
   std::vector<node_record> hostile = {rec(0, "x|y;z,w\nv", {pass_memlock()}), rec(5, "ghost", {fail_memlock()})};
   std::string line = format_step_record("step 4", 1, hostile, {});

@@ -91,12 +91,13 @@ TEST(CheckRegistry, FrontEndsSelectTheirGroupsInTheirOrder) {
   check_groups all;
   all.memlock = all.mr = all.nccl = true;
   EXPECT_EQ(strings(selected_ids(plugin_selection(all, true))),
-            (std::vector<std::string>{"memlock", "mr_host", "dmabuf", "mr_gpu", "nccl_pair"}));
+            (std::vector<std::string>{"memlock", "mr_host", "dmabuf", "mr_gpu", "container", "container_mr", "nccl_pair",
+                                      "container_nccl"}));
   EXPECT_EQ(strings(selected_ids(plugin_selection(all, false))), (std::vector<std::string>{"memlock"}));
   check_groups mr_only;
   mr_only.mr = true;
   EXPECT_EQ(strings(selected_ids(plugin_selection(mr_only, true))),
-            (std::vector<std::string>{"mr_host", "dmabuf", "mr_gpu"}));
+            (std::vector<std::string>{"mr_host", "dmabuf", "mr_gpu", "container", "container_mr"}));
   // A group named twice runs once.
   EXPECT_EQ(selected_ids(check_selection{{check_group::memory, check_group::memory}}).size(), 2u);
 }

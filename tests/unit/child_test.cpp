@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -27,6 +28,33 @@ TEST(run_child, captures_output_and_exit) {
   EXPECT_EQ(o->out, "out\n");
   EXPECT_EQ(o->err, "err\n");
   EXPECT_EQ(o->describe(), "exit 3");
+}
+
+// The container helper's way (src/container/enter.cpp): exec an O_PATH descriptor, argv[0] only names it; the
+// descriptor is close-on-exec in the child, so the program holds only 0-2. before_exec runs last and can refuse.
+TEST(run_child, execs_a_descriptor_and_runs_before_exec) {
+  int fd = ::open("/bin/sh", O_PATH | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  child_spec s = sh("echo \"$0\"; ls /proc/$$/fd");
+  s.argv[0] = "/not/there/sh";
+  s.exec_fd = fd;
+  static int ran = 0;
+  s.before_exec = [](const void* arg) noexcept -> int {
+    return *static_cast<const int*>(arg);
+  };
+  s.before_exec_arg = &ran;
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_EQ(o->exit_code, 0) << o->err;
+  EXPECT_EQ(o->out, "/not/there/sh\n0\n1\n2\n");
+  static const int refuse = ENOENT;
+  s.before_exec_arg = &refuse;
+  s.before_exec_what = "join the task's container";
+  o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_EQ(o->exit_code, 127);
+  EXPECT_NE(o->err.find("mrcheck: child: join the task's container: No such file or directory"), std::string::npos) << o->err;
+  ::close(fd);
 }
 
 TEST(run_child, passes_only_the_given_environment) {

@@ -368,6 +368,61 @@ TEST(MemlockChainEngine, StepFactsPrefetchedOnceServeEveryTask) {
   std::filesystem::remove_all(dir);
 }
 
+// enforce=yes raises the limit for a step that asked only for `mr` (or `nccl`): its probes and its task run under
+// the enforced limit, and the probe is handed that limit.
+TEST(MemlockChainEngine, EnforceHoldsForEveryCheckedStepNotOnlyMemlock) {
+  auto empty_dir = std::filesystem::temp_directory_path() / ("mrcheck_enf_mr_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(empty_dir);
+  auto empty = sysroot::open(empty_dir);
+  ASSERT_TRUE(empty);
+  struct recording : rlimit_ops {
+    memlock_limit now{k8m, k8m};
+    int sets = 0;
+    result<memlock_limit> get() override { return now; }
+    status set(const memlock_limit& l) override {
+      ++sets;
+      now = l;
+      return status::ok();
+    }
+  };
+  config enforcing = site("memlock_min=128M");
+  enforcing.enforce = true;
+  for (const char* groups : {"mr", "nccl"}) {
+    recording ops;
+    task_facts t;
+    t.task_pid = ::getpid();
+    t.request = option(std::string(groups));
+    t.rlimit_memlock = std::to_string(k8m);
+    node_state st;
+    auto env = node_privileged(enforcing, t, *empty, ops, st);
+    ASSERT_TRUE(st.enf.has_value()) << groups;
+    EXPECT_EQ(ops.sets, 1) << groups;
+    EXPECT_EQ(st.enf->start.soft, 128ull << 20) << groups;
+    ASSERT_TRUE(env.has_value()) << groups;  // the propagated 8 MiB would lower it again
+    // The probe is handed the enforced limit.
+    std::uint64_t probed = 0;
+    probe_runner probe = [&](const std::string&, const task_facts&, const memlock_limit& l) {
+      probed = l.soft;
+      check_result r;
+      r.id = std::string(groups) == "mr" ? "mr_host" : "nccl_pair";
+      r.result = verdict::pass;
+      return std::vector<check_result>{r};
+    };
+    node_task(enforcing, t, st, probe);
+    EXPECT_EQ(probed, 128ull << 20) << groups;
+  }
+  // enforce=no: nothing is raised.
+  recording ops;
+  task_facts t;
+  t.task_pid = ::getpid();
+  t.request = option(std::string("mr"));
+  node_state st;
+  node_privileged(site("memlock_min=128M"), t, *empty, ops, st);
+  EXPECT_FALSE(st.enf.has_value());
+  EXPECT_EQ(ops.sets, 0);
+  std::filesystem::remove_all(empty_dir);
+}
+
 // The watcher holds the task's stderr: it must let go as soon as the task exits, not at the end of its window.
 TEST(MemlockChainPostExecWatch, EndsWhenTheTaskExitsNotAtTheEndOfTheWindow) {
   pid_t pid = ::fork();

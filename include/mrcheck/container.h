@@ -1,0 +1,169 @@
+// The job's container (issue 18). A checked task that runs in a container gets its facts and its registration
+// probe from inside that container: the image's libibverbs and providers, its NCCL, its /dev/infiniband and
+// /sys/class/infiniband, under the task's limits, judged against the host's kernel, devices and driver.
+// How the probe gets into the container, and what each runtime leaves behind: docs/containers.md.
+#pragma once
+
+#include <mrcheck/check.h>
+#include <mrcheck/child.h>
+#include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrcheck {
+
+// ---- the runtime --------------------------------------------------------------------------------------------
+
+enum class container_runtime { none, pyxis, enroot, apptainer, podman, docker, kubernetes, unknown };
+std::string_view to_string(container_runtime r);
+
+// What a runtime leaves in a task's environment and root. `marker_files` are the absolute paths (as seen in the
+// container) of the markers that exist: /.dockerenv, /run/.containerenv, /.singularity.d,
+// /var/run/secrets/kubernetes.io/serviceaccount; `containerenv` the text of /run/.containerenv.
+struct runtime_signs {
+  std::vector<std::string> env;            // "KEY=VALUE"
+  std::vector<std::string> marker_files;
+  std::string containerenv;
+  bool own_namespace = false;              // the task's mount namespace or root differs from slurmstepd's
+};
+struct runtime_guess {
+  container_runtime runtime = container_runtime::none;
+  std::string evidence;                    // "PYXIS_VERSION=0.24.0 in the task environment"
+};
+// Most specific first: pyxis (PYXIS_*, _SLURM_SPANK_OPTION_pyxis_*), enroot (ENROOT_*), Apptainer/Singularity
+// (APPTAINER_*/SINGULARITY_* or /.singularity.d), podman (/run/.containerenv with engine="podman..." or
+// container=podman), docker (/.dockerenv), Kubernetes (KUBERNETES_SERVICE_HOST or the serviceaccount mount);
+// a task in its own namespace with none of those is `unknown`.
+runtime_guess guess_runtime(const runtime_signs& s);
+// The same, read from a root (explain, `mrcheck report` in a container) and an environment.
+runtime_signs signs_from_root(const sysroot& root, std::vector<std::string> env);
+
+// One line each, for the runtime: how to raise the locked-memory limit, how to pass the RDMA devices in, how to
+// get a matching rdma-core into the image.
+std::string container_memlock_fix(container_runtime r);
+std::string container_device_fix(container_runtime r);
+std::string container_rdma_core_fix(container_runtime r);
+
+// ---- what the probe helper saw inside -----------------------------------------------------------------------
+
+// The helper's "key=value" lines (src/container/ctprobe.c), taken only in the shape probe_protocol.h gives: an
+// unknown or repeated key, a line without '=', a control byte or an overlong line makes the report invalid (the
+// helper never prints any of those; a library of the image that writes on its stdout might).
+struct ctprobe_view {
+  std::map<std::string, std::string> kv;
+  bool complete = false;  // the helper printed its last line ("end=1")
+};
+result<ctprobe_view> parse_ctprobe_output(std::string_view out);
+
+// The host's side, read before the task enters its container.
+struct host_rdma_view {
+  std::vector<std::string> devices;        // /sys/class/infiniband entries
+  std::vector<std::string> dev_infiniband; // /dev/infiniband entries ("uverbs0", "rdma_cm", ...)
+  std::optional<int> uverbs_abi;           // /sys/class/infiniband_verbs/abi_version
+  std::map<std::string, int> device_abi;   // device -> /sys/class/infiniband_verbs/uverbsN/abi_version
+  std::map<std::string, std::string> device_driver;  // device -> kernel driver (mlx5_core, ...)
+  std::string rdma_core_version;           // the host's libibverbs1 (dpkg), "" unknown
+  bool nvidia_driver = false;              // /proc/driver/nvidia/version exists
+};
+host_rdma_view read_host_rdma_view(const sysroot& root);
+
+// How the helper ran, for the verdicts about the helper itself (no loader, crashed, timed out).
+struct ctprobe_run {
+  child_outcome outcome;
+  std::string helper;                      // host path of the helper, for messages
+  bool started = true;                     // false: it could not even be forked (message in `error`)
+  std::string error;
+};
+
+// The verdicts: `container` (runtime, devices, rdma-core against the host), `container_mr` (the registration
+// inside), `container_nccl` (the image's NCCL against the host's CUDA driver, when `nccl`). Pure: unit tested.
+std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdma_view& host, const runtime_guess& rt,
+                                          bool nccl);
+
+// rdma-core release of a libibverbs file name: "libibverbs.so.1.14.44.0" -> "44.0"; "" when not of that form.
+std::string rdma_core_from_soname(std::string_view file_name);
+// Provider ABI suffix: "libmlx5-rdmav34.so" -> 34; nullopt otherwise.
+std::optional<int> provider_pabi(std::string_view file_name);
+
+// ---- getting in -----------------------------------------------------------------------------------------------
+
+// Per task child, carried from slurmstepd (root, host view) to task_init (job user, maybe in the container).
+struct container_state {
+  int helper_fd = -1;                      // the helper, opened O_PATH on the host (inherited, close-on-exec)
+  std::string helper_path;
+  std::string helper_error;                // why helper_fd is -1
+  bool host_read = false;
+  host_rdma_view host;
+  std::string host_mnt_ns;                 // readlink of slurmstepd's /proc/self/ns/mnt ("mnt:[4026531841]")
+  std::string host_root_id;                // "dev:ino" of slurmstepd's "/"
+};
+// slurmstepd, before the tasks fork (or task_init_privileged): open the helper, read the host's view.
+void prepare_container_state(container_state& st, const std::string& helper_path);
+// The helper's path: next to `mrcheck_helper` (the plugin's helper=) when it is there, else this build's
+// <libexecdir>/mrcheck/mrcheck-ctprobe.
+std::string ctprobe_path(const std::string& mrcheck_helper);
+
+// Where the task is at task_init.
+enum class task_place {
+  host,      // in slurmstepd's mount namespace and root, no container plugin loaded
+  inside,    // already in its container (a container plugin listed before mrcheck joined it)
+  maybe_later,  // on the host, and a container plugin (`container_plugins`) is loaded in this slurmstepd: it may
+                // move the task into a container after mrcheck's task_init (SPANK plugins see no other
+                // plugin's options, so whether this step uses it is known only once the task is in or has exec'd)
+};
+struct task_location {
+  task_place place = task_place::host;
+  std::string detail;                      // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
+};
+// `container_plugins`: comma-separated file names (config key container_plugins=), matched against the
+// libraries mapped into this process (/proc/self/maps).
+task_location locate_task(const container_state& st, std::string_view container_plugins);
+
+struct container_probe_request {
+  std::vector<std::string> env;            // the task's environment
+  std::uint64_t memlock_soft = 0, memlock_hard = 0;  // the task's final limits (k_unlimited = unlimited)
+  std::uint64_t reg_bytes = 0;             // bytes to register (0: no registration)
+  bool nccl = false;
+  std::chrono::milliseconds timeout{30000};
+  pid_t join_pid = 0;                      // 0: run where we are; else join this process's user+mount namespaces
+  bool fail_is_warn = false;               // on_fail=warn: the deferred watcher reports a FAIL as WARN
+};
+// Runs the helper by descriptor, inside (join_pid's namespaces, or the current ones). Never throws.
+ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req);
+
+// task_init with the task still on the host while a container plugin after mrcheck may move it into its
+// container: forks a watcher (job user, holding the task's stderr) that waits until task `task` is in another
+// mount namespace (then runs the helper there and writes the verdict lines to stderr; it cannot stop the task)
+// or has exec'd on the host (then it leaves silently), at most `wait_for_entry`.
+status spawn_deferred_container_probe(const container_state& st, pid_t task, container_probe_request req,
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry);
+
+// ---- logs (mrcheck explain) ---------------------------------------------------------------------------------
+
+// Container evidence in a job log: the runtime's own lines (pyxis:, enroot, Apptainer's INFO/FATAL lines),
+// libibverbs' "Driver X does not support the kernel ABI" and "couldn't load driver" warnings, NCCL's
+// "Failed to open libibverbs" and its silent NET/Socket fallback. One note per kind, in order of first sight.
+struct container_log_note {
+  std::string what;   // "runtime" | "kernel_abi" | "no_libibverbs" | "socket_fallback" | "provider_load"
+  std::size_t line = 0;
+  std::string text;   // the explanation, with the fix for the runtime
+};
+struct container_log_scan {
+  container_runtime runtime = container_runtime::none;
+  std::vector<container_log_note> notes;
+  bool saw_net_ib = false;
+  bool saw_net_socket = false;
+  void feed(std::string_view line, std::size_t number);
+  // Notes that need the whole log (the socket fallback: NET/Socket and never NET/IB).
+  void finish();
+};
+
+}  // namespace mrcheck

@@ -1,0 +1,16 @@
+// The plugin's probe runner for a task in a container (src/container/runner.cpp). Separate from container.h
+// because it needs the plugin engine's types (memlock_chain.h).
+#pragma once
+
+#include <mrcheck/container.h>
+#include <mrcheck/memlock_chain.h>
+
+namespace mrcheck {
+
+// `mr` and `nccl` for a task that is in its container (the helper runs there) or is about to enter one (the
+// `host` runner's probes now, and a watcher checks the container after the task starts). The probes of one task
+// share `budget` (plan_probe_budget) as the host's do. `c` and `st` must outlive the runner.
+probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
+                                    probe_runner host, std::chrono::milliseconds budget);
+
+}  // namespace mrcheck

@@ -1,0 +1,322 @@
+// Getting the probe into the job's container (docs/containers.md, "How the probe gets in"):
+//   slurmstepd (root, host view)   open the helper O_PATH|O_CLOEXEC, read the host's RDMA view
+//   task_init (job user)           task inside (a container plugin before mrcheck joined it): run the helper
+//                                  by descriptor where we are; a container plugin after mrcheck: watch the
+//                                  task enter, join its user+mount namespaces, run the helper there
+// The helper's PT_INTERP is resolved in the container, so the image's loader and glibc run it (docs/facts/containers.md
+// §1 when pyxis moves the task, §6 setns and execveat).
+#include <mrcheck/container.h>
+
+#include <mrcheck/build_config.h>
+#include <mrcheck/probe_protocol.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+
+namespace mrcheck {
+
+namespace {
+
+std::string link_text(const std::string& path) {
+  char buf[256];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string root_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return fmt::format("{}:{}", st.st_dev, st.st_ino);
+}
+
+std::optional<int> read_int(const sysroot& root, const std::string& path) {
+  auto v = root.read_value(path);
+  if (!v) return std::nullopt;
+  int out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+host_rdma_view read_host_rdma_view(const sysroot& root) {
+  host_rdma_view h;
+  if (auto l = root.list("/sys/class/infiniband")) h.devices = std::move(*l);
+  if (auto l = root.list("/dev/infiniband")) h.dev_infiniband = std::move(*l);
+  h.uverbs_abi = read_int(root, "/sys/class/infiniband_verbs/abi_version");
+  if (auto l = root.list("/sys/class/infiniband_verbs")) {
+    for (const auto& u : *l) {
+      if (u.rfind("uverbs", 0) != 0) continue;
+      auto dev = root.read_value("/sys/class/infiniband_verbs/" + u + "/ibdev");
+      auto abi = read_int(root, "/sys/class/infiniband_verbs/" + u + "/abi_version");
+      if (dev && abi) h.device_abi[*dev] = *abi;
+    }
+  }
+  for (const auto& d : h.devices) {
+    if (auto t = root.read_link("/sys/class/infiniband/" + d + "/device/driver")) {
+      auto slash = t->rfind('/');
+      h.device_driver[d] = slash == std::string::npos ? *t : t->substr(slash + 1);
+    }
+  }
+  // The host's libibverbs file name gives its rdma-core release (same rule as the image's).
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"}) {
+    auto l = root.list(dir);
+    if (!l) continue;
+    for (const auto& f : *l) {
+      std::string v = rdma_core_from_soname(f);
+      if (!v.empty()) {
+        h.rdma_core_version = v;
+        break;
+      }
+    }
+    if (!h.rdma_core_version.empty()) break;
+  }
+  h.nvidia_driver = root.exists("/proc/driver/nvidia/version");
+  return h;
+}
+
+std::string ctprobe_path(const std::string& mrcheck_helper) {
+  auto slash = mrcheck_helper.rfind('/');
+  if (slash != std::string::npos) {
+    std::string next = mrcheck_helper.substr(0, slash + 1) + "mrcheck-ctprobe";
+    if (::access(next.c_str(), X_OK) == 0) return next;
+  }
+  return std::string(MRCHECK_INSTALL_LIBEXECDIR) + "/mrcheck/mrcheck-ctprobe";
+}
+
+void prepare_container_state(container_state& st, const std::string& helper_path) {
+  if (st.host_read) return;
+  st.host_read = true;
+  st.helper_path = ctprobe_path(helper_path);
+  // O_PATH: enough for execveat, and no read access to keep open in the task. O_CLOEXEC: the task never sees it.
+  st.helper_fd = ::open(st.helper_path.c_str(), O_PATH | O_CLOEXEC);
+  if (st.helper_fd < 0) st.helper_error = fmt::format("{}: {}", st.helper_path, std::strerror(errno));
+  st.host = read_host_rdma_view(sysroot{});
+  st.host_mnt_ns = link_text("/proc/self/ns/mnt");
+  st.host_root_id = root_id("/");
+}
+
+task_location locate_task(const container_state& st, std::string_view container_plugins) {
+  task_location loc;
+  std::string mnt = link_text("/proc/self/ns/mnt");
+  std::string rid = root_id("/");
+  if (!st.host_mnt_ns.empty() && !mnt.empty() && mnt != st.host_mnt_ns) {
+    loc.place = task_place::inside;
+    loc.detail = fmt::format("mount namespace {} (slurmstepd: {})", mnt, st.host_mnt_ns);
+    return loc;
+  }
+  if (!st.host_root_id.empty() && !rid.empty() && rid != st.host_root_id) {
+    loc.place = task_place::inside;
+    loc.detail = "its own root directory (chroot)";
+    return loc;
+  }
+  if (container_plugins.empty()) return loc;
+  // Every plugstack plugin is mapped into slurmstepd and so into this task child.
+  auto maps = sysroot{}.read("/proc/self/maps", 16u << 20);
+  if (!maps) return loc;
+  std::string_view names = container_plugins;
+  while (!names.empty()) {
+    auto c = names.find(',');
+    std::string_view name = names.substr(0, c);
+    names.remove_prefix(c == std::string_view::npos ? names.size() : c + 1);
+    if (name.empty()) continue;
+    std::string needle = "/" + std::string(name) + "\n";
+    if (maps->find(needle) != std::string::npos) {
+      loc.place = task_place::maybe_later;
+      loc.detail = fmt::format("SPANK plugin {}", escape_line(name, 64));
+      return loc;
+    }
+  }
+  return loc;
+}
+
+namespace {
+
+// In the probe child, after fork: join the user namespace (when it is another one) and the mount namespace of
+// `pid`, then its root. Async-signal-safe calls only. Returns 0 or an errno.
+struct join_target {
+  char user[64];
+  char mnt[64];
+  char root[64];
+};
+
+int join_namespaces(const void* arg) noexcept {
+  const auto* t = static_cast<const join_target*>(arg);
+  int rootfd = ::open(t->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0) return errno;
+  int userfd = ::open(t->user, O_RDONLY | O_CLOEXEC);
+  if (userfd < 0) return errno;
+  int mntfd = ::open(t->mnt, O_RDONLY | O_CLOEXEC);
+  if (mntfd < 0) return errno;
+  struct stat mine {}, theirs {};
+  int self = ::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+  bool same_user = self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(userfd, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
+                   mine.st_dev == theirs.st_dev;
+  // Joining a user namespace we own gives CAP_SYS_ADMIN in it, which setns(CLONE_NEWNS) needs (enroot's case).
+  if (!same_user && ::setns(userfd, CLONE_NEWUSER) != 0) return errno;
+  if (::setns(mntfd, CLONE_NEWNS) != 0) return errno;
+  // setns put us at the namespace's root; a runtime that chroot()s (rather than pivot_root) has its own below it.
+  struct stat r {}, ours {};
+  if (::fstat(rootfd, &r) != 0) return errno;
+  if (::stat("/", &ours) == 0 && (r.st_ino != ours.st_ino || r.st_dev != ours.st_dev)) {
+    if (::fchdir(rootfd) != 0 || ::chroot(".") != 0) return errno;
+  }
+  if (::chdir("/") != 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req) {
+  ctprobe_run run;
+  run.helper = st.helper_path;
+  if (st.helper_fd < 0) {
+    run.started = false;
+    run.error = st.helper_error.empty() ? "the helper was not opened" : "cannot open the helper " + st.helper_error;
+    return run;
+  }
+  child_spec spec;
+  spec.argv = {st.helper_path};
+  if (req.reg_bytes > 0) {
+    spec.argv.push_back("--reg-bytes");
+    spec.argv.push_back(std::to_string(req.reg_bytes));
+  }
+  if (req.nccl) spec.argv.push_back("--nccl");
+  spec.env = req.env;
+  spec.timeout = req.timeout;
+  spec.max_output = k_ctprobe_output_max;
+  spec.exec_fd = st.helper_fd;
+  spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, req.memlock_soft == k_unlimited ? RLIM_INFINITY : req.memlock_soft,
+                                      req.memlock_hard == k_unlimited ? RLIM_INFINITY : req.memlock_hard});
+  join_target target{};
+  if (req.join_pid > 0) {
+    std::snprintf(target.user, sizeof target.user, "/proc/%d/ns/user", static_cast<int>(req.join_pid));
+    std::snprintf(target.mnt, sizeof target.mnt, "/proc/%d/ns/mnt", static_cast<int>(req.join_pid));
+    std::snprintf(target.root, sizeof target.root, "/proc/%d/root", static_cast<int>(req.join_pid));
+    spec.before_exec = join_namespaces;
+    spec.before_exec_arg = &target;
+    spec.before_exec_what = "join the task's container";
+  }
+  auto o = run_child(spec);
+  if (!o) {
+    run.started = false;
+    run.error = o.error().message();
+    return run;
+  }
+  run.outcome = std::move(*o);
+  return run;
+}
+
+
+status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry) {
+  child_spec spec;
+  // Detached (double fork, as the post-exec watcher of src/limits/post_exec.cpp): the task child execs right
+  // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
+  // of the task's: an inherited pipe end would keep srun's I/O open.
+  spec.detach = true;
+  spec.new_session = true;
+  spec.contain = false;
+  spec.reset_oom_score_adj = false;
+  spec.out = child_stream::null;
+  spec.err = child_stream::inherit;
+  container_state st = st_in;
+  if (st.helper_fd >= 0) {
+    spec.extra_fds.push_back({3, st.helper_fd});
+    st.helper_fd = 3;
+  }
+  spec.run_in_child = [st, task, req, rt, wait_for_entry]() mutable -> int {
+    std::string host_ns = st.host_mnt_ns;
+    std::string path = fmt::format("/proc/{}/ns/mnt", task);
+    auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
+    std::string seen;
+    bool alive = true;
+    std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
+    std::string exe_path = fmt::format("/proc/{}/exe", task);
+    for (;;) {
+      seen = link_text(path);
+      // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
+      if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) {
+        alive = false;
+        break;
+      }
+      if (!seen.empty() && seen != host_ns) break;
+      // Exec'd on the host: this step runs in no container (the plugin is loaded but was not asked to).
+      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns) return 0;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::vector<std::string> lines;
+    if (!alive) {
+      lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
+    } else if (seen.empty() || seen == host_ns) {
+      return 0;  // neither in a container nor exec'd in time: nothing known to report
+    } else {
+      req.join_pid = task;
+      ctprobe_run run = run_ctprobe(st, req);
+      // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
+      if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(path.c_str(), F_OK) != 0) {
+        lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
+      } else {
+        report rep;
+        if (rt.runtime == container_runtime::none || rt.runtime == container_runtime::unknown) {
+          runtime_signs signs;
+          signs.env = req.env;
+          signs.own_namespace = true;
+          if (auto v = parse_ctprobe_output(run.outcome.out)) {
+            std::string_view m = v->kv["markers"];
+            while (!m.empty()) {
+              auto c = m.find(',');
+              signs.marker_files.emplace_back(m.substr(0, c));
+              m.remove_prefix(c == std::string_view::npos ? m.size() : c + 1);
+            }
+          }
+          rt = guess_runtime(signs);
+        }
+        rep.checks = judge_container(run, st.host, rt, req.nccl);
+        for (auto& ch : rep.checks) {
+          if (ch.result == verdict::fail && req.fail_is_warn) ch.result = verdict::warn;
+        }
+        for (auto& ch : rep.checks) {
+          if (ch.result == verdict::pass || ch.result == verdict::skip) {
+            lines.push_back(fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), escape_line(ch.summary, 600)));
+          }
+        }
+        for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
+      }
+      lines.insert(lines.begin(), fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
+                                              "task_init: checked now; a failure here cannot stop the task (list mrcheck "
+                                              "after the container plugin in plugstack.conf)",
+                                              to_string(rt.runtime)));
+    }
+    std::string text;
+    for (auto& l : lines) text += l + "\n";
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+    return 0;
+  };
+  auto c = spawn_child(spec);
+  if (!c) return c.error().with_context("container probe watcher");
+  close_child(*c);
+  return status::ok();
+}
+
+}  // namespace mrcheck

@@ -1,0 +1,117 @@
+// The plugin's probes for a task in a container: the same groups (`mr`, `nccl`) as the host probes of
+// src/limits/plugin_engine.cpp, served by the container helper from inside the task's container.
+#include <mrcheck/container_runner.h>
+
+#include <mrcheck/mr_probe.h>
+#include <mrcheck/units.h>
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace mrcheck {
+
+namespace {
+
+// What NCCL would register for one rank with the job's NCCL_* settings (the host probe's estimate,
+// include/mrcheck/mr_probe.h), one HCA; read from the environment only (the image's nccl.conf is not the host's).
+// 4 MiB when NCCL would register nothing (IB disabled): the image's verbs are still worth a registration.
+std::uint64_t container_reg_bytes(const std::vector<std::string>& env) {
+  nccl_env e = load_nccl_env(env, "", "");
+  nccl_estimate est = estimate_nccl_registration(e, 1);
+  return est.host_bytes > 0 ? est.host_bytes : 4ull << 20;
+}
+
+// The host probe's environment (probe_environment, issue 21), and the job's LD_LIBRARY_PATH: inside the container
+// the image is the job's own choice anyway, and its library path is how the job finds the image's NCCL net
+// plugin, HPC-X or CUDA compat libraries (an image's ENV, which pyxis imports into the task's environment).
+std::vector<std::string> container_environment(const task_facts& t) {
+  auto env = probe_environment(t.job_env, t.slurm_conf_path);
+  for (const auto& e : t.job_env) {
+    if (e.rfind("LD_LIBRARY_PATH=", 0) == 0) env.push_back(e);
+  }
+  return env;
+}
+
+runtime_guess task_runtime(const task_facts& t, const task_location& loc, const ctprobe_run* run) {
+  runtime_signs s;
+  s.env = t.job_env;
+  s.own_namespace = loc.place != task_place::host;
+  if (run != nullptr) {
+    if (auto v = parse_ctprobe_output(run->outcome.out)) {
+      auto it = v->kv.find("markers");
+      if (it != v->kv.end()) {
+        std::string_view m = it->second;
+        while (!m.empty()) {
+          auto c = m.find(',');
+          if (!m.substr(0, c).empty()) s.marker_files.emplace_back(m.substr(0, c));
+          if (c == std::string_view::npos) break;
+          m.remove_prefix(c + 1);
+        }
+      }
+      if (auto e = v->kv.find("containerenv"); e != v->kv.end()) s.containerenv = e->second;
+    }
+  }
+  return guess_runtime(s);
+}
+
+}  // namespace
+
+probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
+                                    probe_runner host_runner, std::chrono::milliseconds budget) {
+  using clock = std::chrono::steady_clock;
+  auto watching = std::make_shared<bool>(false);
+  auto deadline = clock::now() + budget;
+  return [&c, &st, loc, watching, deadline, host_runner = std::move(host_runner)](
+             const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
+    container_probe_request req;
+    req.env = container_environment(t);
+    req.memlock_soft = limits.soft;
+    req.memlock_hard = limits.hard;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    req.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
+    req.nccl = group == "nccl";
+    req.reg_bytes = group == "mr" ? container_reg_bytes(t.job_env) : 0;
+    if (loc.place == task_place::maybe_later) {
+      // Still on the host: the host's probes as without a container, and a watcher for the container the task
+      // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone).
+      auto host = host_runner(group, t, limits);
+      if (!*watching) {
+        *watching = true;
+        runtime_guess rt = task_runtime(t, loc, nullptr);
+        if (loc.detail.find("pyxis") != std::string::npos) rt = {container_runtime::pyxis, loc.detail + " is loaded"};
+        req.reg_bytes = container_reg_bytes(t.job_env);
+        req.fail_is_warn = c.on_fail == fail_policy::warn;
+        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.probe_timeout); !w) {
+          check_result r;
+          r.id = "container";
+          r.result = verdict::error;
+          r.summary = "cannot watch for the task's container: " + w.message();
+          host.push_back(std::move(r));
+        }
+      }
+      return host;
+    }
+    if (left.count() <= 0) {
+      check_result r;
+      r.id = "container";
+      r.result = verdict::error;
+      r.summary = fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up", group);
+      return {r};
+    }
+    ctprobe_run run = run_ctprobe(st, req);
+    runtime_guess rt = task_runtime(t, loc, &run);
+    auto checks = judge_container(run, st.host, rt, req.nccl);
+    if (group == "nccl") {
+      // The `mr` group already judged the container itself; keep only NCCL's verdict (or the helper's failure).
+      std::vector<check_result> out;
+      for (auto& ch : checks) {
+        if (ch.id == "container_nccl" || ch.result == verdict::error) out.push_back(std::move(ch));
+      }
+      return out;
+    }
+    return checks;
+  };
+}
+
+}  // namespace mrcheck

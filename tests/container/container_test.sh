@@ -1,0 +1,98 @@
+#!/bin/bash
+# Issue 18: `srun --mr-check` checks the job where it runs, inside its container. The container is entered by
+# tests/container/spank_testct.c the way pyxis enters enroot's (new user + mount namespace, pivot_root, at
+# task_init), in debootstrapped images (make-images.sh, cached). Both plugstack orders: the container plugin
+# before mrcheck (mrcheck probes inside, before the task runs) and after it (a watcher probes once the task is
+# in). The fake libibverbs (tests/fakes) stands in for an HCA inside an image; /tmp is bound into the
+# container, so the staged fake is visible there at the same path.
+source "$(dirname "$0")/../e2e/lib.sh"
+source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
+[[ -f $MRCHECK_BUILD_DIR/tests/container/spank_testct.so ]] || e2e_skip "spank_testct.so not built"
+# The test plugin enters the image as the job user, as enroot does: a new user namespace. A kernel, a sandbox
+# (seccomp, AppArmor) or a chroot (the release legs of scripts/slurm-release.sh: the kernel refuses a user
+# namespace to a chrooted process) that refuses it to unprivileged users leaves nothing to test here. Checked
+# first, so that such a leg does not debootstrap images it cannot use.
+if ! userns_err=$(setpriv --reuid=65534 --regid=65534 --clear-groups -- unshare --user --mount true 2>&1); then
+  e2e_skip "an unprivileged user cannot create a user namespace here (unshare --user --mount: ${userns_err:-refused})"
+fi
+set +e
+images=$(bash "$MRCHECK_SOURCE_DIR/tests/container/make-images.sh")
+rc=$?
+set -e
+((rc == 77)) && e2e_skip "no container images (mirror unreachable, nothing cached)"
+((rc == 0)) || { e2e_fail "make-images.sh failed ($rc)"; e2e_done; }
+plugin_setup
+d=$E2E_INSTALL
+install -m 0755 "$MRCHECK_BUILD_DIR/src/mrcheck-ctprobe" "$d/bin/mrcheck-ctprobe"
+install -m 0755 "$MRCHECK_BUILD_DIR/tests/container/spank_testct.so" "$d/lib/slurm/"
+[[ -f $d/lib/fake/libibverbs.so.1 ]] || e2e_skip "the fake libibverbs was not built"
+ct_dropin() { rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; echo "optional $d/lib/slurm/spank_testct.so $*" >"$MRCHECK_SLURM_PLUGSTACK_D/$CT_NAME"; }
+trap 'rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; plugin_cleanup' EXIT
+# The registration inside is NCCL's estimate for the job's NCCL_* settings; small buffers make it 1.5 MiB, which
+# fits the 8 MiB a slurmd started without LimitMEMLOCK has (a sandbox without CAP_SYS_RESOURCE cannot raise it).
+# enforce=yes holds for an `mr`-only step too, and the probes get the enforced limit.
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
+# The fake stands in for libibverbs and its device; libibverbs' providers sit in libibverbs/ beside it.
+mkdir -p "$d/lib/fake/libibverbs" && : >"$d/lib/fake/libibverbs/libfake-rdmav34.so" && chmod -R a+rX "$d/lib/fake"
+# LD_LIBRARY_PATH reaches the container probe (the image's library path), never the host's.
+small="NCCL_BUFFSIZE=65536,NCCL_LL_BUFFSIZE=65536,NCCL_LL128_BUFFSIZE=65536"
+fake="LD_LIBRARY_PATH=$d/lib/fake,MRCHECK_FAKE_IBV_DEVICES=mlx5_0,$small"
+inimg='test -e /.complete && echo in-image'
+
+# --- the container plugin before mrcheck ("50-" sorts before "mrcheck"): mrcheck probes inside ---------------
+CT_NAME=50-testct.conf ct_dropin
+run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg"
+show_run "matching image, a device"
+expect_eq "matching: the task ran in the image" "$OUT" "in-image"
+expect_contains "matching: rdma-core against the host" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
+expect_contains "matching: registered inside" "$ERR" "mrcheck: container_mr: pass: registered 1.5 MiB on mlx5_0 inside the container (memlock soft "
+
+run_user srun --mr-check=mr,verbose --container-root="$images/old" sh -c "$inimg"
+show_run "old image"
+expect_contains "old: its rdma-core and what it lacks" "$ERR" "mrcheck: container: WARN: a container: rdma-core 33.2 (host 44.0), no device: its libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34)"
+
+run_user srun --mr-check=mr --container-root="$images/none" sh -c "$inimg"
+show_run "no libibverbs"
+expect_eq "none: the task ran" "$OUT" "in-image"
+expect_contains "none: says NCCL falls back to sockets" "$ERR" "mrcheck: container: WARN: no libibverbs.so.1 in the image: NCCL then runs over TCP sockets without an error"
+
+run_user srun --mr-check=mr --container-root="$images/noloader" sh -c "$inimg"
+show_run "no loader"
+expect_contains "noloader: a verdict that says so" "$ERR" "mrcheck: container: ERROR: the container probe cannot start in a container: mrcheck: child: execveat $d/bin/mrcheck-ctprobe: No such file or directory (the image has no dynamic loader"
+
+# Older pyxis joined the container as root at task_init_privileged (no user namespace): inside at task_init too.
+CT_NAME=50-testct.conf ct_dropin hook=privileged
+run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg"
+show_run "entered at task_init_privileged"
+expect_eq "privileged: the task ran in the image" "$OUT" "in-image"
+expect_contains "privileged: probed inside" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
+CT_NAME=50-testct.conf ct_dropin
+
+# The task's limit is the step's (srun propagates `ulimit -l 64`): the registration fails inside, and the fix
+# is the runtime's (Apptainer: the limits of the process that starts it, i.e. Slurm's).
+plugin_load optional memlock_min=64K on_fail=warn container_plugins=spank_testct.so
+run_user bash -c "ulimit -S -l 64; srun --mr-check=mr --container-root=$images/bookworm --export=ALL,$fake,APPTAINER_CONTAINER=/x.sif true"
+show_run "low memlock, Apptainer"
+expect_contains "memlock: the registration fails inside" "$ERR" "mrcheck: container_mr: WARN: ibv_reg_mr on mlx5_0 failed inside the container with ENOMEM"
+expect_contains "memlock: Apptainer's fix" "$ERR" "Apptainer inherits the limits of the process that starts it"
+
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
+# --- the container plugin after mrcheck ("zz-"): the task is still on the host at mrcheck's task_init --------
+CT_NAME=zz-testct.conf ct_dropin
+run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg; sleep 1"
+show_run "container plugin after mrcheck"
+expect_eq "after: the task ran in the image" "$OUT" "in-image"
+expect_contains "after: the host's probes ran first" "$ERR" "mrcheck: mr_host: "
+expect_contains "after: says the order" "$ERR" "mrcheck: container: the task entered its container (a container) after mrcheck's task_init"
+expect_contains "after: probed inside once the task is in" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
+expect_contains "after: says it cannot stop the task" "$ERR" "a failure here cannot stop the task"
+
+# A container that is gone before the probe: no hang, a verdict, nothing left behind.
+start=$SECONDS
+run_user srun --mr-check=mr --container-root="$images/bookworm" true
+show_run "task gone before the probe"
+((SECONDS - start < 30)) && e2e_pass "gone: bounded" || e2e_fail "gone: took $((SECONDS - start)) s"
+sleep 1
+if pgrep -u "$E2E_USER" -f mrcheck-ctprobe >/dev/null; then e2e_fail "gone: a probe is still running"; else e2e_pass "gone: nothing left running"; fi
+expect_not_contains "gone: slurmstepd untouched" "$ERR" "slurmstepd: error"
+e2e_done

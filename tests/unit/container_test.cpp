@@ -1,0 +1,257 @@
+// The container verdicts (src/container/judge.cpp) and runtime recognition (src/container/runtime.cpp) over
+// helper outputs as src/container/ctprobe.c prints them.
+#include <mrcheck/container.h>
+
+#include <gtest/gtest.h>
+
+namespace mrcheck {
+namespace {
+
+ctprobe_run ran(std::string out, std::string err = "") {
+  ctprobe_run r;
+  r.helper = "/usr/libexec/mrcheck/mrcheck-ctprobe";
+  r.outcome.exited = true;
+  r.outcome.exit_code = 0;
+  r.outcome.out = std::move(out);
+  r.outcome.err = std::move(err);
+  return r;
+}
+
+// A bookworm image with the host's rdma-core and one HCA inside.
+std::string good(std::string extra = "") {
+  return "ctprobe=1\nids=1000 1000\nmemlock=unlimited unlimited\ndev_infiniband=present uverbs0,rdma_cm\n"
+         "sys_infiniband=present mlx5_0\ndpkg_libibverbs1=44.0-2\nmarkers=\n"
+         "verbs=loaded /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0\nverbs_iova2=1\nverbs_dmabuf=1\n"
+         "providers=present libmlx5-rdmav34.so,libefa-rdmav34.so\ndevices=1 mlx5_0\nreg=ok 0 mlx5_0 67108864\n" +
+         extra + "end=1\n";
+}
+
+host_rdma_view host_with_hca() {
+  host_rdma_view h;
+  h.devices = {"mlx5_0"};
+  h.dev_infiniband = {"rdma_cm", "uverbs0"};
+  h.rdma_core_version = "44.0";
+  h.nvidia_driver = true;
+  return h;
+}
+
+const check_result* find(const std::vector<check_result>& v, std::string_view id) {
+  for (const auto& c : v) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+runtime_guess pyxis() { return {container_runtime::pyxis, "PYXIS_VERSION=0.24.0 in the task environment"}; }
+
+TEST(container_judge, matching_image_passes) {
+  auto v = judge_container(ran(good()), host_with_hca(), pyxis(), false);
+  ASSERT_NE(find(v, "container"), nullptr);
+  EXPECT_EQ(find(v, "container")->result, verdict::pass);
+  EXPECT_EQ(find(v, "container")->summary, "pyxis/enroot: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)");
+  ASSERT_NE(find(v, "container_mr"), nullptr);
+  EXPECT_EQ(find(v, "container_mr")->result, verdict::pass);
+}
+
+TEST(container_judge, no_libibverbs_fails_where_the_host_has_rdma) {
+  std::string out = "ctprobe=1\ndev_infiniband=present uverbs0\nsys_infiniband=present mlx5_0\n"
+                    "verbs=none libibverbs.so.1: cannot open shared object file: No such file or directory\nend=1\n";
+  auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].result, verdict::fail);
+  EXPECT_NE(v[0].summary.find("NCCL then runs over TCP sockets without an error"), std::string::npos);
+  EXPECT_NE(v[0].hint.find("enroot no longer injects"), std::string::npos);
+  auto none = judge_container(ran(out), host_rdma_view{}, pyxis(), false);
+  EXPECT_EQ(none[0].result, verdict::warn);
+}
+
+TEST(container_judge, kernel_abi_warning_is_a_failure_with_the_rdma_core_fix) {
+  auto v = judge_container(
+      ran(good(), "libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1) for device "
+                  "/sys/class/infiniband/mlx5_0\n"),
+      host_with_hca(), pyxis(), false);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].result, verdict::fail);
+  EXPECT_NE(v[0].summary.find("Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1)"), std::string::npos);
+}
+
+TEST(container_judge, devices_hidden_by_mellanox_visible_devices) {
+  std::string out = good("mellanox_visible_devices=void\n");
+  out.replace(out.find("devices=1 mlx5_0"), 16, "devices=0 ");
+  auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].result, verdict::fail);
+  EXPECT_NE(v[0].summary.find("MELLANOX_VISIBLE_DEVICES=void hides every HCA"), std::string::npos);
+  EXPECT_NE(v[0].hint.find("99-mellanox.sh"), std::string::npos);
+}
+
+TEST(container_judge, dev_infiniband_missing_gets_the_runtime_fix) {
+  std::string out = good();
+  out.replace(out.find("dev_infiniband=present uverbs0,rdma_cm"), 38, "dev_infiniband=missing No such file or directory");
+  out.replace(out.find("devices=1 mlx5_0"), 16, "devices=0 ");
+  auto v = judge_container(ran(out), host_with_hca(), {container_runtime::podman, "x"}, false);
+  EXPECT_EQ(v[0].result, verdict::fail);
+  EXPECT_NE(v[0].summary.find("/dev/infiniband is not in the container"), std::string::npos);
+  EXPECT_NE(v[0].hint.find("podman run --device=/dev/infiniband"), std::string::npos);
+}
+
+TEST(container_judge, old_rdma_core_without_dmabuf_warns) {
+  std::string out = good();
+  out.replace(out.find("libibverbs.so.1.14.44.0"), 23, "libibverbs.so.1.11.33.2");
+  out.replace(out.find("verbs_dmabuf=1"), 14, "verbs_dmabuf=0");
+  out.replace(out.find("libmlx5-rdmav34.so,libefa-rdmav34.so"), 36, "libmlx5-rdmav25.so");
+  auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
+  EXPECT_EQ(find(v, "container")->result, verdict::warn);
+  EXPECT_NE(find(v, "container")->summary.find("rdma-core 33.2 (host 44.0)"), std::string::npos);
+  EXPECT_NE(find(v, "container")->summary.find("ibv_reg_dmabuf_mr"), std::string::npos);
+}
+
+TEST(container_judge, mixed_provider_releases_fail) {
+  std::string out = good();
+  out.replace(out.find("libefa-rdmav34.so"), 17, "libefa-rdmav25.so");
+  auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
+  EXPECT_EQ(v[0].result, verdict::fail);
+  EXPECT_NE(v[0].summary.find("several rdma-core releases"), std::string::npos);
+}
+
+TEST(container_judge, registration_enomem_gets_the_runtime_memlock_fix) {
+  std::string out = good();
+  const std::string ok = "reg=ok 0 mlx5_0 67108864";
+  out.replace(out.find(ok), ok.size(), "reg=reg 12 mlx5_0 Cannot allocate memory");
+  auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
+  ASSERT_NE(find(v, "container_mr"), nullptr);
+  EXPECT_EQ(find(v, "container_mr")->result, verdict::fail);
+  EXPECT_NE(find(v, "container_mr")->summary.find("ENOMEM"), std::string::npos);
+  EXPECT_NE(find(v, "container_mr")->hint.find("fix the limit in Slurm"), std::string::npos);
+  auto d = judge_container(ran(out), host_with_hca(), {container_runtime::docker, "/.dockerenv"}, false);
+  EXPECT_NE(find(d, "container_mr")->hint.find("--ulimit memlock=-1:-1"), std::string::npos);
+}
+
+TEST(container_judge, nccl_against_the_driver) {
+  auto judge = [](std::string nccl_lines) {
+    return judge_container(ran(good(nccl_lines)), host_with_hca(), pyxis(), true);
+  };
+  auto too_new = judge("nccl=22105 /usr/lib/libnccl.so.2\nnccl_cuda=12.4\ncuda_driver=11080 /usr/lib/libcuda.so.1\n");
+  EXPECT_EQ(find(too_new, "container_nccl")->result, verdict::fail);
+  EXPECT_NE(find(too_new, "container_nccl")->summary.find("NCCL 2.21.5 built for CUDA 12.4"), std::string::npos);
+  auto minor = judge("nccl=22105 /usr/lib/libnccl.so.2\nnccl_cuda=12.4\ncuda_driver=12020 /usr/lib/libcuda.so.1\n");
+  EXPECT_EQ(find(minor, "container_nccl")->result, verdict::warn);
+  auto ok = judge("nccl=22105 /usr/lib/libnccl.so.2\nnccl_cuda=12.4\ncuda_driver=12080 /usr/lib/libcuda.so.1\n");
+  EXPECT_EQ(find(ok, "container_nccl")->result, verdict::pass);
+  auto no_cuda = judge("nccl=22105 /usr/lib/libnccl.so.2\ncuda_driver=none libcuda.so.1: cannot open\n");
+  EXPECT_EQ(find(no_cuda, "container_nccl")->result, verdict::fail);
+  auto no_nccl = judge("nccl=none libnccl.so.2: cannot open\n");
+  EXPECT_EQ(find(no_nccl, "container_nccl")->result, verdict::skip);
+}
+
+TEST(container_judge, helper_failures_are_verdicts) {
+  ctprobe_run noloader;
+  noloader.outcome.exited = true;
+  noloader.outcome.exit_code = 127;
+  noloader.outcome.err = "mrcheck: child: execveat /usr/libexec/mrcheck/mrcheck-ctprobe: No such file or directory\n";
+  auto v = judge_container(noloader, host_with_hca(), pyxis(), false);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].result, verdict::error);
+  EXPECT_NE(v[0].summary.find("no dynamic loader"), std::string::npos);
+
+  ctprobe_run glibc = noloader;
+  glibc.outcome.err = "/proc/self/fd/3: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.3.3' not found\n";
+  EXPECT_NE(judge_container(glibc, host_with_hca(), pyxis(), false)[0].summary.find("dynamic loader could not start"),
+            std::string::npos);
+
+  ctprobe_run crash;
+  crash.outcome.signaled = true;
+  crash.outcome.term_signal = 11;
+  EXPECT_EQ(judge_container(crash, host_with_hca(), pyxis(), false)[0].result, verdict::fail);
+
+  ctprobe_run cut = ran("ctprobe=1\nverbs=loaded /x\n");  // no end line: it stopped half-way
+  EXPECT_EQ(judge_container(cut, host_with_hca(), pyxis(), false)[0].result, verdict::error);
+
+  ctprobe_run twice = ran("ctprobe=1\nverbs=a\nverbs=b\nend=1\n");
+  EXPECT_NE(judge_container(twice, host_with_hca(), pyxis(), false)[0].summary.find("printed twice"), std::string::npos);
+}
+
+// The helper runs the image's libraries, which may print on its stdout: its report is taken only in the shape
+// probe_protocol.h gives, or refused as a whole.
+TEST(container_judge, the_helpers_report_is_taken_only_in_its_known_shape) {
+  EXPECT_TRUE(parse_ctprobe_output(good()));
+  auto refused = [](const std::string& out, std::string_view why) {
+    auto r = parse_ctprobe_output(out);
+    ASSERT_FALSE(r) << out;
+    EXPECT_NE(r.error().message().find(why), std::string::npos) << r.error().message();
+  };
+  refused(good("hello from a provider\n"), "malformed line");
+  refused(good("verdict=pass\n"), "unknown key 'verdict'");
+  refused(good("devices=2 mlx5_0,mlx5_1\n"), "printed twice");
+  refused(good("nccl=2.18.3 /x\r\x1b[2Jgone\n"), "control bytes");
+  refused(good("nccl=" + std::string(5000, 'x') + "\n"), "a line of");
+  // A byte count that is not one is shown escaped, never parsed into an exception.
+  auto odd = judge_container(ran(good("").replace(good("").find("reg=ok 0 mlx5_0 67108864"), 24, "reg=ok 0 mlx5_0 lots")),
+                             host_with_hca(), pyxis(), false);
+  ASSERT_NE(find(odd, "container_mr"), nullptr);
+  EXPECT_NE(find(odd, "container_mr")->summary.find("registered lots on mlx5_0"), std::string::npos);
+  // A refused report is the helper's error, never a pass.
+  auto v = judge_container(ran(good("hello from a provider\n")), host_with_hca(), pyxis(), false);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].result, verdict::error);
+}
+
+TEST(container_names, sonames_and_providers) {
+  EXPECT_EQ(rdma_core_from_soname("/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"), "44.0");
+  EXPECT_EQ(rdma_core_from_soname("libibverbs.so.1.11.33.2"), "33.2");
+  EXPECT_EQ(rdma_core_from_soname("libibverbs.so.1"), "");
+  EXPECT_EQ(provider_pabi("libmlx5-rdmav34.so"), 34);
+  EXPECT_EQ(provider_pabi("libmlx5.so"), std::nullopt);
+  EXPECT_EQ(provider_pabi("libmlx5-rdmavX.so"), std::nullopt);
+}
+
+TEST(container_runtime, each_from_what_it_leaves) {
+  auto g = [](std::vector<std::string> env, std::vector<std::string> markers, std::string ce = "") {
+    runtime_signs s;
+    s.env = std::move(env);
+    s.marker_files = std::move(markers);
+    s.containerenv = std::move(ce);
+    return guess_runtime(s).runtime;
+  };
+  EXPECT_EQ(g({"PYXIS_VERSION=0.24.0"}, {}), container_runtime::pyxis);
+  EXPECT_EQ(g({"_SLURM_SPANK_OPTION_pyxis_container_image=nvcr.io#nvidia/pytorch:25.01-py3"}, {}), container_runtime::pyxis);
+  EXPECT_EQ(g({"ENROOT_ROOTFS=/x"}, {}), container_runtime::enroot);
+  EXPECT_EQ(g({"APPTAINER_CONTAINER=/x.sif"}, {}), container_runtime::apptainer);
+  EXPECT_EQ(g({}, {"/.singularity.d"}), container_runtime::apptainer);
+  EXPECT_EQ(g({}, {"/run/.containerenv"}, "engine=\"podman-4.3.1\"\n"), container_runtime::podman);
+  EXPECT_EQ(g({"container=podman"}, {}), container_runtime::podman);
+  EXPECT_EQ(g({}, {"/.dockerenv"}), container_runtime::docker);
+  EXPECT_EQ(g({"KUBERNETES_SERVICE_HOST=10.0.0.1"}, {}), container_runtime::kubernetes);
+  EXPECT_EQ(g({}, {"/var/run/secrets/kubernetes.io/serviceaccount"}), container_runtime::kubernetes);
+  EXPECT_EQ(g({"PATH=/bin"}, {}), container_runtime::none);
+  // enroot strips /.dockerenv, but a pyxis task with one left would still be pyxis: env first.
+  EXPECT_EQ(g({"PYXIS_VERSION=0.24.0"}, {"/.dockerenv"}), container_runtime::pyxis);
+}
+
+TEST(container_runtime, fixes_differ_by_runtime) {
+  EXPECT_NE(container_memlock_fix(container_runtime::pyxis), container_memlock_fix(container_runtime::docker));
+  EXPECT_EQ(container_memlock_fix(container_runtime::pyxis).find("--ulimit"), std::string::npos);
+  EXPECT_NE(container_device_fix(container_runtime::apptainer).find("--bind /dev/infiniband"), std::string::npos);
+}
+
+TEST(container_log, kernel_abi_socket_fallback_and_runtime) {
+  container_log_scan s;
+  s.feed("pyxis: importing docker image: nvcr.io#nvidia/pytorch:24.01-py3", 1);
+  s.feed("libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1) for device", 2);
+  s.feed("gpu01:123:123 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>", 3);
+  s.finish();
+  EXPECT_EQ(s.runtime, container_runtime::pyxis);
+  ASSERT_EQ(s.notes.size(), 3u);
+  EXPECT_EQ(s.notes[0].what, "runtime");
+  EXPECT_EQ(s.notes[1].what, "kernel_abi");
+  EXPECT_NE(s.notes[1].text.find("enroot no longer injects"), std::string::npos);
+  EXPECT_EQ(s.notes[2].what, "socket_fallback");
+  container_log_scan ib;
+  ib.feed("NCCL INFO NET/Socket : Using [0]eth0", 1);
+  ib.feed("NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", 2);
+  ib.finish();
+  EXPECT_TRUE(ib.notes.empty());
+}
+
+}  // namespace
+}  // namespace mrcheck
