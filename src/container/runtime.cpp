@@ -108,8 +108,10 @@ std::string container_memlock_fix(container_runtime r) {
     case container_runtime::unknown:
       break;
   }
+  // Unknown runtime: the generic container advice, as before runtimes were told apart (mscclpp #335 is the
+  // public report of this failure in a container).
   return fmt::format("raise the container's locked-memory limit where the runtime starts it (docker/podman: "
-                     "--ulimit memlock=-1:-1), and {} on the host", slurm);
+                     "--ulimit memlock=-1:-1, or --cap-add=IPC_LOCK), and {} on the host (mscclpp #335)", slurm);
 }
 
 std::string container_device_fix(container_runtime r) {
