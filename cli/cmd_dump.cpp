@@ -72,7 +72,8 @@ class tree_copier {
   // Recreates the symlink at node path `link` in out (same target text); returns the physical node path it
   // points to.
   result<fs::path> follow(const fs::path& link, int depth) {
-    if (depth > k_max_link_depth) return status::error(fmt::format("dump: too many levels of links at {}", link.string()));
+    if (depth > k_max_link_depth)
+      return status::error(fmt::format("dump: too many levels of links at {}", link.string()));
     std::error_code ec;
     fs::path target = fs::read_symlink(src_.host_path(link.string()), ec);
     if (ec) return status::from_errno(fmt::format("dump: readlink {}", link.string()), ec.value());
@@ -142,7 +143,8 @@ class tree_copier {
     struct stat st = lstat_node(phys, ok);
     if (ok && S_ISLNK(st.st_mode)) {
       if (auto s = make_link(phys); !s) return s;
-      if (depth > k_max_link_depth) return status::error(fmt::format("dump: too many levels of links at {}", phys.string()));
+      if (depth > k_max_link_depth)
+        return status::error(fmt::format("dump: too many levels of links at {}", phys.string()));
       std::error_code ec;
       fs::path target = fs::read_symlink(src_.host_path(phys.string()), ec);
       if (ec) return status::from_errno(fmt::format("dump: readlink {}", phys.string()), ec.value());
@@ -226,7 +228,8 @@ int cmd_dump(const args& a) {
   fs::path out = fs::absolute(out_dir, ec);
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)) {
-      fmt::print(stderr, "mrcheck: dump: {} exists and is not an empty directory; refusing to write into it\n", out_dir);
+      fmt::print(stderr, "mrcheck: dump: {} exists and is not an empty directory; refusing to write into it\n",
+                 out_dir);
       return k_exit_usage;
     }
   }
@@ -256,9 +259,8 @@ int cmd_dump(const args& a) {
     }
   }
   // Library facts: on the host what dlopen found; from a tree only what that tree had recorded.
-  bool have_libs = root.is_host() || std::any_of(reads.begin(), reads.end(), [](const auto& r) {
-                     return r.second == k_libraries_json;
-                   });
+  bool have_libs = root.is_host() ||
+                   std::any_of(reads.begin(), reads.end(), [](const auto& r) { return r.second == k_libraries_json; });
   if (have_libs) {
     if (auto s = write_text(out / fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n");
         !s) {

@@ -61,10 +61,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 namespace mrcheck::cli {
 
@@ -90,16 +90,19 @@ struct input_fd {
 std::string container_notes_text(const container_log_scan& c) {
   std::string out;
   for (const auto& n : c.notes) {
-    out += n.line > 0 ? fmt::format("container (line {}): {}\n", n.line, n.text) : fmt::format("container: {}\n", n.text);
+    out += n.line > 0 ? fmt::format("container (line {}): {}\n", n.line, n.text)
+                      : fmt::format("container: {}\n", n.text);
   }
   return out;
 }
 nlohmann::json container_notes_json(const container_log_scan& c) {
   nlohmann::json notes = nlohmann::json::array();
   for (const auto& n : c.notes) {
-    notes.push_back({{"what", n.what}, {"line", n.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(n.line)}, {"text", n.text}});
+    notes.push_back(
+        {{"what", n.what}, {"line", n.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(n.line)}, {"text", n.text}});
   }
-  return {{"runtime", c.runtime == container_runtime::none ? nlohmann::json(nullptr) : nlohmann::json(std::string(to_string(c.runtime)))},
+  return {{"runtime", c.runtime == container_runtime::none ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(std::string(to_string(c.runtime)))},
           {"notes", notes}};
 }
 

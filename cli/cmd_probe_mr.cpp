@@ -23,8 +23,8 @@
 #include <pwd.h>
 #include <sys/prctl.h>
 
-#include <csignal>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <climits>
@@ -50,7 +50,8 @@ constexpr std::string_view k_help =
     "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
     "  --gpu                 also register GPU memory (CUDA driver API, libcuda.so.1)\n"
     "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
-    "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)\n"
+    "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG
+    " when it exists)\n"
     "  --timeout DURATION    kill the probe's child after DURATION (default: the config's probe_timeout less a\n"
     "                        tenth, 27s); a hang or a crash of the child is a verdict\n"
     "  --verbose             the facts behind each verdict, and every call as it is made, on stderr\n"
@@ -90,7 +91,8 @@ std::string upper(std::string_view s) {
 
 void print_text(const report& r, bool verbose) {
   for (const auto& c : r.checks) {
-    std::string line = fmt::format("mrcheck: {}: {}: {}", c.id, upper(to_string(c.result)), escape_line(c.summary, 2000));
+    std::string line = fmt::format("mrcheck: {}: {}: {}", c.id, upper(to_string(c.result)),
+                                   escape_line(c.summary, 2000));
     if (!c.hint.empty() && c.result != verdict::pass && c.result != verdict::skip) {
       line += fmt::format(" (fix: {})", escape_line(c.hint, 1000));
     }
@@ -210,7 +212,8 @@ int run_isolated(const options& opt, const args& original) {
     auto pos = err.rfind(": calling ");
     if (pos != std::string_view::npos) {
       auto end = err.find('\n', pos);
-      where = std::string(err.substr(pos + 10, end == std::string_view::npos ? std::string_view::npos : end - pos - 10));
+      where = std::string(
+          err.substr(pos + 10, end == std::string_view::npos ? std::string_view::npos : end - pos - 10));
     }
   }
   check_result res;
@@ -219,7 +222,9 @@ int run_isolated(const options& opt, const args& original) {
   if (c.timed_out) {
     res.summary = fmt::format("the registration probe {}{}: NCCL would hang at the same call", c.describe(),
                               where.empty() ? "" : fmt::format(" while calling {}", where));
-    res.hint = "look at the RDMA stack (rdma_stack check, dmesg for mlx5/ib_core errors); NCCL_IB_DISABLE=1 avoids IB at a large bandwidth cost";
+    res.hint =
+        "look at the RDMA stack (rdma_stack check, dmesg for mlx5/ib_core errors); NCCL_IB_DISABLE=1 avoids IB at a "
+        "large bandwidth cost";
   } else {
     res.summary = fmt::format("the registration probe {}{}: the library NCCL loads crashes here",
                               c.exited ? fmt::format("could not run ({})", escape_line(c.err, 200)) : c.describe(),
@@ -265,7 +270,8 @@ int cmd_probe_mr(const args& a) {
       if (!v) return usage_error("--size needs a value (e.g. 4M)");
       auto b = parse_bytes(*v);
       if (!b) return usage_error(b.error().message());
-      if (*b == 0 || *b == k_unlimited || *b > (1ull << 44)) return usage_error("--size must be between 1 byte and 16 TiB");
+      if (*b == 0 || *b == k_unlimited || *b > (1ull << 44))
+        return usage_error("--size must be between 1 byte and 16 TiB");
       opt.size = *b;
     } else if (arg == "--device") {
       auto v = value();

@@ -109,7 +109,8 @@ int cmd_probe_nccl(const args& a) {
       auto v = value();
       if (!v) return usage_error("--timeout needs SECONDS");
       auto d = parse_duration(*v);
-      if (!d || d->count() <= 0) return usage_error(fmt::format("bad --timeout: {}", d ? "must be > 0" : d.error().message()));
+      if (!d || d->count() <= 0)
+        return usage_error(fmt::format("bad --timeout: {}", d ? "must be > 0" : d.error().message()));
       o.timeout = *d;
     } else if (k == "--nccl-library") {
       auto v = value();
@@ -148,8 +149,10 @@ int cmd_probe_nccl(const args& a) {
   std::optional<nccl_pair_outcome> outcome;
   if (!mode) {
     bool fake = !o.stand_in.program.empty();
-    nccl_mode_choice choice = fake ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
-                                   : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")), 1);
+    nccl_mode_choice choice = fake
+                                  ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
+                                  : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")),
+                                                     1);
     if (!choice.mode) {
       rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
     }
@@ -158,7 +161,8 @@ int cmd_probe_nccl(const args& a) {
   if (mode == nccl_mode::node_pair && o.pair_rank > 1) {
     // Only the first task of the first two nodes pairs up; the others have nothing to do.
     rep.checks.push_back({"nccl_pair", verdict::skip,
-                          fmt::format("node-pair runs on the step's first two nodes; this is node {}", node_id), "", ""});
+                          fmt::format("node-pair runs on the step's first two nodes; this is node {}", node_id), "",
+                          ""});
     mode.reset();
   }
   if (mode) {

@@ -38,15 +38,18 @@ std::string text_facts(const node_facts& f) {
     return r ? show(*r) : "unknown: " + r.error().message();
   };
   std::string out;
-  out += fmt::format("host           {}\n", f.hostname_status ? f.hostname : "unknown: " + f.hostname_status.error().message());
+  out += fmt::format("host           {}\n",
+                     f.hostname_status ? f.hostname : "unknown: " + f.hostname_status.error().message());
   out += fmt::format("kernel         {}\n", or_unknown(f.kernel_release, [](const std::string& s) { return s; }));
   if (!f.chain.empty()) {
     const auto& p = f.chain.front();
     out += fmt::format("memlock        {} (pid {}): {}\n", escape_line(p.comm, 16), p.pid,
-                       p.memlock ? fmt::format("soft {} hard {}", format_bytes(p.memlock->soft), format_bytes(p.memlock->hard))
+                       p.memlock ? fmt::format("soft {} hard {}", format_bytes(p.memlock->soft),
+                                               format_bytes(p.memlock->hard))
                                  : "unknown: " + p.memlock.error().message());
   }
-  out += fmt::format("max_map_count  {}\n", or_unknown(f.max_map_count, [](std::uint64_t v) { return std::to_string(v); }));
+  out += fmt::format("max_map_count  {}\n",
+                     or_unknown(f.max_map_count, [](std::uint64_t v) { return std::to_string(v); }));
   out += fmt::format("hugepages      {}\n", or_unknown(f.hugepages, [](const hugepages_fact& h) {
                        return fmt::format("{} total, {} free, {} each", h.total, h.free, format_bytes(h.page_size));
                      }));
@@ -56,7 +59,8 @@ std::string text_facts(const node_facts& f) {
                        for (const auto& d : ds) {
                          std::string ports;
                          for (const auto& p : d.ports) ports += fmt::format(" port{} {}", p.number, p.state);
-                         s += fmt::format("{}{} fw {} {}{}", s.empty() ? "" : "; ", d.name, d.fw_ver, d.hca_type, ports);
+                         s += fmt::format("{}{} fw {} {}{}", s.empty() ? "" : "; ", d.name, d.fw_ver, d.hca_type,
+                                          ports);
                        }
                        return s;
                      }));
@@ -67,16 +71,19 @@ std::string text_facts(const node_facts& f) {
                         m.taint.empty() ? "" : " taint " + m.taint);
   }
   out += fmt::format("modules        {}\n", mods.empty() ? "none of the RDMA/NVIDIA modules loaded" : mods);
-  out += fmt::format("memory_peers   {}\n", f.memory_peers ? fmt::format("{} client(s)", f.memory_peer_clients.size()) : "absent");
+  out += fmt::format("memory_peers   {}\n",
+                     f.memory_peers ? fmt::format("{} client(s)", f.memory_peer_clients.size()) : "absent");
   out += fmt::format("nvidia driver  {}\n", or_unknown(f.nvidia, [](const nvidia_driver_fact& n) {
-                       return fmt::format("{} ({}){}", n.version, to_string(n.flavour), n.note.empty() ? "" : "; " + n.note);
+                       return fmt::format("{} ({}){}", n.version, to_string(n.flavour),
+                                          n.note.empty() ? "" : "; " + n.note);
                      }));
   out += fmt::format("gpus           {}\n", or_unknown(f.gpus, [](const std::vector<gpu_fact>& gs) {
                        if (gs.empty()) return std::string("none");
                        std::string s;
                        for (const auto& g : gs) {
                          s += fmt::format("{}{} {} BAR1 {}", s.empty() ? "" : "; ", g.pci_bdf, g.device_id,
-                                          g.bar1_error.empty() ? format_bytes(g.bar1_bytes) : "unknown: " + g.bar1_error);
+                                          g.bar1_error.empty() ? format_bytes(g.bar1_bytes)
+                                                               : "unknown: " + g.bar1_error);
                        }
                        return s;
                      }));
@@ -94,9 +101,10 @@ std::string text_facts(const node_facts& f) {
                      }));
   out += fmt::format("slurmd         {}\n", or_unknown(f.slurmd, [](const process_fact& p) {
                        return fmt::format("pid {}: {}", p.pid,
-                                          p.memlock ? fmt::format("memlock soft {} hard {}", format_bytes(p.memlock->soft),
-                                                                  format_bytes(p.memlock->hard))
-                                                    : "memlock unknown: " + p.memlock.error().message());
+                                          p.memlock
+                                              ? fmt::format("memlock soft {} hard {}", format_bytes(p.memlock->soft),
+                                                            format_bytes(p.memlock->hard))
+                                              : "memlock unknown: " + p.memlock.error().message());
                      }));
   return out;
 }

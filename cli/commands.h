@@ -9,13 +9,14 @@ namespace mrcheck::cli {
 
 using args = std::vector<std::string>;
 
-int cmd_report(const args& a);   // mrcheck report [--json] [--root DIR]
-int cmd_chain(const args& a);    // mrcheck chain [--pid PID] [--json] [--root DIR]
-int cmd_dump(const args& a);     // mrcheck dump --out DIR
-int cmd_probe(const args& a);    // mrcheck probe mr|nccl ... (dispatches to the two below)
-int cmd_probe_mr(const args& a);    // mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]
+int cmd_report(const args& a);  // mrcheck report [--json] [--root DIR]
+int cmd_chain(const args& a);   // mrcheck chain [--pid PID] [--json] [--root DIR]
+int cmd_dump(const args& a);    // mrcheck dump --out DIR
+int cmd_probe(const args& a);   // mrcheck probe mr|nccl ... (dispatches to the two below)
+int cmd_probe_mr(
+    const args& a);  // mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]
 int cmd_probe_nccl(const args& a);  // mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json]
-int cmd_explain(const args& a);  // mrcheck explain [FILE|-] [--root DIR] [--json]
+int cmd_explain(const args& a);     // mrcheck explain [FILE|-] [--root DIR] [--json]
 
 inline constexpr int k_exit_ok = 0;
 inline constexpr int k_exit_fail = 1;

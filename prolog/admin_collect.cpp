@@ -28,9 +28,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,8 +61,8 @@ struct collect_args {
   std::uint32_t step = 0;
   std::uint32_t node_id = 0;
   std::uint32_t nnodes = 1;
-  std::string node;        // SLURMD_NODENAME of this node
-  std::string nodelist;    // the step's node list, for naming silent nodes
+  std::string node;      // SLURMD_NODENAME of this node
+  std::string nodelist;  // the step's node list, for naming silent nodes
   bool admin_comment = false;
   std::string report_dir;
   std::size_t max = 4096;
@@ -100,18 +100,30 @@ std::optional<collect_args> parse(int argc, char** argv) {
     std::string_view v = argv[i + 1];
     bool ok = true;
     std::uint64_t ms = 0;
-    if (k == "--job") ok = parse_num(v, a.job);
-    else if (k == "--step") ok = parse_num(v, a.step);
-    else if (k == "--node-id") ok = parse_num(v, a.node_id);
-    else if (k == "--nnodes") ok = parse_num(v, a.nnodes) && a.nnodes > 0 && a.nnodes <= 100000;
-    else if (k == "--node") a.node = std::string(v.substr(0, 64));
-    else if (k == "--nodelist") a.nodelist = std::string(v.substr(0, 64 * 1024));
-    else if (k == "--admin-comment") a.admin_comment = v == "1";
-    else if (k == "--report-dir") a.report_dir = std::string(v);
-    else if (k == "--max") ok = parse_num(v, a.max);
-    else if (k == "--timeout-ms") ok = parse_num(v, ms), a.timeout = std::chrono::milliseconds(ms);
-    else if (k == "--own-ms") ok = parse_num(v, ms), a.own = std::chrono::milliseconds(ms);
-    else ok = false;
+    if (k == "--job")
+      ok = parse_num(v, a.job);
+    else if (k == "--step")
+      ok = parse_num(v, a.step);
+    else if (k == "--node-id")
+      ok = parse_num(v, a.node_id);
+    else if (k == "--nnodes")
+      ok = parse_num(v, a.nnodes) && a.nnodes > 0 && a.nnodes <= 100000;
+    else if (k == "--node")
+      a.node = std::string(v.substr(0, 64));
+    else if (k == "--nodelist")
+      a.nodelist = std::string(v.substr(0, 64 * 1024));
+    else if (k == "--admin-comment")
+      a.admin_comment = v == "1";
+    else if (k == "--report-dir")
+      a.report_dir = std::string(v);
+    else if (k == "--max")
+      ok = parse_num(v, a.max);
+    else if (k == "--timeout-ms")
+      ok = parse_num(v, ms), a.timeout = std::chrono::milliseconds(ms);
+    else if (k == "--own-ms")
+      ok = parse_num(v, ms), a.own = std::chrono::milliseconds(ms);
+    else
+      ok = false;
     if (!ok) {
       logf("mrcheck: admin: collector: bad argument {} '{}'", escape_line(k, 32), escape_line(v, 64));
       return std::nullopt;
@@ -123,7 +135,8 @@ std::optional<collect_args> parse(int argc, char** argv) {
 // The node name as a file name part for report_dir ([A-Za-z0-9._-]), else "node<id>".
 std::string file_node(const collect_args& a) {
   bool ok = !a.node.empty() && a.node.size() <= 64 && a.node != "." && a.node != ".." &&
-            std::all_of(a.node.begin(), a.node.end(), [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
+            std::all_of(a.node.begin(), a.node.end(),
+                        [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
   return ok ? a.node : fmt::format("node{}", a.node_id);
 }
 
@@ -230,7 +243,10 @@ void write_report(const collect_args& a, const own_message& m) {
     for (const auto& c : m.record->checks) rep.checks.push_back({c.id, c.result, c.token, "", ""});
     j = report_to_json(rep);
   }
-  j["slurm"] = {{"job_id", a.job}, {"step", step_label(a.step)}, {"node", a.node}, {"node_id", a.node_id},
+  j["slurm"] = {{"job_id", a.job},
+                {"step", step_label(a.step)},
+                {"node", a.node},
+                {"node_id", a.node_id},
                 {"nnodes", a.nnodes}};
   auto s = write_node_report(a.report_dir, a.job, step_label(a.step), file_node(a),
                              j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace));
@@ -267,8 +283,8 @@ int collect(const collect_args& a) {
       continue;
     }
     auto until = deadline ? *deadline : own_deadline;
-    int wait = static_cast<int>(std::clamp<long long>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count(), 1, 1 << 30));
+    int wait = static_cast<int>(
+        std::clamp<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count(), 1, 1 << 30));
     struct pollfd p[3] = {{pipe_open ? k_record_fd : -1, POLLIN, 0},
                           {listener ? listener->fd() : -1, POLLIN, 0},
                           {stepd_gone ? -1 : k_log_fd, 0, 0}};
@@ -299,7 +315,8 @@ int collect(const collect_args& a) {
       if (!r) {
         logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
       } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
-                 std::any_of(others.begin(), others.end(), [&](const node_record& o) { return o.node_id == r->node_id; })) {
+                 std::any_of(others.begin(), others.end(),
+                             [&](const node_record& o) { return o.node_id == r->node_id; })) {
         logf("mrcheck: admin: job {} {}: ignored a record for node index {}", a.job, step, r->node_id);
       } else {
         others.push_back(std::move(*r));

@@ -81,7 +81,8 @@ void usage(FILE* out) {
              "mrcheck drained it and it passes again. Mode defaults to prolog when SLURM_JOB_ID is set, else\n"
              "healthcheck. Exit: 0 pass (healthcheck: always), 1 fail (prolog), 2 usage/config error.\n"
              "options:\n"
-             "  --config FILE      site policy (default " MRCHECK_DEFAULT_CONFIG " when it exists)\n"
+             "  --config FILE      site policy (default " MRCHECK_DEFAULT_CONFIG
+             " when it exists)\n"
              "  --rules FILE       matrix rules (default: rules= of the config, else /etc/slurm/mrcheck-rules.conf\n"
              "                     when it exists, else the built-in defaults)\n"
              "  --root DIR         judge a tree captured with `mrcheck dump` instead of this host\n"
@@ -183,7 +184,8 @@ status check_trusted_file(const std::string& path) {
   if (::stat(path.c_str(), &sb) != 0) return status::from_errno(fmt::format("stat {}", path), errno);
   if (sb.st_uid != 0) return status::error(fmt::format("{} is owned by uid {}, not root: refused", path, sb.st_uid));
   if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
-    return status::error(fmt::format("{} is writable by group or others (mode {:o}): refused", path, sb.st_mode & 07777));
+    return status::error(
+        fmt::format("{} is writable by group or others (mode {:o}): refused", path, sb.st_mode & 07777));
   }
   return status::ok();
 }
@@ -247,7 +249,8 @@ std::optional<run_setup> load_setup(const options& o, const char* mode_name, std
     }
   }
   std::string rules_path = !o.rules.empty() ? o.rules : s.cfg.rules;
-  if (rules_path.empty() && std::filesystem::exists(std::string(k_default_rules_path))) rules_path = std::string(k_default_rules_path);
+  if (rules_path.empty() && std::filesystem::exists(std::string(k_default_rules_path)))
+    rules_path = std::string(k_default_rules_path);
   if (!rules_path.empty()) {
     if (auto st = check_trusted_file(rules_path); !st) {
       log(out, log_level::error, "{}: {}", mode_name, st.message());
@@ -317,8 +320,8 @@ int act(const options& o, const run_setup& s, const desired_action& want, run_mo
         nlohmann::json& j, stderr_log& out) {
   const char* mode_name = mode == run_mode::prolog ? "prolog" : "healthcheck";
   const std::string& node = s.node;
-  std::chrono::milliseconds budget =
-      o.timeout.value_or(mode == run_mode::prolog ? std::chrono::milliseconds{10000} : std::chrono::milliseconds{30000});
+  std::chrono::milliseconds budget = o.timeout.value_or(mode == run_mode::prolog ? std::chrono::milliseconds{10000}
+                                                                                 : std::chrono::milliseconds{30000});
   std::string state_dir = !o.state_dir.empty() ? o.state_dir : s.cfg.state_dir;
   auto store = state_store::open(state_dir, ::geteuid());
   if (!store) {
@@ -355,9 +358,7 @@ int act(const options& o, const run_setup& s, const desired_action& want, run_mo
             store->dir());
       }
       break;
-    case apply_outcome::kind::failed:
-      log(out, log_level::error, "{}: {}", mode_name, res.message);
-      break;
+    case apply_outcome::kind::failed: log(out, log_level::error, "{}: {}", mode_name, res.message); break;
     case apply_outcome::kind::nothing:
       if (auto st = store->clear(node); !st) log(out, log_level::error, "{}: {}", mode_name, st.message());
       break;
@@ -431,7 +432,8 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     // The SPANK plugin's root collector for AdminComment/report_dir (issue 7): a mode of its own.
-    if (argc > 1 && std::strcmp(argv[1], "admin-collect") == 0) return mrcheck::prolog::admin_collect_main(argc - 2, argv + 2);
+    if (argc > 1 && std::strcmp(argv[1], "admin-collect") == 0)
+      return mrcheck::prolog::admin_collect_main(argc - 2, argv + 2);
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mrcheck: prolog: internal error: %s\n", escape_line(e.what(), 200).c_str());

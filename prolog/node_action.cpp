@@ -33,7 +33,8 @@ auto with_retries(F&& call, std::chrono::steady_clock::time_point deadline, cons
   auto backoff = k_first_backoff;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.now());
-    if (left <= std::chrono::milliseconds{0}) return status::from_errno("slurmctld: no time left in the budget", EAGAIN);
+    if (left <= std::chrono::milliseconds{0})
+      return status::from_errno("slurmctld: no time left in the budget", EAGAIN);
     ++tries;
     auto r = call(std::min(left, k_max_try));
     if (r.is_ok() || !transient(r.error())) return r;
@@ -147,19 +148,20 @@ apply_outcome apply_action(node_control& ctl, const std::string& node, const des
       // Our own earlier non-zero Prolog exit, whose drain could not be sent, shows up as Slurm's reason.
       bool our_prolog_error = pending_drain && ns.reason == k_prolog_error_reason;
       if (!our_prolog_error) {
-        return {k::left_alone, fmt::format("node {} already has reason '{}' set by someone else: not changed", node,
-                                           shown_reason)};
+        return {k::left_alone,
+                fmt::format("node {} already has reason '{}' set by someone else: not changed", node, shown_reason)};
       }
     }
-    if (ns.drain && ns.reason == want.reason) return {k::already, fmt::format("node {} already drained: {}", node, want.reason)};
+    if (ns.drain && ns.reason == want.reason)
+      return {k::already, fmt::format("node {} already drained: {}", node, want.reason)};
     status s = run([&](std::chrono::milliseconds t) { return ctl.drain(node, want.reason, t); });
     return finish(s, k::drained, fmt::format("drained node {}: {}", node, want.reason));
   }
   // resume
   if (!ours) {
     if (ns.drain || ns.down) {
-      return {k::left_alone, fmt::format("node {} is drained/down with reason '{}' not set by mrcheck: not resumed", node,
-                                         shown_reason)};
+      return {k::left_alone, fmt::format("node {} is drained/down with reason '{}' not set by mrcheck: not resumed",
+                                         node, shown_reason)};
     }
     return {k::nothing, fmt::format("node {} is not drained by mrcheck", node)};
   }
@@ -170,7 +172,8 @@ apply_outcome apply_action(node_control& ctl, const std::string& node, const des
 bool valid_node_name(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.front() == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
   });
 }
 
@@ -191,9 +194,11 @@ status check_state_dir_parents(const std::string& dir, uid_t owner) {
   for (std::size_t at = path.find('/', 1); at != std::string::npos && at <= last; at = path.find('/', at + 1)) {
     const std::string prefix = path.substr(0, at);
     struct stat sb {};
-    if (::lstat(prefix.c_str(), &sb) != 0) return status::from_errno(fmt::format("state_dir {}: {}", dir, prefix), errno);
+    if (::lstat(prefix.c_str(), &sb) != 0)
+      return status::from_errno(fmt::format("state_dir {}: {}", dir, prefix), errno);
     if (S_ISLNK(sb.st_mode) && !trusted_owner(sb.st_uid, owner)) {
-      return status::error(fmt::format("state_dir {}: {} is a symlink owned by uid {}: refused", dir, prefix, sb.st_uid));
+      return status::error(
+          fmt::format("state_dir {}: {} is a symlink owned by uid {}: refused", dir, prefix, sb.st_uid));
     }
   }
   // Where it really is: every directory from / down to the parent.
@@ -216,8 +221,9 @@ status check_state_dir_parents(const std::string& dir, uid_t owner) {
       return status::error(fmt::format("state_dir {}: its parent {} is owned by uid {}: refused", dir, d, sb.st_uid));
     }
     if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && !(sb.st_mode & S_ISVTX)) {
-      return status::error(fmt::format("state_dir {}: its parent {} is writable by group or others (mode {:o}): refused",
-                                       dir, d, sb.st_mode & 07777));
+      return status::error(
+          fmt::format("state_dir {}: its parent {} is writable by group or others (mode {:o}): refused", dir, d,
+                      sb.st_mode & 07777));
     }
   }
   return status::ok();
@@ -226,13 +232,15 @@ status check_state_dir_parents(const std::string& dir, uid_t owner) {
 }  // namespace
 
 result<state_store> state_store::open(const std::string& dir, uid_t owner) {
-  if (dir.empty() || dir.front() != '/') return status::error(fmt::format("state_dir '{}' is not an absolute path", escape_line(dir, 128)));
+  if (dir.empty() || dir.front() != '/')
+    return status::error(fmt::format("state_dir '{}' is not an absolute path", escape_line(dir, 128)));
   if (auto p = check_state_dir_parents(dir, owner); !p) return p;
   struct stat sb {};
   if (::lstat(dir.c_str(), &sb) != 0) {
     if (errno != ENOENT) return status::from_errno(fmt::format("state_dir {}", dir), errno);
     // umask could widen nothing here (0700 has no bits to mask); mkdir does not follow a final symlink.
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return status::from_errno(fmt::format("create state_dir {}", dir), errno);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return status::from_errno(fmt::format("create state_dir {}", dir), errno);
     if (::lstat(dir.c_str(), &sb) != 0) return status::from_errno(fmt::format("state_dir {}", dir), errno);
   }
   if (S_ISLNK(sb.st_mode)) return status::error(fmt::format("state_dir {} is a symlink: refused", dir));
@@ -241,13 +249,15 @@ result<state_store> state_store::open(const std::string& dir, uid_t owner) {
     return status::error(fmt::format("state_dir {} is owned by uid {}, not {}: refused", dir, sb.st_uid, owner));
   }
   if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
-    return status::error(fmt::format("state_dir {} is writable by group or others (mode {:o}): refused", dir, sb.st_mode & 07777));
+    return status::error(
+        fmt::format("state_dir {} is writable by group or others (mode {:o}): refused", dir, sb.st_mode & 07777));
   }
   return state_store(dir, owner);
 }
 
 result<std::optional<desired_action>> state_store::load(const std::string& node) const {
-  if (!valid_node_name(node)) return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
+  if (!valid_node_name(node))
+    return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
   std::string path = dir_ + "/pending-" + node;
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -297,12 +307,13 @@ result<std::optional<desired_action>> state_store::load(const std::string& node)
 }
 
 status state_store::save(const std::string& node, const desired_action& a) const {
-  if (!valid_node_name(node)) return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
+  if (!valid_node_name(node))
+    return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
   if (a.what == desired_action::kind::none) return clear(node);
   std::string path = dir_ + "/pending-" + node;
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::string text = fmt::format("action {}\nreason {}\ntime {}\n", to_string(a.what), escape_line(a.reason, k_max_reason),
-                                 static_cast<long long>(::time(nullptr)));
+  std::string text = fmt::format("action {}\nreason {}\ntime {}\n", to_string(a.what),
+                                 escape_line(a.reason, k_max_reason), static_cast<long long>(::time(nullptr)));
   ::unlink(tmp.c_str());  // a leftover of a killed run with our pid; O_EXCL below refuses anything else
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return status::from_errno(fmt::format("create {}", tmp), errno);
@@ -322,7 +333,8 @@ status state_store::save(const std::string& node, const desired_action& a) const
 }
 
 status state_store::clear(const std::string& node) const {
-  if (!valid_node_name(node)) return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
+  if (!valid_node_name(node))
+    return status::error(fmt::format("node name '{}' is not usable as a file name", escape_line(node, 64)));
   std::string path = dir_ + "/pending-" + node;
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return status::from_errno(fmt::format("remove {}", path), errno);
   return status::ok();

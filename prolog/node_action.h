@@ -67,13 +67,13 @@ struct retry_clock {
 
 struct apply_outcome {
   enum class kind {
-    nothing,        // nothing to do (pass and not drained by mrcheck)
-    drained,        // drain sent
-    already,        // already drained by mrcheck with this reason
-    resumed,        // resume sent
-    left_alone,     // drained/down with someone else's reason: not touched
-    unreachable,    // slurmctld did not answer within the budget: keep it pending
-    failed,         // slurmctld refused (access denied, unknown node)
+    nothing,      // nothing to do (pass and not drained by mrcheck)
+    drained,      // drain sent
+    already,      // already drained by mrcheck with this reason
+    resumed,      // resume sent
+    left_alone,   // drained/down with someone else's reason: not touched
+    unreachable,  // slurmctld did not answer within the budget: keep it pending
+    failed,       // slurmctld refused (access denied, unknown node)
   };
   kind what = kind::nothing;
   std::string message;  // one line, for the log

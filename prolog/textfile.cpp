@@ -76,10 +76,11 @@ status write_textfile(const std::string& path, std::string_view content, uid_t e
   // write, sticky or not, or a directory of another owner), a user can plant the name first (a symlink, a
   // directory, the temporary name) and the metrics are never written again (issue 21, finding 6).
   if (euid == 0 && (ds.st_mode & (S_IWGRP | S_IWOTH))) {
-    return status::error(what(fmt::format("its directory is writable by group or others (mode {:o}), so a user could "
-                                          "create the file's name first: refused; use a directory only root can write "
-                                          "(node_exporter's textfile directory)",
-                                          ds.st_mode & 07777)));
+    return status::error(
+        what(fmt::format("its directory is writable by group or others (mode {:o}), so a user could "
+                         "create the file's name first: refused; use a directory only root can write "
+                         "(node_exporter's textfile directory)",
+                         ds.st_mode & 07777)));
   }
   if (euid == 0 && ds.st_uid != 0) {
     return status::error(what(fmt::format("its directory belongs to uid {}, not root: refused", ds.st_uid)));

@@ -31,9 +31,9 @@ constexpr std::uint32_t k_batch_step = 0xfffffffb;
 
 // Per slurmstepd (and inherited by its task children through fork).
 struct admin_state {
-  int rec_r = -1;   // record pipe, read end: the collector's fd 3
-  int rec_w = -1;   // record pipe, write end: local task 0 writes its record
-  int log_r = -1;   // the collector's log lines; EOF = it has ended
+  int rec_r = -1;  // record pipe, read end: the collector's fd 3
+  int rec_w = -1;  // record pipe, write end: local task 0 writes its record
+  int log_r = -1;  // the collector's log lines; EOF = it has ended
   pid_t pid = -1;
   bool finished = false;
   std::uint32_t exited = 0;
@@ -85,7 +85,9 @@ bool drain_log(admin_state& a, std::chrono::milliseconds bound) {
   while (a.log_r >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
-    struct pollfd p {a.log_r, POLLIN, 0};
+    struct pollfd p {
+      a.log_r, POLLIN, 0
+    };
     int n = ::poll(&p, 1, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -205,14 +207,30 @@ void admin_task_post_fork(spank_t sp, const config& c) {
   std::string list = job_env(sp, "SLURM_STEP_NODELIST");
   if (list.empty()) list = job_env(sp, "SLURM_JOB_NODELIST");
   auto own = c.probe_timeout + c.nccl_timeout + std::chrono::seconds(30);
-  std::vector<std::string> args = {c.admin_helper_path(), std::string(k_admin_collect_command),
-                                   "--job", std::to_string(job), "--step", std::to_string(step),
-                                   "--node-id", std::to_string(node_id), "--nnodes", std::to_string(nnodes),
-                                   "--node", node, "--nodelist", list,
-                                   "--admin-comment", c.admin_comment ? "1" : "0", "--report-dir", c.report_dir,
-                                   "--max", std::to_string(c.admin_comment_max),
-                                   "--timeout-ms", std::to_string(c.report_timeout.count()),
-                                   "--own-ms", std::to_string(own.count())};
+  std::vector<std::string> args = {c.admin_helper_path(),
+                                   std::string(k_admin_collect_command),
+                                   "--job",
+                                   std::to_string(job),
+                                   "--step",
+                                   std::to_string(step),
+                                   "--node-id",
+                                   std::to_string(node_id),
+                                   "--nnodes",
+                                   std::to_string(nnodes),
+                                   "--node",
+                                   node,
+                                   "--nodelist",
+                                   list,
+                                   "--admin-comment",
+                                   c.admin_comment ? "1" : "0",
+                                   "--report-dir",
+                                   c.report_dir,
+                                   "--max",
+                                   std::to_string(c.admin_comment_max),
+                                   "--timeout-ms",
+                                   std::to_string(c.report_timeout.count()),
+                                   "--own-ms",
+                                   std::to_string(own.count())};
   int logp[2];
   if (::pipe2(logp, O_CLOEXEC) != 0) {
     slurm_error("mrcheck: admin: pipe: %s", std::strerror(errno));

@@ -163,7 +163,8 @@ int on_task_init_privileged(spank_t sp, int, char**) {
   auto env = current_engine().privileged(s.cfg, t, sysroot{}, real_rlimit_ops(), s.node);
   if (env) {
     spank_err_t rc = spank_setenv(sp, "SLURM_RLIMIT_MEMLOCK", env->c_str(), 1);
-    if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
+    if (rc != ESPANK_SUCCESS)
+      slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
   }
   if (s.node.active) prepare_container_state(s.ct, s.cfg.helper_path());  // before any plugin's task_init
   return 0;
@@ -182,8 +183,10 @@ int on_task_init(spank_t sp, int, char**) {
   // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
   task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins) : task_location{};
   probe_runner host = real_probe_runner_stop(s.cfg, budget.total, stopped);
-  task_verdict v = current_engine().task(
-      s.cfg, t, s.node, loc.place == task_place::host ? host : container_probe_runner(s.cfg, s.ct, loc, host, budget.total));
+  task_verdict v = current_engine().task(s.cfg, t, s.node,
+                                         loc.place == task_place::host
+                                             ? host
+                                             : container_probe_runner(s.cfg, s.ct, loc, host, budget.total));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (*stopped) {
@@ -296,9 +299,10 @@ int core_exit(spank_t sp, int ac, char** av) {
   return guarded("exit", hook_kind::never_fail, [&] { return on_spank_exit(sp, ac, av); });
 }
 
-constexpr mrcheck_core_hooks k_hooks = {
-    MRCHECK_CORE_ABI, MRCHECK_VERSION, core_init, core_option, core_init_post_opt, core_task_init_privileged,
-    core_task_init, core_user_init, core_task_post_fork, core_task_exit, core_exit};
+constexpr mrcheck_core_hooks k_hooks = {MRCHECK_CORE_ABI, MRCHECK_VERSION,    core_init,
+                                        core_option,      core_init_post_opt, core_task_init_privileged,
+                                        core_task_init,   core_user_init,     core_task_post_fork,
+                                        core_task_exit,   core_exit};
 
 }  // namespace
 }  // namespace mrcheck::spank_glue

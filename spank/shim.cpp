@@ -216,7 +216,8 @@ const mrcheck_core_hooks* load_core() {
     }
     if (why == nullptr && (core == nullptr || core->abi != MRCHECK_CORE_ABI || core->version == nullptr ||
                            std::strcmp(core->version, MRCHECK_VERSION) != 0)) {
-      why = "it is from another mrcheck version than spank_mrcheck.so " MRCHECK_VERSION " (reinstall the mrcheck package on this host)";
+      why = "it is from another mrcheck version than spank_mrcheck.so " MRCHECK_VERSION
+            " (reinstall the mrcheck package on this host)";
       core = nullptr;
     }
   }
@@ -253,10 +254,13 @@ extern "C" int mrcheck_option_cb(int val, const char* optarg, int remote) {
   return g.core->option(val, optarg, remote);
 }
 
-struct spank_option k_option = {
-    const_cast<char*>("mr-check"), const_cast<char*>("[LIST]"),
-    const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,all,off,verbose"),
-    2, 0, mrcheck_option_cb};
+struct spank_option k_option =
+    {const_cast<char*>("mr-check"),
+     const_cast<char*>("[LIST]"),
+     const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,all,off,verbose"),
+     2,
+     0,
+     mrcheck_option_cb};
 
 void reset() {
   std::free(g.option);
@@ -316,10 +320,10 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
   return init_rc != 0 ? init_rc : rc;
 }
 
-#define MRCHECK_FORWARD(hook, member)                                     \
+#define MRCHECK_FORWARD(hook, member)                                              \
   __attribute__((visibility("default"))) int hook(spank_t sp, int ac, char** av) { \
-    if (g.inert || g.core == nullptr) return 0;                           \
-    return g.core->member(sp, ac, av);                                    \
+    if (g.inert || g.core == nullptr) return 0;                                    \
+    return g.core->member(sp, ac, av);                                             \
   }
 MRCHECK_FORWARD(slurm_spank_task_init_privileged, task_init_privileged)
 MRCHECK_FORWARD(slurm_spank_task_init, task_init)

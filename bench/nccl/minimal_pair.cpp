@@ -14,12 +14,12 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(what, ok)                                   \
-  do {                                                    \
-    if (!(ok)) {                                          \
+#define CHECK(what, ok)                                        \
+  do {                                                         \
+    if (!(ok)) {                                               \
       std::fprintf(stderr, "minimal_pair: %s failed\n", what); \
-      _exit(3);                                           \
-    }                                                     \
+      _exit(3);                                                \
+    }                                                          \
   } while (0)
 
 static int run_rank(int rank, int id_pipe[2]) {

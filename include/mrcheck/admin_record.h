@@ -29,21 +29,21 @@ struct task_facts;
 
 // One check of one node, as the step record shows it.
 struct node_check {
-  std::string id;                   // memlock, mr_host, nccl_pair, ... ([a-z0-9_], at most 32 bytes)
+  std::string id;  // memlock, mr_host, nccl_pair, ... ([a-z0-9_], at most 32 bytes)
   verdict result = verdict::skip;
-  std::string token;                // "memlock=64KiB (submit-host propagation)", "mr_host (ENOMEM ...)"
+  std::string token;  // "memlock=64KiB (submit-host propagation)", "mr_host (ENOMEM ...)"
   bool operator==(const node_check&) const = default;
 };
 
 // What one node says about one step.
 struct node_record {
-  std::uint32_t node_id = 0;        // S_JOB_NODEID
-  std::string node;                 // SLURMD_NODENAME
+  std::uint32_t node_id = 0;  // S_JOB_NODEID
+  std::string node;           // SLURMD_NODENAME
   std::vector<node_check> checks;
   bool operator==(const node_record&) const = default;
 };
 
-inline constexpr std::size_t k_node_record_max = 8 * 1024;   // encoded, one line
+inline constexpr std::size_t k_node_record_max = 8 * 1024;  // encoded, one line
 inline constexpr std::size_t k_node_checks_max = 32;
 inline constexpr std::size_t k_token_max = 96;
 // The accounting database stores AdminComment in a TEXT column (65535 bytes); slurmctld 22.05 sets no

@@ -26,7 +26,7 @@ int severity(verdict v);
 verdict worst(verdict a, verdict b);
 
 struct check_result {
-  std::string id;       // stable id: memlock, mr_host, rdma_stack, ... (config, logs, JSON, fixture names)
+  std::string id;  // stable id: memlock, mr_host, rdma_stack, ... (config, logs, JSON, fixture names)
   verdict result = verdict::skip;
   std::string summary;  // one line: what was found ("task memlock 64 KiB < required 8 GiB")
   std::string detail;   // the facts behind it, may be several lines

@@ -47,25 +47,25 @@ struct child_fd {
 };
 
 struct child_spec {
-  std::vector<std::string> argv;           // argv[0] must be an absolute path (no PATH search)
-  std::vector<std::string> env;            // the complete environment, "KEY=VALUE"
+  std::vector<std::string> argv;  // argv[0] must be an absolute path (no PATH search)
+  std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   // Instead of exec, run this in the forked child and _exit with its value (argv then unused). Only for
   // callers that are single-threaded or accept glibc's fork-safe subset (prolog, the post-exec watcher).
   std::function<int()> run_in_child;
   std::chrono::milliseconds timeout{30000};
-  std::size_t max_output = 256 * 1024;     // per stream; the rest is dropped and `truncated` set
-  std::optional<uid_t> uid;                // switch to this uid/gid (with `groups`) before exec; needs root
+  std::size_t max_output = 256 * 1024;  // per stream; the rest is dropped and `truncated` set
+  std::optional<uid_t> uid;             // switch to this uid/gid (with `groups`) before exec; needs root
   std::optional<gid_t> gid;
   std::vector<gid_t> groups;
-  std::vector<child_rlimit> rlimits;       // applied in the child before the uid switch and exec
-  std::string cwd;                         // "" = keep
-  bool reset_oom_score_adj = true;         // slurmstepd runs at -1000; a probe must not inherit that
+  std::vector<child_rlimit> rlimits;  // applied in the child before the uid switch and exec
+  std::string cwd;                    // "" = keep
+  bool reset_oom_score_adj = true;    // slurmstepd runs at -1000; a probe must not inherit that
   child_stream out = child_stream::capture;
   child_stream err = child_stream::capture;
   std::vector<child_fd> extra_fds;
-  bool own_group = true;                   // setpgid(0, 0): a timeout signals the child's whole group
-  bool new_session = false;                // setsid(): detached from the caller's session and terminal
-  bool die_with_parent = false;            // PR_SET_PDEATHSIG=SIGKILL: ends when the caller does
+  bool own_group = true;         // setpgid(0, 0): a timeout signals the child's whole group
+  bool new_session = false;      // setsid(): detached from the caller's session and terminal
+  bool die_with_parent = false;  // PR_SET_PDEATHSIG=SIGKILL: ends when the caller does
   // Double fork: the child is not the caller's (the caller reaps only the short-lived middle process), so a
   // program the caller execs later never sees it. spawn_child then returns pid -1 and no pidfd.
   bool detach = false;
@@ -84,12 +84,12 @@ struct child_spec {
 };
 
 struct child_outcome {
-  bool exited = false;     // normal exit: exit_code is valid
+  bool exited = false;  // normal exit: exit_code is valid
   int exit_code = -1;
-  bool signaled = false;   // killed by a signal we did not send (crash, or killed from outside): term_signal
+  bool signaled = false;  // killed by a signal we did not send (crash, or killed from outside): term_signal
   int term_signal = 0;
-  bool timed_out = false;  // we killed it at the timeout
-  bool truncated = false;  // some output was dropped at max_output
+  bool timed_out = false;       // we killed it at the timeout
+  bool truncated = false;       // some output was dropped at max_output
   std::size_t left_behind = 0;  // descendants still running when it ended, killed by us (contain)
   std::string out;
   std::string err;

@@ -29,14 +29,14 @@ std::string_view to_string(container_runtime r);
 // container) of the markers that exist: /.dockerenv, /run/.containerenv, /.singularity.d,
 // /var/run/secrets/kubernetes.io/serviceaccount; `containerenv` the text of /run/.containerenv.
 struct runtime_signs {
-  std::vector<std::string> env;            // "KEY=VALUE"
+  std::vector<std::string> env;  // "KEY=VALUE"
   std::vector<std::string> marker_files;
   std::string containerenv;
-  bool own_namespace = false;              // the task's mount namespace or root differs from slurmstepd's
+  bool own_namespace = false;  // the task's mount namespace or root differs from slurmstepd's
 };
 struct runtime_guess {
   container_runtime runtime = container_runtime::none;
-  std::string evidence;                    // "PYXIS_VERSION=0.24.0 in the task environment"
+  std::string evidence;  // "PYXIS_VERSION=0.24.0 in the task environment"
 };
 // Most specific first: pyxis (PYXIS_*, _SLURM_SPANK_OPTION_pyxis_*), enroot (ENROOT_*), Apptainer/Singularity
 // (APPTAINER_*/SINGULARITY_* or /.singularity.d), podman (/run/.containerenv with engine="podman..." or
@@ -65,21 +65,21 @@ result<ctprobe_view> parse_ctprobe_output(std::string_view out);
 
 // The host's side, read before the task enters its container.
 struct host_rdma_view {
-  std::vector<std::string> devices;        // /sys/class/infiniband entries
-  std::vector<std::string> dev_infiniband; // /dev/infiniband entries ("uverbs0", "rdma_cm", ...)
-  std::optional<int> uverbs_abi;           // /sys/class/infiniband_verbs/abi_version
-  std::map<std::string, int> device_abi;   // device -> /sys/class/infiniband_verbs/uverbsN/abi_version
+  std::vector<std::string> devices;                  // /sys/class/infiniband entries
+  std::vector<std::string> dev_infiniband;           // /dev/infiniband entries ("uverbs0", "rdma_cm", ...)
+  std::optional<int> uverbs_abi;                     // /sys/class/infiniband_verbs/abi_version
+  std::map<std::string, int> device_abi;             // device -> /sys/class/infiniband_verbs/uverbsN/abi_version
   std::map<std::string, std::string> device_driver;  // device -> kernel driver (mlx5_core, ...)
-  std::string rdma_core_version;           // the host's libibverbs1 (dpkg), "" unknown
-  bool nvidia_driver = false;              // /proc/driver/nvidia/version exists
+  std::string rdma_core_version;                     // the host's libibverbs1 (dpkg), "" unknown
+  bool nvidia_driver = false;                        // /proc/driver/nvidia/version exists
 };
 host_rdma_view read_host_rdma_view(const sysroot& root);
 
 // How the helper ran, for the verdicts about the helper itself (no loader, crashed, timed out).
 struct ctprobe_run {
   child_outcome outcome;
-  std::string helper;                      // host path of the helper, for messages
-  bool started = true;                     // false: it could not even be forked (message in `error`)
+  std::string helper;   // host path of the helper, for messages
+  bool started = true;  // false: it could not even be forked (message in `error`)
   std::string error;
 };
 
@@ -97,13 +97,13 @@ std::optional<int> provider_pabi(std::string_view file_name);
 
 // Per task child, carried from slurmstepd (root, host view) to task_init (job user, maybe in the container).
 struct container_state {
-  int helper_fd = -1;                      // the helper, opened O_PATH on the host (inherited, close-on-exec)
+  int helper_fd = -1;  // the helper, opened O_PATH on the host (inherited, close-on-exec)
   std::string helper_path;
-  std::string helper_error;                // why helper_fd is -1
+  std::string helper_error;  // why helper_fd is -1
   bool host_read = false;
   host_rdma_view host;
-  std::string host_mnt_ns;                 // readlink of slurmstepd's /proc/self/ns/mnt ("mnt:[4026531841]")
-  std::string host_root_id;                // "dev:ino" of slurmstepd's "/"
+  std::string host_mnt_ns;   // readlink of slurmstepd's /proc/self/ns/mnt ("mnt:[4026531841]")
+  std::string host_root_id;  // "dev:ino" of slurmstepd's "/"
 };
 // slurmstepd, before the tasks fork (or task_init_privileged): open the helper, read the host's view.
 void prepare_container_state(container_state& st, const std::string& helper_path);
@@ -113,28 +113,28 @@ std::string ctprobe_path(const std::string& mrcheck_helper);
 
 // Where the task is at task_init.
 enum class task_place {
-  host,      // in slurmstepd's mount namespace and root, no container plugin loaded
-  inside,    // already in its container (a container plugin listed before mrcheck joined it)
+  host,         // in slurmstepd's mount namespace and root, no container plugin loaded
+  inside,       // already in its container (a container plugin listed before mrcheck joined it)
   maybe_later,  // on the host, and a container plugin (`container_plugins`) is loaded in this slurmstepd: it may
                 // move the task into a container after mrcheck's task_init (SPANK plugins see no other
                 // plugin's options, so whether this step uses it is known only once the task is in or has exec'd)
 };
 struct task_location {
   task_place place = task_place::host;
-  std::string detail;                      // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
+  std::string detail;  // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
 };
 // `container_plugins`: comma-separated file names (config key container_plugins=), matched against the
 // libraries mapped into this process (/proc/self/maps).
 task_location locate_task(const container_state& st, std::string_view container_plugins);
 
 struct container_probe_request {
-  std::vector<std::string> env;            // the task's environment
+  std::vector<std::string> env;                      // the task's environment
   std::uint64_t memlock_soft = 0, memlock_hard = 0;  // the task's final limits (k_unlimited = unlimited)
-  std::uint64_t reg_bytes = 0;             // bytes to register (0: no registration)
+  std::uint64_t reg_bytes = 0;                       // bytes to register (0: no registration)
   bool nccl = false;
   std::chrono::milliseconds timeout{30000};
-  pid_t join_pid = 0;                      // 0: run where we are; else join this process's user+mount namespaces
-  bool fail_is_warn = false;               // on_fail=warn: the deferred watcher reports a FAIL as WARN
+  pid_t join_pid = 0;         // 0: run where we are; else join this process's user+mount namespaces
+  bool fail_is_warn = false;  // on_fail=warn: the deferred watcher reports a FAIL as WARN
 };
 // Runs the helper by descriptor, inside (join_pid's namespaces, or the current ones). Never throws.
 ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req);
@@ -152,9 +152,9 @@ status spawn_deferred_container_probe(const container_state& st, pid_t task, con
 // libibverbs' "Driver X does not support the kernel ABI" and "couldn't load driver" warnings, NCCL's
 // "Failed to open libibverbs" and its silent NET/Socket fallback. One note per kind, in order of first sight.
 struct container_log_note {
-  std::string what;   // "runtime" | "kernel_abi" | "no_libibverbs" | "socket_fallback" | "provider_load"
+  std::string what;  // "runtime" | "kernel_abi" | "no_libibverbs" | "socket_fallback" | "provider_load"
   std::size_t line = 0;
-  std::string text;   // the explanation, with the fix for the runtime
+  std::string text;  // the explanation, with the fix for the runtime
 };
 struct container_log_scan {
   container_runtime runtime = container_runtime::none;

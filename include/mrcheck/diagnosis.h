@@ -37,10 +37,10 @@ enum class cause {
   unknown,
 };
 
-inline constexpr std::array<cause, 9> k_all_causes = {
-    cause::memlock,         cause::capability,         cause::pinning_resources,
-    cause::rdma_stack_mismatch, cause::gpu_peer_memory, cause::dmabuf_unsupported,
-    cause::duplicate_gpu,   cause::no_rdma_device,     cause::unknown};
+inline constexpr std::array<cause, 9> k_all_causes =
+    {cause::memlock,         cause::capability,         cause::pinning_resources, cause::rdma_stack_mismatch,
+     cause::gpu_peer_memory, cause::dmabuf_unsupported, cause::duplicate_gpu,     cause::no_rdma_device,
+     cause::unknown};
 
 std::string_view to_string(cause c);
 // Exact match of to_string(); nullopt for anything else (no silent "unknown").
@@ -59,18 +59,18 @@ struct failure {
                        // a terminal "unhandled ... error" line): CUDA out of memory, socket creation, topology...
   };
   kind what = kind::call;
-  std::string call;                     // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
-  int err = 0;                          // positive errno; 0 when unknown
-  std::optional<std::uint64_t> size;    // bytes registered, when the caller knows (the probe does)
-  std::optional<bool> gpu_buffer;       // true: cudaMalloc/cuMem memory; false: host memory; nullopt: unknown
-  std::optional<int> wc_status;         // ibv_wc_status of a completion error
-  std::string peer;                     // completion error: the peer NCCL named ("10.0.0.2<43521>")
+  std::string call;                   // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
+  int err = 0;                        // positive errno; 0 when unknown
+  std::optional<std::uint64_t> size;  // bytes registered, when the caller knows (the probe does)
+  std::optional<bool> gpu_buffer;     // true: cudaMalloc/cuMem memory; false: host memory; nullopt: unknown
+  std::optional<int> wc_status;       // ibv_wc_status of a completion error
+  std::string peer;                   // completion error: the peer NCCL named ("10.0.0.2<43521>")
   // What carried the failure (docs/transports.md): "" NCCL's NET/IB or another verbs user, "ofi" the aws-ofi-nccl
   // net plugin (NET/OFI), "libfabric" a libfabric provider's own line, "kernel" an RDMA driver's dmesg line,
   // "ucx" UCX. The fix and the fallback depend on it: NCCL_IB_DISABLE=1 does nothing under a net plugin.
   std::string transport;
-  std::string provider;                 // libfabric provider or kernel device when printed: "efa", "efa_0"
-  std::string detail;                   // fatal_warning: the library's own error text ("out of memory")
+  std::string provider;                      // libfabric provider or kernel device when printed: "efa", "efa_0"
+  std::string detail;                        // fatal_warning: the library's own error text ("out of memory")
   std::optional<std::uint64_t> log_memlock;  // a memlock limit the log line itself printed (UCX: "current: 64 kbytes")
 };
 
@@ -88,38 +88,38 @@ struct node_evidence {
   // Limits of the task (or of `memlock_source`).
   std::optional<std::uint64_t> memlock_soft;  // bytes, k_unlimited for unlimited
   std::optional<std::uint64_t> memlock_hard;
-  std::string memlock_source;                 // "task 12345", "this shell (pid 77)"; "" = the failing task
-  std::string memlock_hop;                    // where it was lowered: describe_lowering_hop() (memlock_hop.h),
-                                              // "pid 4242 (bash), soft 64 KiB (its parent ... had soft 8 MiB)"
-  std::optional<bool> is_root;                // euid 0
-  std::optional<bool> cap_ipc_lock;           // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
+  std::string memlock_source;        // "task 12345", "this shell (pid 77)"; "" = the failing task
+  std::string memlock_hop;           // where it was lowered: describe_lowering_hop() (memlock_hop.h),
+                                     // "pid 4242 (bash), soft 64 KiB (its parent ... had soft 8 MiB)"
+  std::optional<bool> is_root;       // euid 0
+  std::optional<bool> cap_ipc_lock;  // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
   container_runtime runtime = container_runtime::none;  // which one, for the fix text (src/container/runtime.cpp)
 
   // Pinning resources.
   std::optional<std::uint64_t> max_map_count;
-  std::optional<std::uint64_t> hugepages_total;      // pages
-  std::optional<std::uint64_t> hugepages_free;       // pages
-  std::optional<std::uint64_t> hugepage_size;        // bytes
-  std::optional<std::uint64_t> mem_total;            // bytes
-  std::optional<std::uint64_t> mem_available;        // bytes
-  std::optional<std::uint64_t> gpu_bar1;             // bytes, smallest BAR1 of the node's GPUs
-  std::optional<std::uint64_t> cma_total;            // bytes, /proc/meminfo CmaTotal
-  std::optional<std::uint64_t> cma_free;             // bytes, /proc/meminfo CmaFree
+  std::optional<std::uint64_t> hugepages_total;  // pages
+  std::optional<std::uint64_t> hugepages_free;   // pages
+  std::optional<std::uint64_t> hugepage_size;    // bytes
+  std::optional<std::uint64_t> mem_total;        // bytes
+  std::optional<std::uint64_t> mem_available;    // bytes
+  std::optional<std::uint64_t> gpu_bar1;         // bytes, smallest BAR1 of the node's GPUs
+  std::optional<std::uint64_t> cma_total;        // bytes, /proc/meminfo CmaTotal
+  std::optional<std::uint64_t> cma_free;         // bytes, /proc/meminfo CmaFree
 
   // The RDMA stack.
   rdma_flavour kernel_stack = rdma_flavour::unknown;  // mlx5_core: OFED (version file / taint O) or inbox
-  std::string kernel_stack_detail;                   // "mlx5_core 24.10-1.1.4 (out of tree)", "inbox (6.1.0-18)"
-  rdma_flavour user_stack = rdma_flavour::unknown;   // rdma-core: MLNX/DOCA build or upstream/distro
-  std::string rdma_core_version;                     // "44.0"; "" unknown
-  std::optional<bool> has_iova2;                     // ibv_reg_mr_iova2@IBVERBS_1.8 present
-  std::optional<bool> has_dmabuf_mr;                 // ibv_reg_dmabuf_mr@IBVERBS_1.12 present
-  std::optional<int> rdma_devices;                   // entries in /sys/class/infiniband
+  std::string kernel_stack_detail;                    // "mlx5_core 24.10-1.1.4 (out of tree)", "inbox (6.1.0-18)"
+  rdma_flavour user_stack = rdma_flavour::unknown;    // rdma-core: MLNX/DOCA build or upstream/distro
+  std::string rdma_core_version;                      // "44.0"; "" unknown
+  std::optional<bool> has_iova2;                      // ibv_reg_mr_iova2@IBVERBS_1.8 present
+  std::optional<bool> has_dmabuf_mr;                  // ibv_reg_dmabuf_mr@IBVERBS_1.12 present
+  std::optional<int> rdma_devices;                    // entries in /sys/class/infiniband
 
   // GPU side.
-  std::optional<bool> peer_memory;                   // nvidia_peermem / nv_peer_mem loaded or memory_peers/nv_mem
+  std::optional<bool> peer_memory;  // nvidia_peermem / nv_peer_mem loaded or memory_peers/nv_mem
   nvidia_flavour driver_flavour = nvidia_flavour::unknown;
-  std::string driver_version;                        // "580.82.09"; "" unknown
+  std::string driver_version;  // "580.82.09"; "" unknown
 };
 
 // Builds the evidence from collected facts: memlock of chain[0] (the start pid), meminfo, max_map_count,
@@ -136,11 +136,11 @@ rdma_flavour user_stack_from_dpkg_status(std::string_view dpkg_status, std::stri
 
 struct diagnosis {
   cause what = cause::unknown;
-  bool confirmed = false;              // the node evidence supports the cause (not only the errno)
-  std::string summary;                 // one line with numbers
-  std::vector<std::string> evidence;   // ordered: errno, limits, versions, max_map_count/hugepages
-  std::string fix;                     // one actionable line
-  std::string fallback;                // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
+  bool confirmed = false;             // the node evidence supports the cause (not only the errno)
+  std::string summary;                // one line with numbers
+  std::vector<std::string> evidence;  // ordered: errno, limits, versions, max_map_count/hugepages
+  std::string fix;                    // one actionable line
+  std::string fallback;               // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
 };
 
 // The rules (docs/facts/verbs-and-nccl.md §2), in order:
@@ -157,8 +157,8 @@ diagnosis diagnose(const failure& f, const node_evidence& e);
 
 // errno <-> names: 12 -> "ENOMEM"; glibc's strerror text "Cannot allocate memory" -> 12 (exact, case-insensitive,
 // trailing punctuation ignored). Independent of the running libc so logs from any glibc node map the same.
-std::string_view errno_name(int err);           // "" when unknown
-std::string_view errno_message(int err);        // glibc's text, "" when unknown
+std::string_view errno_name(int err);                          // "" when unknown
+std::string_view errno_message(int err);                       // glibc's text, "" when unknown
 std::optional<int> errno_from_name(std::string_view name);     // "ENOMEM" -> 12
 std::optional<int> errno_from_message(std::string_view text);  // "Cannot allocate memory" -> 12
 // The errno whose glibc text occurs anywhere in `text`, the longest match winning ("No such device or address"

@@ -8,12 +8,12 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <sys/types.h>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 namespace mrcheck {
@@ -29,10 +29,10 @@ struct memlock_limit {
 struct process_fact {
   pid_t pid = 0;
   pid_t ppid = 0;
-  std::string comm;                // from /proc/PID/stat, escaped when printed
-  std::optional<uid_t> uid;        // real uid from /proc/PID/status
+  std::string comm;          // from /proc/PID/stat, escaped when printed
+  std::optional<uid_t> uid;  // real uid from /proc/PID/status
   result<memlock_limit> memlock = status::error("not read");
-  bool lowered = false;            // soft or hard limit lower than its parent's: the hop that dropped it
+  bool lowered = false;  // soft or hard limit lower than its parent's: the hop that dropped it
 };
 
 // True when a process's comm is the Slurm daemon `name` ("slurmd", "slurmstepd", "slurmctld"). Debian 13 and
@@ -46,33 +46,33 @@ inline bool is_slurm_daemon(std::string_view comm, std::string_view name) {
 }
 
 struct hugepages_fact {
-  std::uint64_t total = 0;          // HugePages_Total
-  std::uint64_t free = 0;           // HugePages_Free
-  std::uint64_t page_size = 0;      // Hugepagesize in bytes
-  std::uint64_t mem_total = 0;      // MemTotal in bytes
-  std::uint64_t mem_available = 0;  // MemAvailable in bytes
+  std::uint64_t total = 0;                 // HugePages_Total
+  std::uint64_t free = 0;                  // HugePages_Free
+  std::uint64_t page_size = 0;             // Hugepagesize in bytes
+  std::uint64_t mem_total = 0;             // MemTotal in bytes
+  std::uint64_t mem_available = 0;         // MemAvailable in bytes
   std::optional<std::uint64_t> cma_total;  // CmaTotal in bytes (absent without CONFIG_CMA)
   std::optional<std::uint64_t> cma_free;   // CmaFree in bytes
 };
 
 struct rdma_port_fact {
   int number = 0;
-  std::string state;        // "4: ACTIVE"
-  std::string phys_state;   // "5: LinkUp"
-  std::string rate;         // "400 Gb/sec (4X NDR)"
-  std::string link_layer;   // "InfiniBand" | "Ethernet"
+  std::string state;       // "4: ACTIVE"
+  std::string phys_state;  // "5: LinkUp"
+  std::string rate;        // "400 Gb/sec (4X NDR)"
+  std::string link_layer;  // "InfiniBand" | "Ethernet"
 };
 
 struct rdma_device_fact {
-  std::string name;         // mlx5_0
-  std::string fw_ver;       // 28.39.1002
-  std::string board_id;     // MT_0000000838 (PSID)
-  std::string hca_type;     // MT4129
+  std::string name;      // mlx5_0
+  std::string fw_ver;    // 28.39.1002
+  std::string board_id;  // MT_0000000838 (PSID)
+  std::string hca_type;  // MT4129
   std::string node_guid;
   std::string node_type;
-  std::string pci_bdf;      // from the `device` link, "" if unknown
-  std::string driver;       // the kernel driver bound to the device (`device/driver` link): mlx5_core, efa,
-                            // irdma, bnxt_en, ionic; "" for soft devices (rxe, siw) and when unknown
+  std::string pci_bdf;  // from the `device` link, "" if unknown
+  std::string driver;   // the kernel driver bound to the device (`device/driver` link): mlx5_core, efa,
+                        // irdma, bnxt_en, ionic; "" for soft devices (rxe, siw) and when unknown
   std::vector<rdma_port_fact> ports;
 };
 
@@ -89,19 +89,19 @@ std::string_view rdma_family_provider(std::string_view family);
 // the libfabric / aws-ofi-nccl versions. dpkg's status file is read; an rpm database is found but not read
 // (it is SQLite or Berkeley DB) and reported as such.
 struct rdma_packages_fact {
-  std::string source;                   // "/var/lib/dpkg/status"
-  std::string libibverbs_package;       // "libibverbs1" or "rdma-core"; "" when not installed
-  std::string libibverbs_version;       // "44.0-2", "2410mlnx54-1"
-  bool ofed = false;                    // an MLNX/DOCA-OFED build (the version carries "mlnx")
-  std::string libfabric_version;        // "1.19.0amzn4.0-1" (libfabric1-aws or libfabric1); "" when absent
-  std::string ofi_nccl_version;         // aws-ofi-nccl's package, "" when absent
+  std::string source;              // "/var/lib/dpkg/status"
+  std::string libibverbs_package;  // "libibverbs1" or "rdma-core"; "" when not installed
+  std::string libibverbs_version;  // "44.0-2", "2410mlnx54-1"
+  bool ofed = false;               // an MLNX/DOCA-OFED build (the version carries "mlnx")
+  std::string libfabric_version;   // "1.19.0amzn4.0-1" (libfabric1-aws or libfabric1); "" when absent
+  std::string ofi_nccl_version;    // aws-ofi-nccl's package, "" when absent
 };
 
 // The EFA installer's record (/opt/amazon/efa_installed_packages): installer, libfabric and aws-ofi-nccl versions.
 struct efa_installer_fact {
-  std::string installer_version;        // "1.29.1"
-  std::string libfabric_version;        // from libfabric1-aws_<v>_<arch> / libfabric-aws-<v>.<arch>
-  std::string ofi_nccl_version;         // from an aws-ofi-nccl / libnccl-ofi package entry
+  std::string installer_version;  // "1.29.1"
+  std::string libfabric_version;  // from libfabric1-aws_<v>_<arch> / libfabric-aws-<v>.<arch>
+  std::string ofi_nccl_version;   // from an aws-ofi-nccl / libnccl-ofi package entry
 };
 
 struct kmodule_fact {
@@ -115,53 +115,53 @@ struct kmodule_fact {
 enum class nvidia_flavour { unknown, open, proprietary };
 
 struct nvidia_driver_fact {
-  std::string version;                 // 580.82.09
+  std::string version;  // 580.82.09
   nvidia_flavour flavour = nvidia_flavour::unknown;
-  std::string raw;                     // first line of /proc/driver/nvidia/version
-  std::string note;                    // set when /sys/module/nvidia/taint disagrees with the version line
+  std::string raw;   // first line of /proc/driver/nvidia/version
+  std::string note;  // set when /sys/module/nvidia/taint disagrees with the version line
 };
 std::string_view to_string(nvidia_flavour f);
 
 struct gpu_fact {
-  std::string pci_bdf;                 // 0000:3b:00.0
-  std::string device_id;               // 0x2335
-  std::uint64_t bar1_bytes = 0;        // the largest prefetchable 64-bit memory BAR
-                                       // (docs/facts/kernel-and-drivers.md §5)
-  int bar1_resource_line = -1;         // which line of /sys/bus/pci/devices/BDF/resource held it
+  std::string pci_bdf;                        // 0000:3b:00.0
+  std::string device_id;                      // 0x2335
+  std::uint64_t bar1_bytes = 0;               // the largest prefetchable 64-bit memory BAR
+                                              // (docs/facts/kernel-and-drivers.md §5)
+  int bar1_resource_line = -1;                // which line of /sys/bus/pci/devices/BDF/resource held it
   std::optional<std::uint64_t> memory_bytes;  // from NVML when loaded, else unknown
-  std::string bar1_error;              // why bar1_bytes is 0 (resource file unreadable or no prefetchable BAR)
+  std::string bar1_error;                     // why bar1_bytes is 0 (resource file unreadable or no prefetchable BAR)
 };
 
 // A shared library as the dynamic loader would load it (host only; skip under --root).
 struct library_fact {
-  std::string requested;               // "libibverbs.so.1"
-  std::string path;                    // realpath of the file that loaded
-  std::string version;                 // from the file name: libibverbs.so.1.14.44.0 -> "1.14.44.0"
-  std::map<std::string, bool> symbols; // "ibv_reg_mr_iova2@IBVERBS_1.8" -> present
+  std::string requested;                // "libibverbs.so.1"
+  std::string path;                     // realpath of the file that loaded
+  std::string version;                  // from the file name: libibverbs.so.1.14.44.0 -> "1.14.44.0"
+  std::map<std::string, bool> symbols;  // "ibv_reg_mr_iova2@IBVERBS_1.8" -> present
 };
 
 struct node_facts {
   std::string hostname;
-  result<std::string> kernel_release = status::error("not read");  // /proc/sys/kernel/osrelease
-  std::vector<process_fact> chain;                                  // start pid first, then ancestors
-  result<std::uint64_t> max_map_count = status::error("not read");  // /proc/sys/vm/max_map_count
-  result<hugepages_fact> hugepages = status::error("not read");      // /proc/meminfo
+  result<std::string> kernel_release = status::error("not read");                  // /proc/sys/kernel/osrelease
+  std::vector<process_fact> chain;                                                 // start pid first, then ancestors
+  result<std::uint64_t> max_map_count = status::error("not read");                 // /proc/sys/vm/max_map_count
+  result<hugepages_fact> hugepages = status::error("not read");                    // /proc/meminfo
   result<std::vector<rdma_device_fact>> rdma_devices = status::error("not read");  // /sys/class/infiniband
-  result<int> uverbs_abi = status::error("not read");               // /sys/class/infiniband_verbs/abi_version
-  std::map<std::string, kmodule_fact> modules;                      // ib_core mlx5_core mlx5_ib nvidia nvidia_peermem nv_peer_mem
-  bool memory_peers = false;                                        // /sys/kernel/mm/memory_peers exists (PeerDirect ib_core)
-  std::vector<std::string> memory_peer_clients;                     // e.g. nv_mem, nv_mem_nc
-  result<nvidia_driver_fact> nvidia = status::error("not read");    // /proc/driver/nvidia/version
-  result<std::vector<gpu_fact>> gpus = status::error("not read");   // NVIDIA PCI functions (vendor 0x10de, class 0x03xx)
+  result<int> uverbs_abi = status::error("not read");  // /sys/class/infiniband_verbs/abi_version
+  std::map<std::string, kmodule_fact> modules;         // ib_core mlx5_core mlx5_ib nvidia nvidia_peermem nv_peer_mem
+  bool memory_peers = false;                           // /sys/kernel/mm/memory_peers exists (PeerDirect ib_core)
+  std::vector<std::string> memory_peer_clients;        // e.g. nv_mem, nv_mem_nc
+  result<nvidia_driver_fact> nvidia = status::error("not read");   // /proc/driver/nvidia/version
+  result<std::vector<gpu_fact>> gpus = status::error("not read");  // NVIDIA PCI functions (vendor 0x10de, class 0x03xx)
   result<library_fact> libibverbs = status::error("not read");
-  result<int> cuda_driver_version = status::error("not read");      // cuDriverGetVersion: 13000 = 13.0
-  result<int> nccl_version = status::error("not read");             // ncclGetVersion: 22809 = 2.28.9
-  result<process_fact> slurmd = status::error("not read");          // via its pid file
-  result<library_fact> libcuda = status::error("not read");         // libcuda.so.1 as it loads
-  result<library_fact> libnccl = status::error("not read");         // libnccl.so.2 as it loads
+  result<int> cuda_driver_version = status::error("not read");           // cuDriverGetVersion: 13000 = 13.0
+  result<int> nccl_version = status::error("not read");                  // ncclGetVersion: 22809 = 2.28.9
+  result<process_fact> slurmd = status::error("not read");               // via its pid file
+  result<library_fact> libcuda = status::error("not read");              // libcuda.so.1 as it loads
+  result<library_fact> libnccl = status::error("not read");              // libnccl.so.2 as it loads
   result<rdma_packages_fact> rdma_packages = status::error("not read");  // /var/lib/dpkg/status
   result<efa_installer_fact> efa_installer = status::error("not read");  // /opt/amazon/efa_installed_packages
-  std::vector<std::string> verbs_providers;   // rdma-core providers on disk (libibverbs/lib<NAME>-rdmav*.so)
+  std::vector<std::string> verbs_providers;  // rdma-core providers on disk (libibverbs/lib<NAME>-rdmav*.so)
   // FI_*, OFI_NCCL_*, NCCL_NET*, NCCL_IB_* and UCX_* settings of the start pid (/proc/PID/environ, only these
   // names are kept): what the transports will do.
   std::map<std::string, std::string> net_env;
@@ -171,13 +171,13 @@ struct node_facts {
 };
 
 struct collect_options {
-  pid_t start_pid = 0;                  // 0: the pid /proc/self points to (in a dump: the captured one)
+  pid_t start_pid = 0;  // 0: the pid /proc/self points to (in a dump: the captured one)
   // Tried first; when it does not exist, SlurmdPidFile from `slurm_conf` (read through the sysroot), then
   // /var/run/slurmd.pid. A pid whose comm is not slurmd* is a stale file and reported as such.
   std::string slurmd_pid_file = "/run/slurmd.pid";
   std::string slurm_conf = "/etc/slurm/slurm.conf";  // the CLI passes $SLURM_CONF when set (host only)
   std::string verbs_library = "libibverbs.so.1";
-  bool load_libraries = true;           // dlopen libibverbs/libcuda/libnccl (host only; never in slurmstepd)
+  bool load_libraries = true;  // dlopen libibverbs/libcuda/libnccl (host only; never in slurmstepd)
 };
 
 // Reads every fact. Never fails as a whole: each fact carries its own status.

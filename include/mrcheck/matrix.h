@@ -53,12 +53,12 @@ std::string_view to_string(rule_action a);
 enum class flavour_rule { any, open, proprietary };
 
 struct hca_family_rule {
-  std::string name;                    // "ConnectX-7"
-  std::optional<dotted_version> min;   // minimum firmware; none = any
+  std::string name;                   // "ConnectX-7"
+  std::optional<dotted_version> min;  // minimum firmware; none = any
 };
 
 struct matrix_rules {
-  std::string source = "built-in";     // the file the rules came from
+  std::string source = "built-in";  // the file the rules came from
 
   // rdma_stack: kernel mlx5_core vs user space.
   rule_action rdma_stack = rule_action::fail;
@@ -68,7 +68,7 @@ struct matrix_rules {
 
   // hca_fw: firmware major -> family and minimum.
   rule_action hca_fw = rule_action::fail;
-  rule_action hca_fw_unknown = rule_action::warn;           // an mlx5 device whose fw major has no family
+  rule_action hca_fw_unknown = rule_action::warn;  // an mlx5 device whose fw major has no family
   std::map<std::uint64_t, hca_family_rule> hca_families;
 
   // gpu_driver
@@ -97,7 +97,7 @@ struct matrix_rules {
   std::map<std::string, std::uint64_t> gpu_memory;
 
   rule_action slurmd_memlock = rule_action::fail;
-  std::uint64_t slurmd_memlock_min = k_unlimited;           // hard limit slurmd must have
+  std::uint64_t slurmd_memlock_min = k_unlimited;  // hard limit slurmd must have
   rule_action propagate_limits = rule_action::warn;
 
   // max_map_count: vm.max_map_count below max_map_count_min gives this action (a value lowered below the
@@ -131,8 +131,8 @@ result<matrix_rules> load_matrix_rules_or_default(const std::string& path);
 // What slurm.conf says about limit propagation (docs/facts/memlock.md §1).
 struct slurm_conf_fact {
   std::string path;
-  std::optional<std::string> propagate;          // PropagateResourceLimits=
-  std::optional<std::string> propagate_except;   // PropagateResourceLimitsExcept=
+  std::optional<std::string> propagate;         // PropagateResourceLimits=
+  std::optional<std::string> propagate_except;  // PropagateResourceLimitsExcept=
   // Whether srun/sbatch send the login node's soft MEMLOCK to tasks: the default (ALL) does.
   bool memlock_propagated() const;
 };

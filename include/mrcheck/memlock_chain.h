@@ -34,9 +34,9 @@ namespace mrcheck {
 struct slurm_conf_facts {
   bool memlock_propagated = true;  // Slurm's default is PropagateResourceLimits=ALL
   std::string propagate_setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
-  std::string task_prolog;         // TaskProlog= ("" = none)
-  std::string slurmd_pid_file = "/run/slurmd.pid";  // SlurmdPidFile= (may hold %n / %h)
-  bool use_pam = false;            // UsePAM=1: pam_limits applies limits.conf to slurmstepd
+  std::string task_prolog;                                                          // TaskProlog= ("" = none)
+  std::string slurmd_pid_file = "/run/slurmd.pid";                                  // SlurmdPidFile= (may hold %n / %h)
+  bool use_pam = false;  // UsePAM=1: pam_limits applies limits.conf to slurmstepd
   // UnkillableStepTimeout= (seconds, Slurm's default 60): how long slurmstepd waits for a cancelled step's
   // processes before slurmctld drains the node "Kill task failed". The probes of a step stay below it.
   std::chrono::seconds unkillable_step_timeout{60};
@@ -109,16 +109,16 @@ result<submit_record> decode_submit_record(std::string_view text);
 // memlock_hop, its table (id, label, AdminComment token, fix) and the picking rule: memlock_hop.h.
 
 struct memlock_inputs {
-  std::string node;                              // SLURMD_NODENAME / host name
-  std::string job;                               // "job 12 step 0" / "job 12 batch"
-  bool batch_step = false;                       // the task is the batch script itself
+  std::string node;                                         // SLURMD_NODENAME / host name
+  std::string job;                                          // "job 12 step 0" / "job 12 batch"
+  bool batch_step = false;                                  // the task is the batch script itself
   result<process_fact> slurmd = status::error("not read");  // via SlurmdPidFile
-  std::vector<process_fact> task_chain;          // the task process first (before exec), slurmstepd, ...
-  memlock_limit task_now;                        // getrlimit() in the task before exec
-  std::optional<std::string> propagated;         // SLURM_RLIMIT_MEMLOCK of the job env, raw
+  std::vector<process_fact> task_chain;                     // the task process first (before exec), slurmstepd, ...
+  memlock_limit task_now;                                   // getrlimit() in the task before exec
+  std::optional<std::string> propagated;                    // SLURM_RLIMIT_MEMLOCK of the job env, raw
   result<slurm_conf_facts> conf = status::error("not read");
-  std::optional<std::string> submit_raw;         // MRCHECK_SUBMIT of the job env, raw (untrusted)
-  std::string submit_host;                       // SLURM_SUBMIT_HOST of the job env ("" = unknown)
+  std::optional<std::string> submit_raw;  // MRCHECK_SUBMIT of the job env, raw (untrusted)
+  std::string submit_host;                // SLURM_SUBMIT_HOST of the job env ("" = unknown)
 };
 
 // One row of the chain table.
@@ -126,22 +126,22 @@ struct chain_row {
   std::string where;  // host
   std::string what;   // "bash pid 4242", "slurmd pid 800", "task 0 at exec (predicted)"
   std::optional<memlock_limit> memlock;
-  std::string note;   // "lowered soft", "sends SLURM_RLIMIT_MEMLOCK=65536", ...
+  std::string note;  // "lowered soft", "sends SLURM_RLIMIT_MEMLOCK=65536", ...
 };
 
 struct memlock_prediction {
-  memlock_limit start;                     // what the task will start with
-  bool propagation_applies = false;        // SLURM_RLIMIT_MEMLOCK will be applied by set_user_limits()
+  memlock_limit start;               // what the task will start with
+  bool propagation_applies = false;  // SLURM_RLIMIT_MEMLOCK will be applied by set_user_limits()
   std::optional<propagated_limit> propagated;
   std::optional<std::string> propagated_text;  // SLURM_RLIMIT_MEMLOCK as it arrived (enforce rewrites odd ones)
-  std::optional<submit_record> submit;     // decoded and valid
-  std::string submit_problem;              // why MRCHECK_SUBMIT was ignored ("" = fine or absent)
-  memlock_hop hop = memlock_hop::none;     // what lowered it (when below the minimum)
-  std::string cause;                       // "bash pid 4242 on login1 set soft 64 KiB"
-  std::string fix;                         // the fix for that hop (hop_fix, plus what this chain adds)
+  std::optional<submit_record> submit;         // decoded and valid
+  std::string submit_problem;                  // why MRCHECK_SUBMIT was ignored ("" = fine or absent)
+  memlock_hop hop = memlock_hop::none;         // what lowered it (when below the minimum)
+  std::string cause;                           // "bash pid 4242 on login1 set soft 64 KiB"
+  std::string fix;                             // the fix for that hop (hop_fix, plus what this chain adds)
   std::vector<chain_row> rows;
-  std::vector<std::string> notes;          // facts that could not be read, for the verbose table
-  std::string propagate_setting_text;      // slurm_conf_facts::propagate_setting in force
+  std::vector<std::string> notes;      // facts that could not be read, for the verbose table
+  std::string propagate_setting_text;  // slurm_conf_facts::propagate_setting in force
   bool use_pam = false;
 };
 
@@ -163,11 +163,11 @@ rlimit_ops& real_rlimit_ops();
 struct enforcement {
   bool attempted = false;
   memlock_limit before;
-  memlock_limit after;                     // this process's limit after setrlimit
-  memlock_limit start;                     // what the task will start with after set_user_limits()
-  bool hard_refused = false;               // EPERM raising the hard limit: no CAP_SYS_RESOURCE
-  std::optional<std::string> env_value;    // new SLURM_RLIMIT_MEMLOCK to write into the job env
-  std::string problem;                     // "" or why it could not reach `required`
+  memlock_limit after;                   // this process's limit after setrlimit
+  memlock_limit start;                   // what the task will start with after set_user_limits()
+  bool hard_refused = false;             // EPERM raising the hard limit: no CAP_SYS_RESOURCE
+  std::optional<std::string> env_value;  // new SLURM_RLIMIT_MEMLOCK to write into the job env
+  std::string problem;                   // "" or why it could not reach `required`
 };
 
 // Raises this process's hard and soft RLIMIT_MEMLOCK to at least `required` (never lowers), and says which
@@ -192,9 +192,9 @@ struct post_exec_observation {
   memlock_limit predicted;
   std::optional<memlock_limit> at_exec;
   std::optional<memlock_limit> later;
-  std::string later_comm;     // comm of the task when `later` was read
-  std::string task_prolog;    // TaskProlog= in force ("" = none)
-  bool batch_step = false;    // the task is the batch script: a later change is the script's own ulimit
+  std::string later_comm;   // comm of the task when `later` was read
+  std::string task_prolog;  // TaskProlog= in force ("" = none)
+  bool batch_step = false;  // the task is the batch script: a later change is the script's own ulimit
 };
 // nullopt when the task runs with what was predicted; else a warn/fail result naming the override.
 std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required);
@@ -207,9 +207,9 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
 // default_checks. `off` removes the site's defaults only when allow_user_off=yes. An invalid user value is
 // an error (srun/sbatch refuse it before launch; the node side falls back to the site's defaults).
 struct check_request {
-  bool option_seen = false;                // --mr-check was given (or set through SLURM_SPANK_...)
-  std::optional<std::string> option;       // its value; nullopt = bare option (NULL, "" or "(null)" optarg)
-  std::optional<std::string> env_checks;   // MRCHECK_CHECKS from the environment (sbatch -> inner srun)
+  bool option_seen = false;               // --mr-check was given (or set through SLURM_SPANK_...)
+  std::optional<std::string> option;      // its value; nullopt = bare option (NULL, "" or "(null)" optarg)
+  std::optional<std::string> env_checks;  // MRCHECK_CHECKS from the environment (sbatch -> inner srun)
 };
 result<check_groups> effective_checks(const config& c, const check_request& req);
 
@@ -218,29 +218,29 @@ std::optional<std::string> normalize_optarg(const char* optarg);
 
 // ---- submit side (srun, sbatch, salloc) ----
 struct submit_inputs {
-  std::string tool;        // srun | sbatch | salloc
-  std::string host;        // short host name
-  std::string job_id;      // SLURM_JOB_ID when inside a job
-  pid_t self = 0;          // getpid()
+  std::string tool;    // srun | sbatch | salloc
+  std::string host;    // short host name
+  std::string job_id;  // SLURM_JOB_ID when inside a job
+  pid_t self = 0;      // getpid()
   check_request request;
 };
 struct submit_plan {
-  check_groups checks;                                       // what will run (nothing: do nothing at all)
-  std::vector<std::pair<std::string, std::string>> setenv;   // MRCHECK_CHECKS, MRCHECK_SUBMIT
+  check_groups checks;                                      // what will run (nothing: do nothing at all)
+  std::vector<std::pair<std::string, std::string>> setenv;  // MRCHECK_CHECKS, MRCHECK_SUBMIT
 };
 // Error: the user's request is refused (bad LIST, off not allowed); the message is for the user's terminal.
 result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const sysroot& root);
 
 // ---- node side (slurmstepd, in the task process) ----
 struct task_facts {
-  std::string node;                         // SLURMD_NODENAME (or the host name)
-  std::string host;                         // host name, for SlurmdPidFile's %h
+  std::string node;  // SLURMD_NODENAME (or the host name)
+  std::string host;  // host name, for SlurmdPidFile's %h
   std::uint32_t job_id = 0;
   std::uint32_t step_id = 0;
   bool batch_step = false;
   bool extern_step = false;
   int local_task_id = 0;
-  pid_t task_pid = 0;                       // getpid() in the task child (S_TASK_PID is 0 there)
+  pid_t task_pid = 0;  // getpid() in the task child (S_TASK_PID is 0 there)
   check_request request;
   std::optional<std::string> rlimit_memlock;  // SLURM_RLIMIT_MEMLOCK of the job env
   std::optional<std::string> submit_raw;      // MRCHECK_SUBMIT of the job env
@@ -251,10 +251,10 @@ struct task_facts {
 
 // What task_init_privileged found and did, carried to task_init in the same process.
 struct node_state {
-  bool active = false;                      // some check runs on this step
+  bool active = false;  // some check runs on this step
   check_groups checks;
-  std::string request_problem;              // the user's request was invalid here (site defaults used)
-  std::string conf_problem;                 // the plugin's own config was bad (set by the caller)
+  std::string request_problem;  // the user's request was invalid here (site defaults used)
+  std::string conf_problem;     // the plugin's own config was bad (set by the caller)
   memlock_prediction prediction;
   std::optional<enforcement> enf;
   std::uint64_t required = k_unlimited;
@@ -274,8 +274,8 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
 
 // task_init_privileged (root): predict, enforce. Returns the SLURM_RLIMIT_MEMLOCK value to write into the job
 // env (enforce=yes), if any.
-std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root,
-                                           rlimit_ops& ops, node_state& st);
+std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root, rlimit_ops& ops,
+                                           node_state& st);
 
 // Runs `mrcheck probe <group> --json` as a child and returns its checks (mr_host, dmabuf, nccl_pair, ...), or
 // one `error` result named after the group when it crashed, timed out or printed no report. A seam for tests.
@@ -309,10 +309,10 @@ probe_runner real_probe_runner(const config& c, std::chrono::milliseconds budget
 
 struct task_verdict {
   report rep;
-  int rc = 0;                                // what task_init returns: -1 ends the task
-  std::vector<std::string> user_lines;       // for slurm_spank_log (the user's stderr)
-  std::vector<std::string> admin_lines;      // for slurm_info (slurmd log)
-  bool watch_post_exec = false;              // start the post-exec watcher
+  int rc = 0;                            // what task_init returns: -1 ends the task
+  std::vector<std::string> user_lines;   // for slurm_spank_log (the user's stderr)
+  std::vector<std::string> admin_lines;  // for slurm_info (slurmd log)
+  bool watch_post_exec = false;          // start the post-exec watcher
 };
 // task_init (job user): verdicts, probes, what to print.
 task_verdict node_task(const config& c, const task_facts& t, node_state& st, const probe_runner& probe);
@@ -327,8 +327,7 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
 using post_exec_done = std::function<void(const std::optional<check_result>& verdict, int record_fd)>;
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
                                const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window, const post_exec_done& done = {},
-                               int record_fd = -1);
+                               std::chrono::milliseconds window, const post_exec_done& done = {}, int record_fd = -1);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded).
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window);

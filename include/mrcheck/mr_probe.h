@@ -71,14 +71,14 @@ struct nccl_estimate {
   std::uint64_t buff_ll128 = 0;
   std::uint64_t buff_simple = 0;
   int channels = 0;
-  std::string channels_from;     // "default: 2 per HCA x 1 HCA, doubled" / "NCCL_MIN_NCHANNELS=16"
-  int net_peers = 1;             // network peers per channel (1 = ring)
+  std::string channels_from;  // "default: 2 per HCA x 1 HCA, doubled" / "NCCL_MIN_NCHANNELS=16"
+  int net_peers = 1;          // network peers per channel (1 = ring)
   int hcas = 1;
-  std::int64_t p2p_chunk = 0;    // NCCL_P2P_NET_CHUNKSIZE (128 KiB)
-  int p2p_channels = 0;          // min(channels, NCCL_MAX_P2P_NCHANNELS)
+  std::int64_t p2p_chunk = 0;      // NCCL_P2P_NET_CHUNKSIZE (128 KiB)
+  int p2p_channels = 0;            // min(channels, NCCL_MAX_P2P_NCHANNELS)
   int nchannels_per_net_peer = 0;  // NCCL_NCHANNELS_PER_NET_PEER, 0 = NCCL's default (2, reduced with scale)
-  bool gdr_off = false;          // NCCL_NET_GDR_LEVEL=LOC/0: no GPUDirect, host buffers for sure
-  bool ib_disabled = false;      // NCCL_IB_DISABLE=1 or NCCL_NET=Socket: NCCL registers nothing with an HCA
+  bool gdr_off = false;            // NCCL_NET_GDR_LEVEL=LOC/0: no GPUDirect, host buffers for sure
+  bool ib_disabled = false;        // NCCL_IB_DISABLE=1 or NCCL_NET=Socket: NCCL registers nothing with an HCA
   std::string ib_disabled_why;
   bool dmabuf_enabled = true;    // NCCL_DMABUF_ENABLE != 0 (default 1, [N] src/init.cc)
   bool relaxed_ordering = true;  // NCCL_IB_PCI_RELAXED_ORDERING != 0 (default 2): NCCL uses ibv_reg_mr_iova2
@@ -86,14 +86,14 @@ struct nccl_estimate {
   std::vector<std::string> inputs;  // "NCCL_BUFFSIZE=4194304 (default)", ... for the report
 
   // Results.
-  int connections = 0;              // channels x net_peers x 2 (send + receive)
-  std::uint64_t per_connection = 0; // LL + LL128 + SIMPLE
-  std::uint64_t host_bytes = 0;     // charged to memlock: host path, or GDR through nvidia_peermem
+  int connections = 0;                  // channels x net_peers x 2 (send + receive)
+  std::uint64_t per_connection = 0;     // LL + LL128 + SIMPLE
+  std::uint64_t host_bytes = 0;         // charged to memlock: host path, or GDR through nvidia_peermem
   std::uint64_t dmabuf_host_bytes = 0;  // host memory left when GDR goes through DMA-BUF (LL send buffers)
-  std::uint64_t gpu_bytes = 0;      // GPU memory NCCL registers per rank with GDR
-  std::uint64_t p2p_bytes = 0;      // send/recv shared buffers (2 x p2p_channels x 16 x chunk), only if used
-  std::vector<std::uint64_t> buffers;  // host buffers in NCCL's order, one registration each
-  std::string formula;              // "4 channels x 1 peer x 2 x (512 KiB + 4.69 MiB + 4 MiB) = 73.5 MiB"
+  std::uint64_t gpu_bytes = 0;          // GPU memory NCCL registers per rank with GDR
+  std::uint64_t p2p_bytes = 0;          // send/recv shared buffers (2 x p2p_channels x 16 x chunk), only if used
+  std::vector<std::uint64_t> buffers;   // host buffers in NCCL's order, one registration each
+  std::string formula;                  // "4 channels x 1 peer x 2 x (512 KiB + 4.69 MiB + 4 MiB) = 73.5 MiB"
 };
 
 nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas);
@@ -107,9 +107,9 @@ struct nccl_hca_filter {
     std::string prefix;
     int port = -1;  // -1 = any port
   };
-  bool set = false;       // NCCL_IB_HCA was present
-  bool exclude = false;   // '^'
-  bool exact = false;     // '='
+  bool set = false;      // NCCL_IB_HCA was present
+  bool exclude = false;  // '^'
+  bool exact = false;    // '='
   std::vector<item> items;
   std::string raw;
 
@@ -166,11 +166,11 @@ struct mr_attempt {
   std::uint64_t bytes = 0;       // all buffers
   std::uint64_t registered = 0;  // bytes registered before the failure (== bytes on success)
   int buffers = 0;
-  int failed_buffer = -1;        // index of the buffer that failed
+  int failed_buffer = -1;  // index of the buffer that failed
   std::uint64_t failed_bytes = 0;
   unsigned access = 0;
-  int err = 0;                   // errno of the failure
-  std::string message;           // "ibv_reg_mr_iova2: Cannot allocate memory"
+  int err = 0;          // errno of the failure
+  std::string message;  // "ibv_reg_mr_iova2: Cannot allocate memory"
   std::chrono::microseconds elapsed{0};
 };
 
@@ -179,23 +179,23 @@ std::string_view to_string(dmabuf_support s);
 
 struct dmabuf_probe_result {
   bool attempted = false;
-  bool symbol = false;           // ibv_reg_dmabuf_mr@IBVERBS_1.12 exported
-  int err = 0;                   // errno of ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)
+  bool symbol = false;  // ibv_reg_dmabuf_mr@IBVERBS_1.12 exported
+  int err = 0;          // errno of ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)
   dmabuf_support support = dmabuf_support::unknown;
 };
 
 struct gpu_probe_result {
   bool attempted = false;
-  std::string skip_reason;       // "built without CUDA headers", "no GPU visible", "libcuda.so.1: ..."
-  std::string error;             // CUDA failed in a way that says nothing about registration
+  std::string skip_reason;  // "built without CUDA headers", "no GPU visible", "libcuda.so.1: ..."
+  std::string error;        // CUDA failed in a way that says nothing about registration
   int cuda_device = 0;
   std::string pci_bdf;
-  int driver_version = 0;        // cuDriverGetVersion
-  bool dmabuf_attr = false;      // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
-  bool gdr_attr = false;         // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+  int driver_version = 0;    // cuDriverGetVersion
+  bool dmabuf_attr = false;  // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+  bool gdr_attr = false;     // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
   std::uint64_t bytes = 0;
-  mr_attempt peermem;            // cuMemAlloc pointer through ibv_reg_mr_iova2 / ibv_reg_mr
-  mr_attempt dmabuf;             // cuMemGetHandleForAddressRange fd through ibv_reg_dmabuf_mr
+  mr_attempt peermem;               // cuMemAlloc pointer through ibv_reg_mr_iova2 / ibv_reg_mr
+  mr_attempt dmabuf;                // cuMemGetHandleForAddressRange fd through ibv_reg_dmabuf_mr
   std::string dmabuf_handle_error;  // cuMemGetHandleForAddressRange failed: "CUDA_ERROR_NOT_SUPPORTED"
 };
 
@@ -216,29 +216,29 @@ struct mr_probe_request {
   std::vector<std::string> env;       // the job's environment ("KEY=VALUE")
   std::string home;                   // for ~/.nccl.conf
   std::string nccl_etc_file = "/etc/nccl.conf";
-  std::string sys_root = "/";         // for /sys/class/infiniband/<dev>/device (PCI locality)
+  std::string sys_root = "/";  // for /sys/class/infiniband/<dev>/device (PCI locality)
   std::string proc_root = "/proc";
 };
 
 struct mr_probe_outcome {
   nccl_estimate estimate;
-  std::uint64_t size = 0;           // what each HCA's host attempt registers in total
+  std::uint64_t size = 0;  // what each HCA's host attempt registers in total
   bool size_from_user = false;
-  std::string device_requested;     // --device, "" = NCCL's choice
+  std::string device_requested;  // --device, "" = NCCL's choice
   std::vector<std::uint64_t> buffers;
-  std::string library;              // libibverbs path, "" when it did not load
+  std::string library;  // libibverbs path, "" when it did not load
   status load_error = status::ok();
-  bool explicit_library = false;    // the library was named by the user/config as a path
+  bool explicit_library = false;  // the library was named by the user/config as a path
   bool iova2 = false;
   bool dmabuf_symbol = false;
-  bool relaxed_ordering = false;    // NCCL would register with RELAXED_ORDERING through ibv_reg_mr_iova2
-  status list_error = status::ok(); // ibv_get_device_list / query failed
-  std::vector<std::string> devices; // all devices the library listed
+  bool relaxed_ordering = false;     // NCCL would register with RELAXED_ORDERING through ibv_reg_mr_iova2
+  status list_error = status::ok();  // ibv_get_device_list / query failed
+  std::vector<std::string> devices;  // all devices the library listed
   hca_selection selection;
   std::vector<hca_probe_result> hcas;
   std::vector<std::string> gpu_bdfs;
   bool gpu_requested = false;
-  gpu_probe_result gpu_setup;       // when the GPU side could not even start (no CUDA / no GPU)
+  gpu_probe_result gpu_setup;  // when the GPU side could not even start (no CUDA / no GPU)
   // The process that registered: its limit and privileges (a probe as root proves nothing about memlock).
   std::uint64_t memlock_soft = 0;
   std::uint64_t memlock_hard = 0;
@@ -251,11 +251,11 @@ struct mr_probe_outcome {
 class gpu_memory {
  public:
   virtual ~gpu_memory() = default;
-  virtual int device() const = 0;                 // CUDA ordinal
-  virtual std::string pci_bdf() const = 0;        // "0000:3b:00.0"
-  virtual int driver_version() const = 0;         // cuDriverGetVersion
-  virtual bool dmabuf_supported() const = 0;      // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
-  virtual bool gdr_supported() const = 0;         // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+  virtual int device() const = 0;                              // CUDA ordinal
+  virtual std::string pci_bdf() const = 0;                     // "0000:3b:00.0"
+  virtual int driver_version() const = 0;                      // cuDriverGetVersion
+  virtual bool dmabuf_supported() const = 0;                   // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+  virtual bool gdr_supported() const = 0;                      // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
   virtual result<std::uint64_t> alloc(std::size_t bytes) = 0;  // cuMemAlloc: a device pointer
   // cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD): a dma-buf fd the caller closes.
   virtual result<int> dmabuf_fd(std::uint64_t ptr, std::size_t bytes) = 0;

@@ -57,11 +57,11 @@ namespace mrcheck {
 
 // One failure found on one line.
 struct nccl_event {
-  failure what;                // kind, call, err (0 = not printed), wc_status, peer
-  std::string host;            // from NCCL's "host:pid:tid" or a pdsh "host: " prefix; "" unknown
-  std::optional<long> pid;     // from "host:pid:tid"
-  std::optional<int> rank;     // from a launcher prefix, or the rank NCCL reported for this process
-  std::string text;            // the line from the message on, escaped, at most 300 bytes
+  failure what;             // kind, call, err (0 = not printed), wc_status, peer
+  std::string host;         // from NCCL's "host:pid:tid" or a pdsh "host: " prefix; "" unknown
+  std::optional<long> pid;  // from "host:pid:tid"
+  std::optional<int> rank;  // from a launcher prefix, or the rank NCCL reported for this process
+  std::string text;         // the line from the message on, escaped, at most 300 bytes
 };
 
 // Stateless: the failure on this line, if any. `line` is one line without its newline; only its first 64 KiB
@@ -76,31 +76,31 @@ int errno_in_text(std::string_view text);
 // Repeats of one failure: same kind, call, errno and completion status.
 struct nccl_group {
   failure what;
-  std::uint64_t count = 0;                 // events in this group
-  std::vector<std::uint64_t> lines;        // 1-based line numbers, the first k_max_lines_kept
-  std::set<int> ranks;                     // distinct ranks seen (capped)
-  std::set<std::string> hosts;             // distinct hosts seen (capped)
-  std::set<std::string> processes;         // distinct "host:pid" (capped), to count processes without ranks
+  std::uint64_t count = 0;           // events in this group
+  std::vector<std::uint64_t> lines;  // 1-based line numbers, the first k_max_lines_kept
+  std::set<int> ranks;               // distinct ranks seen (capped)
+  std::set<std::string> hosts;       // distinct hosts seen (capped)
+  std::set<std::string> processes;   // distinct "host:pid" (capped), to count processes without ranks
   bool ranks_capped = false;
   bool hosts_capped = false;
-  std::string example;                     // the first event's text
-  std::vector<std::string> context;        // system_error only: the WARN lines that preceded it (escaped)
-  std::uint64_t consequences = 0;          // "unhandled system error" / "Failed to register memory" lines
-                                           // attributed to this failure
+  std::string example;               // the first event's text
+  std::vector<std::string> context;  // system_error only: the WARN lines that preceded it (escaped)
+  std::uint64_t consequences = 0;    // "unhandled system error" / "Failed to register memory" lines
+                                     // attributed to this failure
   std::uint64_t first_line = 0;
 };
 
 class nccl_log_scanner {
  public:
   struct limits {
-    std::size_t max_line = 64 * 1024;      // bytes of a line that are examined
+    std::size_t max_line = 64 * 1024;  // bytes of a line that are examined
     std::size_t max_groups = 256;
-    std::size_t max_ranks = 4096;          // per group
-    std::size_t max_hosts = 1024;          // per group
-    std::size_t max_processes = 4096;      // per group
-    std::size_t max_pid_ranks = 65536;     // host:pid -> rank entries remembered
-    std::size_t recent_warnings = 8;       // unrecognised WARN lines kept as context
-    std::uint64_t attach_window = 5000;    // lines within which a consequence is tied to an earlier failure
+    std::size_t max_ranks = 4096;        // per group
+    std::size_t max_hosts = 1024;        // per group
+    std::size_t max_processes = 4096;    // per group
+    std::size_t max_pid_ranks = 65536;   // host:pid -> rank entries remembered
+    std::size_t recent_warnings = 8;     // unrecognised WARN lines kept as context
+    std::uint64_t attach_window = 5000;  // lines within which a consequence is tied to an earlier failure
   };
   static constexpr std::size_t k_max_lines_kept = 32;
 
@@ -126,7 +126,7 @@ class nccl_log_scanner {
   nccl_group* group_for(const failure& f, std::uint64_t line);
   void add(nccl_group& g, const nccl_event& e, std::uint64_t line);
   void fill_rank(nccl_event& e) const;
-  bool note_warning(std::string_view line);  // true: the line promoted a pending WARN (promoted_)
+  bool note_warning(std::string_view line);            // true: the line promoted a pending WARN (promoted_)
   static constexpr std::uint64_t k_trace_window = 50;  // lines between a WARN and NCCL's trace (or echo) of it
 
   limits limits_;
@@ -134,20 +134,20 @@ class nccl_log_scanner {
   std::uint64_t bytes_ = 0;
   std::uint64_t truncated_ = 0;
   std::uint64_t dropped_ = 0;
-  std::vector<nccl_group> groups_;                       // at most max_groups
-  std::unordered_map<std::string, int> pid_rank_;       // "host:pid" -> rank
+  std::vector<nccl_group> groups_;                 // at most max_groups
+  std::unordered_map<std::string, int> pid_rank_;  // "host:pid" -> rank
   struct pending_warn {
-    std::string text;         // the WARN message, escaped
-    std::string thread;       // "host:pid:tid" from NCCL's header; "" when the line had none
+    std::string text;    // the WARN message, escaped
+    std::string thread;  // "host:pid:tid" from NCCL's header; "" when the line had none
     std::uint64_t line = 0;
-    nccl_event event;         // what the line becomes if NCCL fails on it
+    nccl_event event;  // what the line becomes if NCCL fails on it
   };
   // Pending WARN -> fatal_warning group; promoted_ holds the event, the result is nullptr when it was dropped
   // (past max_groups).
   const nccl_event* promote(std::size_t index);
   nccl_event promoted_;
-  std::deque<pending_warn> recent_warn_;                 // unrecognised WARN lines (at most recent_warnings)
-  std::optional<std::size_t> last_failure_;              // index into groups_ of the last real failure
+  std::deque<pending_warn> recent_warn_;     // unrecognised WARN lines (at most recent_warnings)
+  std::optional<std::size_t> last_failure_;  // index into groups_ of the last real failure
   std::uint64_t last_failure_line_ = 0;
 };
 
@@ -162,8 +162,8 @@ status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {}
 
 // Where the node evidence came from, so a finding can say how far it applies.
 struct evidence_origin {
-  std::string hostname;   // the node the evidence describes ("" unknown)
-  bool from_root = false; // read from a --root tree (a dump of the node chosen by the user): applies as is
+  std::string hostname;    // the node the evidence describes ("" unknown)
+  bool from_root = false;  // read from a --root tree (a dump of the node chosen by the user): applies as is
 };
 
 // Evidence for explain: collect_facts() on `root` (libraries loaded only on the host), plus CAP_IPC_LOCK from

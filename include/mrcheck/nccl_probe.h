@@ -85,7 +85,7 @@ struct nccl_log_facts {
   std::optional<bool> dmabuf;           // "DMA-BUF is available on GPU device N" -> true
   std::optional<int> nnodes;            // "nNodes 2"
   std::vector<nccl_init_timing> init_timings;
-  std::vector<std::string> warnings;    // text after "NCCL WARN ", escaped, in order
+  std::vector<std::string> warnings;  // text after "NCCL WARN ", escaped, in order
 };
 nccl_log_facts parse_nccl_log(std::string_view text);
 // Adds what `more` found (another rank's log) to `into`: distinct lists merged, flags or-ed.
@@ -94,18 +94,18 @@ void merge_nccl_log_facts(nccl_log_facts& into, const nccl_log_facts& more);
 // What a rank child reports on its control pipe ("result {json}"), parsed by the orchestrator.
 struct nccl_rank_report {
   int rank = -1;
-  std::string stage;            // last stage reached: load, cuda, id, init, allreduce, verify, destroy, done
-  bool ok = false;              // the all-reduce ran and every element was right
-  bool no_gpu = false;          // CUDA says there is no (such) device: skip, not fail
-  bool missing_library = false; // libcuda.so.1 or libnccl.so.2 not found: skip
-  std::string error;            // what failed, one line: "ncclCommInitRank: unhandled system error (2)"
-  int nccl_result = 0;          // ncclResult_t of the failed call, 0 when none failed
-  std::string nccl_last_error;  // ncclGetLastError() text when available
-  int nccl_version = 0;         // ncclGetVersion(): 22803
-  int cuda_driver_version = 0;  // cuDriverGetVersion(): 13000
-  std::string nccl_library;     // the file dlopen found
-  std::string device;           // "0000:00:06.0" (cuDeviceGetPCIBusId)
-  std::uint64_t count = 0;      // floats all-reduced
+  std::string stage;             // last stage reached: load, cuda, id, init, allreduce, verify, destroy, done
+  bool ok = false;               // the all-reduce ran and every element was right
+  bool no_gpu = false;           // CUDA says there is no (such) device: skip, not fail
+  bool missing_library = false;  // libcuda.so.1 or libnccl.so.2 not found: skip
+  std::string error;             // what failed, one line: "ncclCommInitRank: unhandled system error (2)"
+  int nccl_result = 0;           // ncclResult_t of the failed call, 0 when none failed
+  std::string nccl_last_error;   // ncclGetLastError() text when available
+  int nccl_version = 0;          // ncclGetVersion(): 22803
+  int cuda_driver_version = 0;   // cuDriverGetVersion(): 13000
+  std::string nccl_library;      // the file dlopen found
+  std::string device;            // "0000:00:06.0" (cuDeviceGetPCIBusId)
+  std::uint64_t count = 0;       // floats all-reduced
   std::uint64_t mismatches = 0;
   std::int64_t first_bad_index = -1;
   double first_bad_value = 0;
@@ -121,13 +121,13 @@ struct nccl_rank_run {
   bool started = false;
   bool exited = false;
   int exit_code = -1;
-  bool signaled = false;     // died of a signal we did not send (a crash)
+  bool signaled = false;  // died of a signal we did not send (a crash)
   int term_signal = 0;
-  bool killed = false;       // we killed it: timeout, or its peer failed and it did not finish in the grace time
-  std::string last_stage;    // from "stage X" control lines, the latest
+  bool killed = false;     // we killed it: timeout, or its peer failed and it did not finish in the grace time
+  std::string last_stage;  // from "stage X" control lines, the latest
   std::optional<nccl_rank_report> report;
-  std::string out;           // captured stdout (NCCL writes its log there), bounded
-  std::string err;           // captured stderr, bounded
+  std::string out;  // captured stdout (NCCL writes its log there), bounded
+  std::string err;  // captured stderr, bounded
   bool truncated = false;
   std::chrono::milliseconds elapsed{0};
   std::string describe() const;  // "exit 0", "killed by SIGSEGV", "killed by mrcheck (timeout)"
@@ -135,17 +135,17 @@ struct nccl_rank_run {
 
 struct nccl_pair_options {
   nccl_mode mode = nccl_mode::local_pair;
-  std::string self_exe;                   // absolute path of the mrcheck binary that runs the ranks
-  std::vector<std::string> env;           // the job's environment, "KEY=VALUE"; the user's NCCL_* settings apply
+  std::string self_exe;          // absolute path of the mrcheck binary that runs the ranks
+  std::vector<std::string> env;  // the job's environment, "KEY=VALUE"; the user's NCCL_* settings apply
   std::chrono::milliseconds timeout{60000};
   std::chrono::milliseconds peer_grace{3000};  // how long a rank may go on after its peer failed
-  bool verbose = false;                   // NCCL_DEBUG_SUBSYS wider; the log is kept in the JSON
-  std::uint64_t count = 1 << 20;          // floats per rank (4 MiB)
-  std::string nccl_library;               // "" = dlopen("libnccl.so.2") through the job's library path
-  std::size_t max_output = 256 * 1024;    // per stream per rank
+  bool verbose = false;                        // NCCL_DEBUG_SUBSYS wider; the log is kept in the JSON
+  std::uint64_t count = 1 << 20;               // floats per rank (4 MiB)
+  std::string nccl_library;                    // "" = dlopen("libnccl.so.2") through the job's library path
+  std::size_t max_output = 256 * 1024;         // per stream per rank
   // node-pair only.
-  int pair_rank = 0;                      // 0 on the step's first node (rendezvous server), 1 on the second
-  std::string peer;                       // pair_rank 1: the first node's host name or address
+  int pair_rank = 0;  // 0 on the step's first node (rendezvous server), 1 on the second
+  std::string peer;   // pair_rank 1: the first node's host name or address
   std::uint64_t job_id = 0;
   std::uint64_t step_id = 0;
   // Tests only, never set by the plugin: when `program` is set, rank R runs as `program --spec SPEC[R] --rank R
@@ -159,8 +159,8 @@ struct nccl_pair_options {
 
 struct nccl_pair_outcome {
   nccl_mode mode = nccl_mode::local_pair;
-  std::string setup_error;                 // could not start the ranks / rendezvous; the rest is empty
-  std::vector<nccl_rank_run> ranks;        // local ranks: 2 (local-pair, gpu-pair) or 1 (node-pair)
+  std::string setup_error;           // could not start the ranks / rendezvous; the rest is empty
+  std::vector<nccl_rank_run> ranks;  // local ranks: 2 (local-pair, gpu-pair) or 1 (node-pair)
   bool timed_out = false;
   std::chrono::milliseconds elapsed{0};    // wall time of the whole pair, spawn to last reap
   std::vector<std::string> env_set;        // what mrcheck set for the ranks ("NCCL_HOSTID=..."), per rank 0 first
@@ -188,9 +188,9 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
 struct nccl_rank_args {
   int rank = -1;
   int nranks = 2;
-  int device = 0;           // CUDA device ordinal among the visible ones
-  int ctl_fd = -1;          // write: "stage X", "id HEX", "result JSON" lines
-  int id_fd = -1;           // read (rank != 0): "id HEX" line
+  int device = 0;   // CUDA device ordinal among the visible ones
+  int ctl_fd = -1;  // write: "stage X", "id HEX", "result JSON" lines
+  int id_fd = -1;   // read (rank != 0): "id HEX" line
   std::uint64_t count = 1 << 20;
   std::string nccl_library;
 };

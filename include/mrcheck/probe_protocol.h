@@ -36,11 +36,26 @@ inline constexpr std::size_t k_probe_output_max = 256 * 1024;
 // checks, the job's own word about the node (its image ran in the helper).
 inline constexpr std::string_view k_container_check_ids[] = {"container", "container_mr", "container_nccl"};
 
-inline constexpr std::string_view k_ctprobe_keys[] = {
-    "ctprobe",        "ids",          "memlock",  "dev_infiniband", "sys_infiniband", "mellanox_visible_devices",
-    "dpkg_libibverbs1", "verbs",      "verbs_iova2", "verbs_dmabuf", "providers",     "devices",
-    "reg",            "nccl",         "nccl_cuda", "nccl_net_plugin", "cuda_driver",  "markers",
-    "containerenv",   "end"};
+inline constexpr std::string_view k_ctprobe_keys[] = {"ctprobe",
+                                                      "ids",
+                                                      "memlock",
+                                                      "dev_infiniband",
+                                                      "sys_infiniband",
+                                                      "mellanox_visible_devices",
+                                                      "dpkg_libibverbs1",
+                                                      "verbs",
+                                                      "verbs_iova2",
+                                                      "verbs_dmabuf",
+                                                      "providers",
+                                                      "devices",
+                                                      "reg",
+                                                      "nccl",
+                                                      "nccl_cuda",
+                                                      "nccl_net_plugin",
+                                                      "cuda_driver",
+                                                      "markers",
+                                                      "containerenv",
+                                                      "end"};
 // A line: the longest key, '=', a value cut at 4096 bytes before escaping plus one last escape (4 bytes).
 inline constexpr std::size_t k_ctprobe_line_max = 32 + 1 + 4096 + 4;
 inline constexpr std::size_t k_ctprobe_output_max = 128 * 1024;

@@ -23,9 +23,9 @@ struct slurm_conf_setting {
 // The top-level settings of a slurm.conf and the files it includes. Lines that start with NodeName=,
 // PartitionName=, DownNodes=, FrontendName= or NodeSet= describe one object each and are not kept.
 struct slurm_conf_settings {
-  std::string path;                                   // the main file
+  std::string path;                                    // the main file
   std::map<std::string, slurm_conf_setting> settings;  // key in lower case (Slurm's keys are case-insensitive)
-  std::vector<std::string> files;                     // every file read, the main file first
+  std::vector<std::string> files;                      // every file read, the main file first
   // What Slurm itself would refuse or could not read: a missing include, an include cycle, a line too deep.
   // The settings read elsewhere are still kept.
   std::vector<std::string> problems;

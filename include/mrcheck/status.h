@@ -42,7 +42,7 @@ class status {
 template <class T>
 class result {
  public:
-  result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor): by design
+  result(T value) : v_(std::move(value)) {}       // NOLINT(google-explicit-constructor): by design
   result(status error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool is_ok() const { return v_.index() == 0; }

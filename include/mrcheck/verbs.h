@@ -49,13 +49,19 @@ struct verbs_port {
     return active() && (link_layer == k_ibv_link_layer_infiniband || link_layer == k_ibv_link_layer_ethernet);
   }
 };
-std::string_view port_state_name(int state);  // "ACTIVE", "DOWN", ...
+std::string_view port_state_name(int state);       // "ACTIVE", "DOWN", ...
 std::string_view link_layer_name(int link_layer);  // "InfiniBand", "Ethernet", "unspecified"
 
 // Opaque handles (struct ibv_context*, ibv_pd*, ibv_mr* in the real implementation).
-struct verbs_context { void* p = nullptr; };
-struct verbs_pd { void* p = nullptr; };
-struct verbs_mr { void* p = nullptr; };
+struct verbs_context {
+  void* p = nullptr;
+};
+struct verbs_pd {
+  void* p = nullptr;
+};
+struct verbs_mr {
+  void* p = nullptr;
+};
 
 class verbs_api {
  public:
@@ -78,8 +84,8 @@ class verbs_api {
                                         unsigned access) = 0;
   // Precondition: has_reg_dmabuf_mr(); otherwise EOPNOTSUPP, exactly what NCCL's wrapper reports when the
   // symbol is missing ([N] src/misc/ibvwrap.cc wrap_direct_ibv_reg_dmabuf_mr).
-  virtual result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length,
-                                         std::uint64_t iova, int fd, unsigned access) = 0;
+  virtual result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
+                                         int fd, unsigned access) = 0;
   virtual status dereg_mr(verbs_mr mr) = 0;
   virtual status dealloc_pd(verbs_pd pd) = 0;
   virtual status close_device(verbs_context ctx) = 0;
@@ -100,14 +106,14 @@ class memory_verbs final : public verbs_api {
     std::vector<verbs_port> ports;
   };
   struct call {
-    std::string name;       // "ibv_reg_mr_iova2"
-    std::string device;     // the device the handle belongs to, "" for device_names
+    std::string name;    // "ibv_reg_mr_iova2"
+    std::string device;  // the device the handle belongs to, "" for device_names
     std::size_t length = 0;
     std::uint64_t iova = 0;
     std::uint64_t addr = 0;
     unsigned access = 0;
     int fd = -1;
-    int err = 0;            // what it returned (0 = success)
+    int err = 0;  // what it returned (0 = success)
   };
 
   explicit memory_verbs(std::vector<device> devices, bool iova2 = true, bool dmabuf = true);
@@ -135,8 +141,8 @@ class memory_verbs final : public verbs_api {
   result<verbs_mr> reg_mr(verbs_pd pd, void* addr, std::size_t length, unsigned access) override;
   result<verbs_mr> reg_mr_iova2(verbs_pd pd, void* addr, std::size_t length, std::uint64_t iova,
                                 unsigned access) override;
-  result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
-                                 int fd, unsigned access) override;
+  result<verbs_mr> reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length, std::uint64_t iova, int fd,
+                                 unsigned access) override;
   status dereg_mr(verbs_mr mr) override;
   status dealloc_pd(verbs_pd pd) override;
   status close_device(verbs_context ctx) override;
@@ -148,8 +154,8 @@ class memory_verbs final : public verbs_api {
     int after = 0;
   };
   int injected(const std::string& name);  // 0 = let it through
-  result<verbs_mr> reg_common(const char* name, verbs_pd pd, std::uint64_t addr, std::size_t length,
-                              std::uint64_t iova, unsigned access, int fd);
+  result<verbs_mr> reg_common(const char* name, verbs_pd pd, std::uint64_t addr, std::size_t length, std::uint64_t iova,
+                              unsigned access, int fd);
 
   std::vector<device> devices_;
   bool iova2_;

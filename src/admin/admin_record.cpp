@@ -44,9 +44,8 @@ bool from_job_probe(std::string_view id) {
 
 bool valid_id(std::string_view id) {
   if (id.empty() || id.size() > 32) return false;
-  return std::all_of(id.begin(), id.end(), [](unsigned char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
+  return std::all_of(id.begin(), id.end(),
+                     [](unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
 }
 
 std::string upper(std::string_view s) {
@@ -70,9 +69,8 @@ std::string node_list(const std::vector<std::string>& names) {
 // the node is not escaped again by each later hop (which would turn "\x7c" into "\x5cx7c"); anything else
 // is escaped.
 std::string clean(std::string_view text, std::size_t max, std::string_view also) {
-  bool safe = std::all_of(text.begin(), text.end(), [&](char c) {
-    return c >= 0x20 && c < 0x7f && also.find(c) == std::string_view::npos;
-  });
+  bool safe = std::all_of(text.begin(), text.end(),
+                          [&](char c) { return c >= 0x20 && c < 0x7f && also.find(c) == std::string_view::npos; });
   if (safe && text.size() <= max) return std::string(text);
   return escape_line(text, max, also);
 }
@@ -231,7 +229,8 @@ std::string encode_node_record(const node_record& r) {
     nlohmann::json checks = nlohmann::json::array();
     for (std::size_t i = 0; i < r.checks.size() && i < k_node_checks_max; ++i) {
       const auto& c = r.checks[i];
-      checks.push_back({{"id", c.id.substr(0, 32)}, {"verdict", to_string(c.result)}, {"token", c.token.substr(0, cap)}});
+      checks.push_back(
+          {{"id", c.id.substr(0, 32)}, {"verdict", to_string(c.result)}, {"token", c.token.substr(0, cap)}});
     }
     j["checks"] = std::move(checks);
     // ensure_ascii: the line never holds a raw newline or a byte a reader could take for one.
@@ -246,7 +245,8 @@ result<node_record> decode_node_record(std::string_view line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return status::error("node record is not a JSON object");
   auto v = j.find("v");
-  if (v == j.end() || !v->is_number_integer() || v->get<int>() != 1) return status::error("node record: unknown version");
+  if (v == j.end() || !v->is_number_integer() || v->get<int>() != 1)
+    return status::error("node record: unknown version");
   node_record r;
   auto id = j.find("node_id");
   auto node = j.find("node");
@@ -342,7 +342,8 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
       }
     }
   }
-  std::stable_sort(items.begin(), items.end(), [](const item& a, const item& b) { return severity(a.v) > severity(b.v); });
+  std::stable_sort(items.begin(), items.end(),
+                   [](const item& a, const item& b) { return severity(a.v) > severity(b.v); });
   std::vector<std::string> parts;
   for (const auto& it : items) {
     parts.push_back(fmt::format("{} {} on {}{}", upper(to_string(it.v)), it.token, node_list(it.nodes),

@@ -53,7 +53,9 @@ bool read_line(int fd, std::string& out, std::size_t max, clock::time_point unti
   out.clear();
   char buf[512];
   for (;;) {
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     int n = ::poll(&p, 1, ms_until(until));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -85,7 +87,7 @@ bool send_all(int fd, std::string_view s) {
 }
 
 int peer_port(int fd) {
-  sockaddr_storage ss {};
+  sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return -1;
   if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
@@ -104,13 +106,13 @@ int reserved_socket(const addrinfo* ai) {
     if (fd < 0) return -1;
     int rc;
     if (ai->ai_family == AF_INET6) {
-      sockaddr_in6 a {};
+      sockaddr_in6 a{};
       a.sin6_family = AF_INET6;
       a.sin6_addr = in6addr_any;
       a.sin6_port = htons(static_cast<std::uint16_t>(port));
       rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
     } else {
-      sockaddr_in a {};
+      sockaddr_in a{};
       a.sin_family = AF_INET;
       a.sin_addr.s_addr = htonl(INADDR_ANY);
       a.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -152,7 +154,9 @@ result<admin_listener> admin_listener::open(std::uint64_t job_id, std::uint64_t 
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
                                         std::chrono::milliseconds timeout) {
   auto until = clock::now() + timeout;
-  struct pollfd p {l.fd(), POLLIN, 0};
+  struct pollfd p {
+    l.fd(), POLLIN, 0
+  };
   int n = ::poll(&p, 1, ms_until(until));
   if (n <= 0) return status::from_errno("admin handoff: nobody connected", n == 0 ? ETIMEDOUT : errno);
   int c = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
@@ -190,10 +194,11 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
     for (int k = 0; k < attempts; ++k) {
       if (clock::now() >= deadline) {
         return status::from_errno(fmt::format("admin handoff: node 0 ({}) did not take the record: {}",
-                                              escape_line(host, 64), last), ETIMEDOUT);
+                                              escape_line(host, 64), last),
+                                  ETIMEDOUT);
       }
       std::uint16_t port = admin_port(job_id, step_id, k);
-      addrinfo hints {};
+      addrinfo hints{};
       hints.ai_family = AF_UNSPEC;
       hints.ai_socktype = SOCK_STREAM;
       addrinfo* res = nullptr;
@@ -210,7 +215,9 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
         }
         int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
         if (rc != 0 && errno == EINPROGRESS) {
-          struct pollfd p {fd, POLLOUT, 0};
+          struct pollfd p {
+            fd, POLLOUT, 0
+          };
           int err = ETIMEDOUT;
           if (::poll(&p, 1, std::min(1000, std::max(1, ms_until(deadline)))) == 1) {
             socklen_t len = sizeof err;

@@ -21,7 +21,8 @@ namespace {
 bool safe_component(std::string_view s) {
   if (s.empty() || s.size() > 64 || s == "." || s == "..") return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
   });
 }
 
@@ -29,7 +30,8 @@ bool safe_component(std::string_view s) {
 
 status write_node_report(const std::string& dir, std::uint32_t job_id, std::string_view step, std::string_view node,
                          const std::string& json) {
-  if (dir.empty() || dir.front() != '/') return status::error(fmt::format("report_dir '{}' is not absolute", escape_line(dir, 128)));
+  if (dir.empty() || dir.front() != '/')
+    return status::error(fmt::format("report_dir '{}' is not absolute", escape_line(dir, 128)));
   std::string step_part(step);
   std::replace(step_part.begin(), step_part.end(), ' ', '_');
   if (!safe_component(step_part) || !safe_component(node)) {
@@ -47,9 +49,10 @@ status write_node_report(const std::string& dir, std::uint32_t job_id, std::stri
   }
   if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
     ::close(dfd);
-    return status::error(fmt::format("report_dir {} must be owned by root and not writable by group or others "
-                                     "(owner uid {}, mode {:o}): refused",
-                                     escape_line(dir, 128), st.st_uid, st.st_mode & 07777));
+    return status::error(
+        fmt::format("report_dir {} must be owned by root and not writable by group or others "
+                    "(owner uid {}, mode {:o}): refused",
+                    escape_line(dir, 128), st.st_uid, st.st_mode & 07777));
   }
   std::string name = fmt::format("job{}.{}.{}.json", job_id, step_part, node);
   std::string tmp = fmt::format(".{}.{}.tmp", name, ::getpid());

@@ -27,8 +27,10 @@ probe_check dmabuf_check(const mr_probe_outcome& o, const node_evidence& e) {
     c.result.detail += fmt::format("{}: ibv_reg_dmabuf_mr(fd -1) -> {} = {}{}\n", h.device,
                                    h.dmabuf.err == 0 ? std::string("success") : detail::errno_words(h.dmabuf.err),
                                    to_string(h.dmabuf.support), h.dmabuf.symbol ? "" : " (symbol not exported)");
-    if (h.dmabuf.support == dmabuf_support::supported) yes.push_back(h.device);
-    else if (no == nullptr) no = &h;
+    if (h.dmabuf.support == dmabuf_support::supported)
+      yes.push_back(h.device);
+    else if (no == nullptr)
+      no = &h;
   }
   if (yes.empty() && no == nullptr) {
     c.result.result = verdict::skip;
@@ -48,9 +50,9 @@ probe_check dmabuf_check(const mr_probe_outcome& o, const node_evidence& e) {
   f.err = no->dmabuf.err;
   f.gpu_buffer = true;
   diagnosis d = diagnose(f, e);
-  std::string why = no->dmabuf.symbol ? fmt::format("ibv_reg_dmabuf_mr(fd -1) answers {}", detail::errno_words(f.err))
-                                      : fmt::format("{} does not export ibv_reg_dmabuf_mr@IBVERBS_1.12 (rdma-core < 34)",
-                                                    o.library);
+  std::string why = no->dmabuf.symbol
+                        ? fmt::format("ibv_reg_dmabuf_mr(fd -1) answers {}", detail::errno_words(f.err))
+                        : fmt::format("{} does not export ibv_reg_dmabuf_mr@IBVERBS_1.12 (rdma-core < 34)", o.library);
   c.result.detail = fmt::format("cause={}\n", to_string(d.what)) + c.result.detail;
   for (const auto& ev : d.evidence) c.result.detail += fmt::format("evidence: {}\n", ev);
   c.result.hint = d.fix;

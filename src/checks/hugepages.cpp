@@ -58,14 +58,16 @@ check_result check_hugepages(const node_facts& f, const matrix_rules& rules) {
   std::string shrink =
       "lower vm.nr_hugepages (sysctl -w vm.nr_hugepages=N, and in /etc/sysctl.d/ or the hugepages= kernel "
       "parameter) to what the node's jobs really use";
-  if (h.mem_total && rules.hugepages_reserved_max_pct && above_pct(reserved_exact, h.mem_total, *rules.hugepages_reserved_max_pct)) {
+  if (h.mem_total && rules.hugepages_reserved_max_pct &&
+      above_pct(reserved_exact, h.mem_total, *rules.hugepages_reserved_max_pct)) {
     r.result = rules.hugepages == rule_action::warn ? verdict::warn : verdict::fail;
     r.summary = fmt::format("{} hugepages ({}) reserved = {}% of memory > {}%", h.total, format_bytes(reserved), pct,
                             *rules.hugepages_reserved_max_pct);
     r.hint = std::move(shrink);
     return r;
   }
-  if (h.mem_total && rules.hugepages_reserved_warn_pct && above_pct(reserved_exact, h.mem_total, *rules.hugepages_reserved_warn_pct)) {
+  if (h.mem_total && rules.hugepages_reserved_warn_pct &&
+      above_pct(reserved_exact, h.mem_total, *rules.hugepages_reserved_warn_pct)) {
     r.result = verdict::warn;
     r.summary = fmt::format("{} hugepages ({}) reserved = {}% of memory > {}%", h.total, format_bytes(reserved), pct,
                             *rules.hugepages_reserved_warn_pct);
@@ -74,10 +76,11 @@ check_result check_hugepages(const node_facts& f, const matrix_rules& rules) {
   }
   if (h.free < rules.hugepages_free_min) {
     r.result = verdict::warn;
-    r.summary = h.free == 0 ? fmt::format("all {} hugepages ({}) are in use", h.total, format_bytes(reserved))
-                            : fmt::format("{} of {} hugepages free, fewer than {}", h.free, h.total,
-                                          rules.hugepages_free_min);
-    r.hint = "raise vm.nr_hugepages if a job here expects free hugepages, or find who holds them (grep Huge /proc/*/smaps)";
+    r.summary = h.free == 0
+                    ? fmt::format("all {} hugepages ({}) are in use", h.total, format_bytes(reserved))
+                    : fmt::format("{} of {} hugepages free, fewer than {}", h.free, h.total, rules.hugepages_free_min);
+    r.hint =
+        "raise vm.nr_hugepages if a job here expects free hugepages, or find who holds them (grep Huge /proc/*/smaps)";
     return r;
   }
   r.result = verdict::pass;

@@ -69,7 +69,8 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
                                    g.bar1_resource_line, format_bytes(*mem), mem_src);
     detail.push_back(line);
     if (g.bar1_bytes < *mem) {
-      small.push_back(fmt::format("{} BAR1 {} < memory {}", clean(g.pci_bdf, 32), format_bytes(g.bar1_bytes), format_bytes(*mem)));
+      small.push_back(
+          fmt::format("{} BAR1 {} < memory {}", clean(g.pci_bdf, 32), format_bytes(g.bar1_bytes), format_bytes(*mem)));
     } else {
       ok.push_back(fmt::format("BAR1 {} >= memory {}", format_bytes(g.bar1_bytes), format_bytes(*mem)));
     }
@@ -77,14 +78,16 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
   for (const auto& u : unknown) detail.push_back(u);
   if (need) detail.push_back(fmt::format("needed for NCCL: {} ({})", format_bytes(*need), need_from));
   if (!too_small.empty() && r.bar1_too_small != rule_action::off) {
-    return make(k_id, verdict_for(r.bar1_too_small), too_small.front(), join(detail, "\n"),
-                "GPUDirect RDMA cannot map NCCL's buffers through this BAR1: enable large BAR1 / Resizable BAR (Above 4G "
-                "decoding) in the BIOS or the GPU's BAR1 mode; until then NCCL_NET_GDR_LEVEL=LOC stages GPU data "
-                "through host memory");
+    return make(
+        k_id, verdict_for(r.bar1_too_small), too_small.front(), join(detail, "\n"),
+        "GPUDirect RDMA cannot map NCCL's buffers through this BAR1: enable large BAR1 / Resizable BAR (Above 4G "
+        "decoding) in the BIOS or the GPU's BAR1 mode; until then NCCL_NET_GDR_LEVEL=LOC stages GPU data "
+        "through host memory");
   }
   if (!small.empty()) {
     return make(k_id, verdict_for(r.bar1), small.front(), join(detail, "\n"),
-                "enable large BAR1 / Resizable BAR (Above 4G decoding) in the BIOS, or set the GPU's BAR1 mode with the vendor tool");
+                "enable large BAR1 / Resizable BAR (Above 4G decoding) in the BIOS, or set the GPU's BAR1 mode with "
+                "the vendor tool");
   }
   if (ok.empty()) return skipped(k_id, unknown.empty() ? "nothing to compare" : unknown.front());
   return make(k_id, verdict::pass, fmt::format("{} GPU(s): {}", ok.size(), ok.front()), join(detail, "\n"));

@@ -15,8 +15,9 @@ check_result check_cuda_driver(const node_facts& f, const matrix_rules& r) {
   auto v = cuda_version_from_int(*f.cuda_driver_version);
   std::string detail = fmt::format("cuDriverGetVersion = {}", *f.cuda_driver_version);
   if (r.cuda_driver_min && v < *r.cuda_driver_min) {
-    return make(id, verdict_for(r.cuda_driver), fmt::format("CUDA driver {} < {}", v.to_string(), r.cuda_driver_min->to_string()),
-                detail, fmt::format("install an NVIDIA driver that provides CUDA {} or newer", r.cuda_driver_min->to_string()));
+    return make(id, verdict_for(r.cuda_driver),
+                fmt::format("CUDA driver {} < {}", v.to_string(), r.cuda_driver_min->to_string()), detail,
+                fmt::format("install an NVIDIA driver that provides CUDA {} or newer", r.cuda_driver_min->to_string()));
   }
   return make(id, verdict::pass,
               r.cuda_driver_min ? fmt::format("CUDA driver {} >= {}", v.to_string(), r.cuda_driver_min->to_string())

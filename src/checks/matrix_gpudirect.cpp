@@ -38,12 +38,14 @@ check_result check_gpudirect(const node_facts& f, const matrix_rules& r) {
   if (f.kernel_release) {
     auto kv = leading_version(*f.kernel_release);
     if (!kv || *kv < r.dmabuf_kernel_min) {
-      dmabuf_missing.push_back(fmt::format("kernel {} < {}", clean(*f.kernel_release), r.dmabuf_kernel_min.to_string()));
+      dmabuf_missing.push_back(
+          fmt::format("kernel {} < {}", clean(*f.kernel_release), r.dmabuf_kernel_min.to_string()));
     }
   }
   if (f.libibverbs) {
     auto it = f.libibverbs->symbols.find(std::string(k_dmabuf_symbol));
-    if (it == f.libibverbs->symbols.end() || !it->second) dmabuf_missing.push_back("libibverbs lacks ibv_reg_dmabuf_mr");
+    if (it == f.libibverbs->symbols.end() || !it->second)
+      dmabuf_missing.push_back("libibverbs lacks ibv_reg_dmabuf_mr");
   } else {
     detail.push_back("libibverbs symbols not checked (not loaded)");
   }
@@ -54,16 +56,22 @@ check_result check_gpudirect(const node_facts& f, const matrix_rules& r) {
     }
   }
   bool dmabuf_ok = dmabuf_missing.empty();
-  detail.push_back(dmabuf_ok ? "DMA-BUF: possible" : fmt::format("DMA-BUF: not possible ({})", join(dmabuf_missing, "; ")));
+  detail.push_back(dmabuf_ok ? "DMA-BUF: possible"
+                             : fmt::format("DMA-BUF: not possible ({})", join(dmabuf_missing, "; ")));
 
   if (peermem_ok || dmabuf_ok) {
-    std::string how = peermem_ok && dmabuf_ok ? "nvidia_peermem and DMA-BUF" : peermem_ok ? "nvidia_peermem" : "DMA-BUF";
+    std::string how = peermem_ok && dmabuf_ok ? "nvidia_peermem and DMA-BUF"
+                      : peermem_ok            ? "nvidia_peermem"
+                                              : "DMA-BUF";
     return make(k_id, verdict::pass, fmt::format("GPUDirect RDMA via {}", how), join(detail, "\n"));
   }
-  return make(k_id, verdict_for(r.gpudirect),
-              fmt::format("no nvidia_peermem and no DMA-BUF ({})", dmabuf_missing.front()), join(detail, "\n"),
-              f.memory_peers ? "modprobe nvidia_peermem (and load it at boot), or switch to the open GPU kernel modules for DMA-BUF"
-                             : "install the open GPU kernel modules for DMA-BUF (inbox RDMA cannot load nvidia_peermem), or install OFED/DOCA for nvidia_peermem");
+  return make(
+      k_id, verdict_for(r.gpudirect), fmt::format("no nvidia_peermem and no DMA-BUF ({})", dmabuf_missing.front()),
+      join(detail, "\n"),
+      f.memory_peers
+          ? "modprobe nvidia_peermem (and load it at boot), or switch to the open GPU kernel modules for DMA-BUF"
+          : "install the open GPU kernel modules for DMA-BUF (inbox RDMA cannot load nvidia_peermem), or install "
+            "OFED/DOCA for nvidia_peermem");
 }
 
 }  // namespace mrcheck::matrix

@@ -13,7 +13,8 @@ constexpr std::string_view k_id = "hca_fw";
 
 check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
   if (r.hca_fw == rule_action::off) return skipped(k_id, "rule off");
-  if (!f.rdma_devices) return skipped(k_id, fmt::format("RDMA devices not read: {}", clean(f.rdma_devices.error().message(), 128)));
+  if (!f.rdma_devices)
+    return skipped(k_id, fmt::format("RDMA devices not read: {}", clean(f.rdma_devices.error().message(), 128)));
   if (f.rdma_devices->empty()) return skipped(k_id, "no RDMA device");
 
   std::vector<std::string> detail, below, unknown, ok;
@@ -46,7 +47,8 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
   }
   if (!below.empty()) {
     return make(k_id, verdict_for(r.hca_fw), below.front(), join(detail, "\n"),
-                fmt::format("update the HCA firmware to at least {} (mlxfwmanager --online -u, or the OEM package)", first_min));
+                fmt::format("update the HCA firmware to at least {} (mlxfwmanager --online -u, or the OEM package)",
+                            first_min));
   }
   if (!unknown.empty() && r.hca_fw_unknown != rule_action::off) {
     return make(k_id, verdict_for(r.hca_fw_unknown), unknown.front(), join(detail, "\n"),

@@ -9,7 +9,8 @@ namespace mrcheck::matrix {
 check_result check_nccl(const node_facts& f, const matrix_rules& r) {
   constexpr std::string_view id = "nccl";
   if (r.nccl == rule_action::off) return skipped(id, "rule off");
-  if (!f.nccl_version) return skipped(id, fmt::format("NCCL not found: {}", clean(f.nccl_version.error().message(), 128)));
+  if (!f.nccl_version)
+    return skipped(id, fmt::format("NCCL not found: {}", clean(f.nccl_version.error().message(), 128)));
   auto v = nccl_version_from_int(*f.nccl_version);
   std::string detail = fmt::format("ncclGetVersion = {}", *f.nccl_version);
   if (r.nccl_min && v < *r.nccl_min) {

@@ -44,7 +44,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   bool kernel_ofed = false;
   std::string kernel_desc = "no mlx5_core";
   if (mlx) {
-    bool version_says_ofed = mlx->version && !mlx->version->empty() && (!f.kernel_release || *mlx->version != *f.kernel_release);
+    bool version_says_ofed = mlx->version && !mlx->version->empty() &&
+                             (!f.kernel_release || *mlx->version != *f.kernel_release);
     kernel_ofed = version_says_ofed || has_taint(*mlx, 'O');
     kernel_desc = kernel_ofed ? fmt::format("OFED mlx5_core {}", mlx->version ? clean(*mlx->version) : "(no version)")
                               : "inbox mlx5_core";
@@ -92,7 +93,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     const rdma_packages_fact& p = *f.rdma_packages;
     if (!p.libibverbs_package.empty()) {
       detail.push_back(fmt::format("{}: {} {} ({})", clean(p.source), clean(p.libibverbs_package),
-                                   clean(p.libibverbs_version), p.ofed ? "MLNX/DOCA-OFED build" : "distribution build"));
+                                   clean(p.libibverbs_version),
+                                   p.ofed ? "MLNX/DOCA-OFED build" : "distribution build"));
     }
   } else if (has_rdma_devices(f)) {
     detail.push_back(fmt::format("package database: {}", clean(f.rdma_packages.error().message(), 200)));
@@ -102,8 +104,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     marker = true;
   }
   const std::string first_version = !user_versions.empty() ? user_versions.front()
-                                   : pkg_known            ? f.rdma_packages->libibverbs_version
-                                                          : std::string();
+                                    : pkg_known            ? f.rdma_packages->libibverbs_version
+                                                           : std::string();
   if (!user_known && pkg_known) user_known = true;
   std::string user_desc = ofed_release ? clean(*ofed_release)
                           : marker     ? fmt::format("OFED rdma-core {}", clean(first_version))
@@ -141,11 +143,12 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
       std::string_view provider = rdma_family_provider(fam);
       if (!provider.empty() && !f.verbs_providers.empty() &&
           std::find(f.verbs_providers.begin(), f.verbs_providers.end(), provider) == f.verbs_providers.end()) {
-        problems.push_back(fmt::format("{} ({}) has no rdma-core provider lib{} in user space", clean(d.name), fam,
-                                       provider));
+        problems.push_back(
+            fmt::format("{} ({}) has no rdma-core provider lib{} in user space", clean(d.name), fam, provider));
         if (hint.empty()) {
           hint = fmt::format("install the rdma-core providers ({}) so that libibverbs can open {}",
-                             fam == "efa" ? "the EFA installer, or ibverbs-providers / rdma-core" : "ibverbs-providers / rdma-core",
+                             fam == "efa" ? "the EFA installer, or ibverbs-providers / rdma-core"
+                                          : "ibverbs-providers / rdma-core",
                              clean(d.name));
         }
       }
@@ -159,39 +162,50 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     detail.push_back("rdma-core providers: none found in the libibverbs directories (not checked)");
   }
   if (f.efa_installer) {
-    detail.push_back(fmt::format("EFA installer {}: libfabric {}, aws-ofi-nccl {}", clean(f.efa_installer->installer_version),
-                                 f.efa_installer->libfabric_version.empty() ? "?" : clean(f.efa_installer->libfabric_version),
-                                 f.efa_installer->ofi_nccl_version.empty() ? "?" : clean(f.efa_installer->ofi_nccl_version)));
+    detail.push_back(
+        fmt::format("EFA installer {}: libfabric {}, aws-ofi-nccl {}", clean(f.efa_installer->installer_version),
+                    f.efa_installer->libfabric_version.empty() ? "?" : clean(f.efa_installer->libfabric_version),
+                    f.efa_installer->ofi_nccl_version.empty() ? "?" : clean(f.efa_installer->ofi_nccl_version)));
   }
   if (f.rdma_packages && !f.rdma_packages->libfabric_version.empty()) {
     detail.push_back(fmt::format("libfabric package {}", clean(f.rdma_packages->libfabric_version)));
   }
   for (const auto& [k, v] : f.net_env) {
-    if (k.starts_with("FI_") || k.starts_with("OFI_NCCL_")) detail.push_back(fmt::format("{}={}", clean(k, 64), clean(v, 128)));
+    if (k.starts_with("FI_") || k.starts_with("OFI_NCCL_"))
+      detail.push_back(fmt::format("{}={}", clean(k, 64), clean(v, 128)));
   }
 
   if (mlx && ib && has_taint(*mlx, 'O') != has_taint(*ib, 'O')) {
     problems.push_back(fmt::format("mlx5_core ({}) and ib_core ({}) from different stacks",
-                                   has_taint(*mlx, 'O') ? "out-of-tree" : "inbox", has_taint(*ib, 'O') ? "out-of-tree" : "inbox"));
-    hint = "reinstall the OFED kernel modules for this kernel (or remove them all) so ib_core and mlx5_core match, then reboot";
+                                   has_taint(*mlx, 'O') ? "out-of-tree" : "inbox",
+                                   has_taint(*ib, 'O') ? "out-of-tree" : "inbox"));
+    hint =
+        "reinstall the OFED kernel modules for this kernel (or remove them all) so ib_core and mlx5_core match, then "
+        "reboot";
   }
   if (mlx && user_known && !kernel_ofed && user_ofed) {
     problems.push_back(fmt::format("inbox mlx5_core (kernel {}) under OFED user space {}", kernel, user_desc));
     if (hint.empty()) {
-      hint = fmt::format("rebuild the OFED kernel modules for kernel {} (mlnxofedinstall --add-kernel-support or the "
-                         "DKMS packages) and reboot, or remove the OFED user space", kernel);
+      hint = fmt::format(
+          "rebuild the OFED kernel modules for kernel {} (mlnxofedinstall --add-kernel-support or the "
+          "DKMS packages) and reboot, or remove the OFED user space",
+          kernel);
     }
   }
   if (mlx && user_known && kernel_ofed && !user_ofed) {
     problems.push_back(fmt::format("{} under {}", kernel_desc, user_desc));
-    if (hint.empty()) hint = "install the OFED user space (rdma-core, libibverbs) of the same release as the kernel modules, or remove the OFED kernel modules";
+    if (hint.empty())
+      hint =
+          "install the OFED user space (rdma-core, libibverbs) of the same release as the kernel modules, or remove "
+          "the OFED kernel modules";
   }
   if (f.uverbs_abi) {
     detail.push_back(fmt::format("uverbs ABI {}", *f.uverbs_abi));
     bool ok = std::find(r.uverbs_abi.begin(), r.uverbs_abi.end(), *f.uverbs_abi) != r.uverbs_abi.end();
     if (!ok) {
       problems.push_back(fmt::format("kernel uverbs ABI {} not supported", *f.uverbs_abi));
-      if (hint.empty()) hint = "install an rdma-core that supports this kernel's uverbs ABI (or the kernel that matches it)";
+      if (hint.empty())
+        hint = "install an rdma-core that supports this kernel's uverbs ABI (or the kernel that matches it)";
     }
   } else if (has_rdma_devices(f)) {
     detail.push_back(fmt::format("uverbs ABI: {}", clean(f.uverbs_abi.error().message(), 128)));
@@ -211,7 +225,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   std::string stacks = fmt::format("{}, user space {}", kernel_desc, user_desc);
   if (!mlx) {
     std::string fams = families.empty() ? std::string("unknown") : join(families, ", ");
-    stacks = fmt::format("{} device(s), rdma-core providers {}", fams, f.verbs_providers.empty() ? "not checked" : "present");
+    stacks = fmt::format("{} device(s), rdma-core providers {}", fams,
+                         f.verbs_providers.empty() ? "not checked" : "present");
   }
   if (!problems.empty()) {
     return make(k_id, verdict_for(r.rdma_stack), problems.front(), join(detail, "\n"), hint);

@@ -1,9 +1,9 @@
 // slurmd_memlock: every task's hard RLIMIT_MEMLOCK is slurmd's (fork/exec inheritance), and an unpropagated
 // soft limit is slurmd's soft. A slurmd started outside its systemd unit keeps the kernel default 8 MiB and
 // no task can ever register more (docs/facts/memlock.md §2).
-#include "checks/matrix_checks.h"
 #include <mrcheck/build_config.h>
 #include <mrcheck/units.h>
+#include "checks/matrix_checks.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,8 @@ namespace {
 constexpr std::string_view k_id = "slurmd_memlock";
 constexpr std::string_view k_fix =
     "start slurmd from its systemd unit with LimitMEMLOCK=infinity (install " MRCHECK_INSTALL_DATADIR
-    "/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf as /etc/systemd/system/slurmd.service.d/mrcheck-memlock.conf), systemctl daemon-reload, "
+    "/mrcheck/systemd/slurmd.service.d/mrcheck-memlock.conf as "
+    "/etc/systemd/system/slurmd.service.d/mrcheck-memlock.conf), systemctl daemon-reload, "
     "restart slurmd";
 }  // namespace
 
@@ -32,20 +33,19 @@ check_result check_slurmd_memlock(const node_facts& f, const matrix_rules& r) {
     }
   }
   if (!slurmd) {
-    return skipped(k_id, fmt::format("slurmd not found ({}; not an ancestor)",
-                                     clean(f.slurmd.error().message(), 128)));
+    return skipped(k_id, fmt::format("slurmd not found ({}; not an ancestor)", clean(f.slurmd.error().message(), 128)));
   }
   if (!slurmd->memlock) {
     return make(k_id, verdict::error, fmt::format("slurmd pid {} limits unreadable", slurmd->pid),
                 clean(slurmd->memlock.error().message(), 160));
   }
   const auto& m = *slurmd->memlock;
-  std::string detail = fmt::format("slurmd pid {} ({}): memlock soft {}, hard {}", slurmd->pid, source, format_bytes(m.soft),
-                                   format_bytes(m.hard));
+  std::string detail = fmt::format("slurmd pid {} ({}): memlock soft {}, hard {}", slurmd->pid, source,
+                                   format_bytes(m.soft), format_bytes(m.hard));
   std::string want = format_bytes(r.slurmd_memlock_min);
   if (m.hard < r.slurmd_memlock_min) {
-    return make(k_id, verdict_for(r.slurmd_memlock), fmt::format("slurmd hard memlock {} < {}", format_bytes(m.hard), want),
-                detail, std::string(k_fix));
+    return make(k_id, verdict_for(r.slurmd_memlock),
+                fmt::format("slurmd hard memlock {} < {}", format_bytes(m.hard), want), detail, std::string(k_fix));
   }
   if (m.soft < r.slurmd_memlock_min) {
     // Tasks get slurmd's soft limit when MEMLOCK is not propagated: a warning, the hard limit lets them raise it.

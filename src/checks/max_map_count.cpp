@@ -37,8 +37,9 @@ check_result check_max_map_count(const node_facts& f, const matrix_rules& rules)
   if (rules.max_map_count_min && v < *rules.max_map_count_min) {
     r.result = rules.max_map_count == rule_action::warn ? verdict::warn : verdict::fail;
     r.summary = fmt::format("vm.max_map_count {} < {}{}", v, *rules.max_map_count_min, why);
-    r.detail = "below the kernel default: processes with many mappings (CUDA, NCCL, registered buffers) get "
-               "ENOMEM from mmap/madvise although memory is free";
+    r.detail =
+        "below the kernel default: processes with many mappings (CUDA, NCCL, registered buffers) get "
+        "ENOMEM from mmap/madvise although memory is free";
     r.hint = std::move(fix);
     return r;
   }

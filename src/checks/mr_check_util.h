@@ -40,7 +40,8 @@ inline void fill_failure(probe_check& c, const mr_attempt& a, bool gpu_buffer, c
   c.result.result = verdict::fail;
   c.result.summary = fmt::format("{}: {} of {} {} failed with {}{}: {}", a.device, f.call, format_bytes(a.bytes), what,
                                  errno_words(a.err), where, d.summary);
-  std::string detail = fmt::format("cause={}{}\n", to_string(d.what), d.confirmed ? "" : " (not confirmed by evidence)");
+  std::string detail = fmt::format("cause={}{}\n", to_string(d.what),
+                                   d.confirmed ? "" : " (not confirmed by evidence)");
   for (const auto& ev : d.evidence) detail += fmt::format("evidence: {}\n", ev);
   if (!d.fallback.empty()) detail += fmt::format("fallback: {}\n", d.fallback);
   c.result.detail = detail + c.result.detail;
@@ -75,7 +76,9 @@ inline bool probe_ran(probe_check& c, const mr_probe_outcome& o, const node_evid
     // The user named an HCA: its absence is a mistake to report, not "not applicable".
     c.result.result = verdict::error;
     c.result.summary = fmt::format("--device {}: no such RDMA device with a usable port (present: {})",
-                                   o.device_requested, o.devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(o.devices, ", ")));
+                                   o.device_requested,
+                                   o.devices.empty() ? std::string("none")
+                                                     : fmt::format("{}", fmt::join(o.devices, ", ")));
     for (const auto& s : o.selection.skipped) c.result.detail += fmt::format("skipped: {}\n", s);
     return false;
   }

@@ -34,7 +34,8 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
   }
   if (o.estimate.gdr_off) {
     c.result.result = verdict::skip;
-    c.result.summary = "NCCL_NET_GDR_LEVEL=LOC: GPUDirect RDMA is off, NCCL stages GPU data through host memory (see mr_host)";
+    c.result.summary =
+        "NCCL_NET_GDR_LEVEL=LOC: GPUDirect RDMA is off, NCCL stages GPU data through host memory (see mr_host)";
     return c;
   }
 
@@ -46,19 +47,22 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
   for (const auto& h : o.hcas) {
     const gpu_probe_result& g = h.gpu;
     if (!g.attempted) continue;
-    c.result.detail += fmt::format("gpu: CUDA device {} ({}), driver API {}, DMA_BUF_SUPPORTED {}, GPU_DIRECT_RDMA_SUPPORTED {}\n",
-                                   g.cuda_device, g.pci_bdf.empty() ? "?" : g.pci_bdf, g.driver_version,
-                                   g.dmabuf_attr ? 1 : 0, g.gdr_attr ? 1 : 0);
+    c.result.detail +=
+        fmt::format("gpu: CUDA device {} ({}), driver API {}, DMA_BUF_SUPPORTED {}, GPU_DIRECT_RDMA_SUPPORTED {}\n",
+                    g.cuda_device, g.pci_bdf.empty() ? "?" : g.pci_bdf, g.driver_version, g.dmabuf_attr ? 1 : 0,
+                    g.gdr_attr ? 1 : 0);
     if (!g.error.empty()) {
       c.result.result = verdict::error;
       c.result.summary = fmt::format("{}: {}", h.device, g.error);
       return c;
     }
-    c.result.detail += fmt::format("{}: peer-memory path {} {} -> {}\n", h.device, g.peermem.call, format_bytes(g.bytes),
+    c.result.detail += fmt::format("{}: peer-memory path {} {} -> {}\n", h.device, g.peermem.call,
+                                   format_bytes(g.bytes),
                                    g.peermem.ok ? std::string("ok") : detail::errno_words(g.peermem.err));
     c.result.detail += fmt::format("{}: DMA-BUF path ibv_reg_dmabuf_mr {} -> {}\n", h.device, format_bytes(g.bytes),
-                                   g.dmabuf.attempted ? (g.dmabuf.ok ? std::string("ok") : detail::errno_words(g.dmabuf.err))
-                                                      : "not tried: " + g.dmabuf_handle_error);
+                                   g.dmabuf.attempted
+                                       ? (g.dmabuf.ok ? std::string("ok") : detail::errno_words(g.dmabuf.err))
+                                       : "not tried: " + g.dmabuf_handle_error);
     bool nccl_dmabuf = o.estimate.dmabuf_enabled && h.dmabuf.support == dmabuf_support::supported && g.dmabuf_attr &&
                        g.driver_version >= 11070;
     if (nccl_dmabuf) {
@@ -72,7 +76,8 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
           c.result.result = verdict::fail;
           c.result.summary = fmt::format("{}: NCCL would use DMA-BUF but cuMemGetHandleForAddressRange failed: {}",
                                          h.device, g.dmabuf_handle_error);
-          c.result.hint = "update the NVIDIA driver to the open kernel modules (DMA-BUF needs them) or set NCCL_DMABUF_ENABLE=0";
+          c.result.hint =
+              "update the NVIDIA driver to the open kernel modules (DMA-BUF needs them) or set NCCL_DMABUF_ENABLE=0";
           return c;
         }
       }
@@ -108,8 +113,9 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
     c.result.summary = fmt::format(
         "no GPUDirect RDMA path NCCL would use: DMA-BUF {} and no nvidia_peermem ({} of GPU memory -> {}); NCCL "
         "will stage through pinned host memory (mr_host)",
-        h.dmabuf.support == dmabuf_support::supported ? (h.gpu.dmabuf_attr ? "disabled" : "not supported by the GPU driver")
-                                                      : "not supported by the HCA stack",
+        h.dmabuf.support == dmabuf_support::supported
+            ? (h.gpu.dmabuf_attr ? "disabled" : "not supported by the GPU driver")
+            : "not supported by the HCA stack",
         h.gpu.peermem.call, f.err == 0 ? std::string("ok") : detail::errno_words(f.err));
     c.result.hint = d.fix;
     c.result.detail = fmt::format("cause={}\n", to_string(d.what)) + c.result.detail;

@@ -17,23 +17,24 @@ probe_check mr_host_check(const mr_probe_outcome& o, const node_evidence& e) {
   const nccl_estimate& est = o.estimate;
   if (est.ib_disabled && !o.size_from_user) {
     c.result.result = verdict::skip;
-    c.result.summary = fmt::format("{}: NCCL registers no memory with an HCA (it runs over TCP sockets)", est.ib_disabled_why);
+    c.result.summary = fmt::format("{}: NCCL registers no memory with an HCA (it runs over TCP sockets)",
+                                   est.ib_disabled_why);
     return c;
   }
 
   // The numbers behind the size, always in the detail: an estimate is only as good as its inputs.
   std::string size_line =
-      o.size_from_user
-          ? fmt::format("size: {} (--size)\n", format_bytes(o.size))
-          : fmt::format("size: {} in {} buffers - ESTIMATE of NCCL's registrations for one rank: {}\n",
-                        format_bytes(o.size), o.buffers.size(), est.formula);
+      o.size_from_user ? fmt::format("size: {} (--size)\n", format_bytes(o.size))
+                       : fmt::format("size: {} in {} buffers - ESTIMATE of NCCL's registrations for one rank: {}\n",
+                                     format_bytes(o.size), o.buffers.size(), est.formula);
   std::string inputs;
   if (!o.size_from_user) {
     for (const auto& in : est.inputs) inputs += fmt::format("input: {}\n", in);
     for (const auto& n : est.notes) inputs += fmt::format("note: {}\n", n);
-    inputs += fmt::format("note: with GPUDirect RDMA over DMA-BUF only {} stays in host memory; send/recv (p2p) "
-                          "adds up to {} more if the job uses it\n",
-                          format_bytes(est.dmabuf_host_bytes), format_bytes(est.p2p_bytes));
+    inputs += fmt::format(
+        "note: with GPUDirect RDMA over DMA-BUF only {} stays in host memory; send/recv (p2p) "
+        "adds up to {} more if the job uses it\n",
+        format_bytes(est.dmabuf_host_bytes), format_bytes(est.p2p_bytes));
   }
   std::string lib = fmt::format("library: {} (ibv_reg_mr_iova2@IBVERBS_1.8 {}, ibv_reg_dmabuf_mr@IBVERBS_1.12 {})\n",
                                 o.library, o.iova2 ? "yes" : "no", o.dmabuf_symbol ? "yes" : "no");
@@ -73,9 +74,9 @@ probe_check mr_host_check(const mr_probe_outcome& o, const node_evidence& e) {
                                  access_flags_string(first.access));
   bool bypass = e.cap_ipc_lock.value_or(o.is_root);
   if (bypass) {
-    c.result.summary += fmt::format("; {} has CAP_IPC_LOCK, so the memlock limit ({}) was NOT tested - probe as the job user",
-                                    o.is_root ? "running as root, this process" : "this process",
-                                    format_bytes(o.memlock_soft));
+    c.result.summary +=
+        fmt::format("; {} has CAP_IPC_LOCK, so the memlock limit ({}) was NOT tested - probe as the job user",
+                    o.is_root ? "running as root, this process" : "this process", format_bytes(o.memlock_soft));
   } else {
     c.result.summary += fmt::format(" under memlock soft limit {}", format_bytes(o.memlock_soft));
   }

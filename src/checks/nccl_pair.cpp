@@ -99,14 +99,17 @@ std::string where(const nccl_rank_run& r) {
 std::string detail_of(const nccl_pair_outcome& o) {
   const nccl_log_facts& f = o.log;
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("mode {}; wall {:.2f} s", to_string(o.mode), static_cast<double>(o.elapsed.count()) / 1000.0));
+  lines.push_back(
+      fmt::format("mode {}; wall {:.2f} s", to_string(o.mode), static_cast<double>(o.elapsed.count()) / 1000.0));
   if (!f.version.empty()) lines.push_back("NCCL " + f.version);
   if (!f.transports.empty()) lines.push_back("channels via " + join(f.channels, ", "));
   if (!f.network.empty()) lines.push_back("network " + f.network);
   if (!f.ib_devices.empty()) lines.push_back("NET/IB devices " + join(f.ib_devices, ", "));
   if (f.ib_no_device) lines.push_back("NET/IB: no device found");
   if (!f.socket_devices.empty()) lines.push_back("NET/Socket devices " + f.socket_devices);
-  if (f.gdr) lines.push_back(fmt::format("GPUDirect RDMA {}{}", *f.gdr ? "on" : "off", f.gdr_note.empty() ? "" : " (" + f.gdr_note + ")"));
+  if (f.gdr)
+    lines.push_back(
+        fmt::format("GPUDirect RDMA {}{}", *f.gdr ? "on" : "off", f.gdr_note.empty() ? "" : " (" + f.gdr_note + ")"));
   if (f.dmabuf) lines.push_back(fmt::format("DMA-BUF {}", *f.dmabuf ? "available" : "not available"));
   for (const auto& t : f.init_timings) lines.push_back("NCCL " + t.line);
   for (const auto& r : o.ranks) {
@@ -183,13 +186,14 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
       ev.rdma_devices = o.rdma_devices;
       diagnosis d = diagnose(nodev, ev);
       c.result = verdict::warn;
-      c.summary += fmt::format("; but NCCL said \"NET/IB : No device found\"{}: {}", ib_hca.empty() ? "" : " with " + ib_hca,
-                               d.summary);
+      c.summary += fmt::format("; but NCCL said \"NET/IB : No device found\"{}: {}",
+                               ib_hca.empty() ? "" : " with " + ib_hca, d.summary);
       c.hint = d.fix;
       return c;
     }
     // The point of the probe is NCCL's network path; a pass that never touched NET proved less.
-    bool used_net = std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); });
+    bool used_net = std::any_of(f.transports.begin(), f.transports.end(),
+                                [](const std::string& t) { return t.starts_with("NET/"); });
     if (!f.transports.empty() && !used_net) {
       c.result = verdict::warn;
       c.summary += "; NCCL did not use its network transport, so the HCA path is untested";
@@ -211,15 +215,20 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
   if (o.timed_out) {
     std::vector<std::string> ws;
     for (const auto& r : o.ranks) ws.push_back(where(r));
-    what = fmt::format("NCCL pair timed out after {:.1f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0, join(ws, "; "));
-    c.hint = "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's log";
+    what = fmt::format("NCCL pair timed out after {:.1f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0,
+                       join(ws, "; "));
+    c.hint =
+        "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's "
+        "log";
   } else if (first_bad && first_bad->report && first_bad->report->mismatches > 0) {
-    what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank, escape_line(first_bad->report->error, 200));
+    what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank,
+                       escape_line(first_bad->report->error, 200));
     c.hint = "NCCL moved corrupted data: test the fabric and GPU (dcgmi diag, ib_write_bw) before running jobs here";
   } else if (first_bad && first_bad->report && !first_bad->report->error.empty()) {
     what = fmt::format("rank {} failed in {}: {}", first_bad->rank, stage_text(first_bad->report->stage),
                        escape_line(first_bad->report->error, 200));
-    if (!first_bad->report->nccl_last_error.empty()) what += " - " + escape_line(first_bad->report->nccl_last_error, 200);
+    if (!first_bad->report->nccl_last_error.empty())
+      what += " - " + escape_line(first_bad->report->nccl_last_error, 200);
   } else if (first_bad) {
     what = "NCCL pair failed: " + where(*first_bad);
     if (first_bad->signaled) c.hint = "the rank crashed inside CUDA/NCCL; rerun with --verbose and keep NCCL's log";

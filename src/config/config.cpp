@@ -31,7 +31,8 @@ result<fail_policy> parse_policy(std::string_view v) {
 }
 
 result<std::string> parse_abs_path(std::string_view v) {
-  if (v.empty() || v.front() != '/') return status::error(fmt::format("'{}' is not an absolute path", escape_line(v, 128)));
+  if (v.empty() || v.front() != '/')
+    return status::error(fmt::format("'{}' is not an absolute path", escape_line(v, 128)));
   if (v.size() > 4096) return status::error("path longer than 4096 bytes");
   for (unsigned char c : v) {
     if (c < 0x20 || c == 0x7f) return status::error("path contains a control character");
@@ -50,15 +51,19 @@ constexpr std::array<config_key_doc, 19> k_keys{{
     {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test"},
     {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)"},
     {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child"},
-    {"container_plugins", "spank_pyxis.so", "SPANK plugins (file names, comma-separated) that move tasks into containers"},
+    {"container_plugins", "spank_pyxis.so",
+     "SPANK plugins (file names, comma-separated) that move tasks into containers"},
     {"report_dir", "", "directory for per-node JSON reports (empty: none)"},
     {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
     {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
     {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)"},
     {"admin_comment", "no", "write each checked step's verdict for all its nodes into the job's AdminComment (sacct)"},
-    {"admin_helper", MRCHECK_ADMIN_HELPER_DEFAULT, "absolute path of mrcheck-prolog, run as root to collect and write the step's record"},
-    {"admin_comment_max", "4096", "bytes of AdminComment mrcheck may fill; older steps are summarised first (at most 65535)"},
-    {"report_timeout", "10s", "how long node 0 waits for the other nodes' verdicts before it reports them as no report"},
+    {"admin_helper", MRCHECK_ADMIN_HELPER_DEFAULT,
+     "absolute path of mrcheck-prolog, run as root to collect and write the step's record"},
+    {"admin_comment_max", "4096",
+     "bytes of AdminComment mrcheck may fill; older steps are summarised first (at most 65535)"},
+    {"report_timeout", "10s",
+     "how long node 0 waits for the other nodes' verdicts before it reports them as no report"},
 }};
 
 }  // namespace
@@ -88,8 +93,8 @@ result<check_groups> parse_check_groups(std::optional<std::string_view> list) {
   if (l.size() > k_max_list) return status::error(fmt::format("check list is longer than {} bytes", k_max_list));
   for (unsigned char c : l) {
     if (!(std::islower(c) || c == ',' || c == '_')) {
-      return status::error(fmt::format("check list '{}' has a character other than a-z, ',' and '_'",
-                                       escape_line(l, 64)));
+      return status::error(
+          fmt::format("check list '{}' has a character other than a-z, ',' and '_'", escape_line(l, 64)));
     }
   }
   bool any_word = false;
@@ -112,8 +117,8 @@ result<check_groups> parse_check_groups(std::optional<std::string_view> list) {
     } else if (w == "verbose") {
       g.verbose = true;
     } else {
-      return status::error(fmt::format("unknown check '{}' (known: memlock, mr, nccl, all, off, verbose)",
-                                       escape_line(w, 32)));
+      return status::error(
+          fmt::format("unknown check '{}' (known: memlock, mr, nccl, all, off, verbose)", escape_line(w, 32)));
     }
   }
   if (g.off && g.any()) return status::error("'off' cannot be combined with a check");
@@ -184,7 +189,8 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
     }
     c.verbs_library = std::string(value);
   } else if (key == "container_plugins") {
-    if (value.size() > 1024 || value.find('/') != std::string_view::npos) return bad(status::error("file names only, at most 1024 bytes"));
+    if (value.size() > 1024 || value.find('/') != std::string_view::npos)
+      return bad(status::error("file names only, at most 1024 bytes"));
     c.container_plugins = std::string(value);
   } else if (key == "admin_comment") {
     auto v = parse_bool(value);

@@ -29,7 +29,6 @@
 #include <cstring>
 #include <thread>
 
-
 namespace mrcheck {
 
 namespace {
@@ -166,15 +165,17 @@ int join_namespaces(const void* arg) noexcept {
   if (userfd < 0) return errno;
   int mntfd = ::open(t->mnt, O_RDONLY | O_CLOEXEC);
   if (mntfd < 0) return errno;
-  struct stat mine {}, theirs {};
+  struct stat mine {
+  }, theirs{};
   int self = ::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
-  bool same_user = self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(userfd, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
-                   mine.st_dev == theirs.st_dev;
+  bool same_user = self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(userfd, &theirs) == 0 &&
+                   mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
   // Joining a user namespace we own gives CAP_SYS_ADMIN in it, which setns(CLONE_NEWNS) needs (enroot's case).
   if (!same_user && ::setns(userfd, CLONE_NEWUSER) != 0) return errno;
   if (::setns(mntfd, CLONE_NEWNS) != 0) return errno;
   // setns put us at the namespace's root; a runtime that chroot()s (rather than pivot_root) has its own below it.
-  struct stat r {}, ours {};
+  struct stat r {
+  }, ours{};
   if (::fstat(rootfd, &r) != 0) return errno;
   if (::stat("/", &ours) == 0 && (r.st_ino != ours.st_ino || r.st_dev != ours.st_dev)) {
     if (::fchdir(rootfd) != 0 || ::chroot(".") != 0) return errno;
@@ -204,7 +205,8 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
   spec.timeout = req.timeout;
   spec.max_output = k_ctprobe_output_max;
   spec.exec_fd = st.helper_fd;
-  spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, req.memlock_soft == k_unlimited ? RLIM_INFINITY : req.memlock_soft,
+  spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK,
+                                      req.memlock_soft == k_unlimited ? RLIM_INFINITY : req.memlock_soft,
                                       req.memlock_hard == k_unlimited ? RLIM_INFINITY : req.memlock_hard});
   join_target target{};
   if (req.join_pid > 0) {
@@ -224,7 +226,6 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
   run.outcome = std::move(*o);
   return run;
 }
-
 
 status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
                                       runtime_guess rt, std::chrono::milliseconds wait_for_entry) {
@@ -260,7 +261,8 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
       }
       if (!seen.empty() && seen != host_ns) break;
       // Exec'd on the host: this step runs in no container (the plugin is loaded but was not asked to).
-      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns) return 0;
+      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns)
+        return 0;
       if (std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -297,15 +299,17 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
         }
         for (auto& ch : rep.checks) {
           if (ch.result == verdict::pass || ch.result == verdict::skip) {
-            lines.push_back(fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), escape_line(ch.summary, 600)));
+            lines.push_back(
+                fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), escape_line(ch.summary, 600)));
           }
         }
         for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
       }
-      lines.insert(lines.begin(), fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
-                                              "task_init: checked now; a failure here cannot stop the task (list mrcheck "
-                                              "after the container plugin in plugstack.conf)",
-                                              to_string(rt.runtime)));
+      lines.insert(lines.begin(),
+                   fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
+                               "task_init: checked now; a failure here cannot stop the task (list mrcheck "
+                               "after the container plugin in plugstack.conf)",
+                               to_string(rt.runtime)));
     }
     std::string text;
     for (auto& l : lines) text += l + "\n";

@@ -29,9 +29,11 @@ result<ctprobe_view> parse_ctprobe_output(std::string_view out) {
       return status::error(fmt::format("container probe: more than {} lines", std::size(k_ctprobe_keys)));
     }
     if (line.size() > k_ctprobe_line_max) {
-      return status::error(fmt::format("container probe: a line of {} bytes (at most {})", line.size(), k_ctprobe_line_max));
+      return status::error(
+          fmt::format("container probe: a line of {} bytes (at most {})", line.size(), k_ctprobe_line_max));
     }
-    if (std::any_of(line.begin(), line.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    if (std::any_of(line.begin(), line.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
       return status::error(fmt::format("container probe: control bytes in line '{}'", escape_line(line, 80)));
     }
     auto eq = line.find('=');
@@ -60,7 +62,8 @@ std::string rdma_core_from_soname(std::string_view name) {
   auto dot = name.find('.');
   if (dot == std::string_view::npos) return "";
   std::string_view rest = name.substr(dot + 1);
-  if (rest.empty() || !std::all_of(rest.begin(), rest.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) return "";
+  if (rest.empty() || !std::all_of(rest.begin(), rest.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }))
+    return "";
   return std::string(rest);
 }
 
@@ -150,7 +153,8 @@ check_result helper_failure(const ctprobe_run& run, std::string_view where) {
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
   std::string err = escape_line(tail.substr(tail.size() > 400 ? tail.size() - 400 : 0), 400);
   if (!run.started) {
-    return make("container", verdict::error, fmt::format("the container probe could not start: {}", escape_line(run.error, 300)));
+    return make("container", verdict::error,
+                fmt::format("the container probe could not start: {}", escape_line(run.error, 300)));
   }
   if (o.timed_out || o.signaled) {
     // Loading the image's libibverbs/NCCL hung or crashed: NCCL's init would too.
@@ -161,7 +165,8 @@ check_result helper_failure(const ctprobe_run& run, std::string_view where) {
   if (o.exited && o.exit_code == 127 && err.find("join the task's container") != std::string::npos) {
     return make("container", verdict::error,
                 fmt::format("the container probe could not join the task's container: {}{}", err,
-                            err.find("No such file") != std::string::npos ? " (the task and its container are gone)" : ""));
+                            err.find("No such file") != std::string::npos ? " (the task and its container are gone)"
+                                                                          : ""));
   }
   if (o.exited && o.exit_code == 127 && err.find("execveat") != std::string::npos) {
     // The kernel could not start the helper inside: its interpreter (the image's loader) is missing or broken.
@@ -180,7 +185,8 @@ check_result helper_failure(const ctprobe_run& run, std::string_view where) {
                 "the image needs glibc 2.3.3 or newer with libdl.so.2");
   }
   if (o.exited && o.exit_code == 126) {
-    return make("container", verdict::error, fmt::format("the container probe {}: {}", where, err.empty() ? "exit 126" : err));
+    return make("container", verdict::error,
+                fmt::format("the container probe {}: {}", where, err.empty() ? "exit 126" : err));
   }
   return make("container", verdict::error,
               fmt::format("the container probe {} ({}) printed no complete report{}{}", where, o.describe(),
@@ -197,7 +203,8 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   if (run.started && run.outcome.exited && run.outcome.exit_code == 0) parsed = parse_ctprobe_output(run.outcome.out);
   if (!parsed || !parsed->complete) {
     check_result c = helper_failure(run, where);
-    if (run.started && run.outcome.exited && run.outcome.exit_code == 0 && !parsed) c.summary += ": " + parsed.error().message();
+    if (run.started && run.outcome.exited && run.outcome.exit_code == 0 && !parsed)
+      c.summary += ": " + parsed.error().message();
     out.push_back(std::move(c));
     return out;
   }
@@ -211,10 +218,10 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   auto [dev_present, dev_entries] = dir_fact(v, "dev_infiniband");
   auto [sys_present, sys_entries] = dir_fact(v, "sys_infiniband");
   std::string mvd = get(v, "mellanox_visible_devices");
-  detail.push_back(fmt::format("in the container: /dev/infiniband {}, /sys/class/infiniband {}{}",
-                               dev_present ? join_list(dev_entries) : "missing",
-                               sys_present ? join_list(sys_entries) : "missing",
-                               v.kv.count("mellanox_visible_devices") ? ", MELLANOX_VISIBLE_DEVICES=" + escape_line(mvd, 64) : ""));
+  detail.push_back(
+      fmt::format("in the container: /dev/infiniband {}, /sys/class/infiniband {}{}",
+                  dev_present ? join_list(dev_entries) : "missing", sys_present ? join_list(sys_entries) : "missing",
+                  v.kv.count("mellanox_visible_devices") ? ", MELLANOX_VISIBLE_DEVICES=" + escape_line(mvd, 64) : ""));
 
   auto [verbs_state, verbs_rest] = head(get(v, "verbs"));
   auto [dev_count_s, dev_names_s] = head(get(v, "devices"));
@@ -228,19 +235,23 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   // dpkg's "1:44.0-2" is upstream 44.0: no epoch, no Debian revision.
   std::string dpkg_upstream = dpkg.substr(dpkg.find(':') == std::string::npos ? 0 : dpkg.find(':') + 1);
   dpkg_upstream = dpkg_upstream.substr(0, dpkg_upstream.rfind('-'));
-  std::string rc_text = !image_rc.empty() ? image_rc : (!dpkg_upstream.empty() ? dpkg_upstream : std::string("unknown"));
+  std::string rc_text = !image_rc.empty() ? image_rc
+                                          : (!dpkg_upstream.empty() ? dpkg_upstream : std::string("unknown"));
 
   // 1. libibverbs itself.
   if (verbs_state == "none") {
-    std::string why = "no libibverbs.so.1 in the image: NCCL then runs over TCP sockets without an error (its log says "
-                      "only `NET/Socket`, and `Failed to open libibverbs.so` at NCCL_DEBUG=INFO)";
+    std::string why =
+        "no libibverbs.so.1 in the image: NCCL then runs over TCP sockets without an error (its log says "
+        "only `NET/Socket`, and `Failed to open libibverbs.so` at NCCL_DEBUG=INFO)";
     detail.push_back("dlopen: " + escape_line(verbs_rest, 200));
     if (host_has_devices) {
-      out.push_back(make("container", verdict::fail, why, fmt::format("{}", fmt::join(detail, "\n")),
-                         "install libibverbs1 and ibverbs-providers in the image (" + container_rdma_core_fix(rt.runtime) + ")"));
+      out.push_back(
+          make("container", verdict::fail, why, fmt::format("{}", fmt::join(detail, "\n")),
+               "install libibverbs1 and ibverbs-providers in the image (" + container_rdma_core_fix(rt.runtime) + ")"));
     } else {
       out.push_back(make("container", verdict::warn, why + "; this node has no RDMA device either",
-                         fmt::format("{}", fmt::join(detail, "\n")), "install libibverbs1 and ibverbs-providers in the image"));
+                         fmt::format("{}", fmt::join(detail, "\n")),
+                         "install libibverbs1 and ibverbs-providers in the image"));
     }
     return out;  // nothing to register with
   }
@@ -262,28 +273,31 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   static const std::regex abi(R"(Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\))");
   std::smatch m;
   if (std::regex_search(err, m, abi)) {
-    out.push_back(make("container", verdict::fail,
-                       fmt::format("the image's rdma-core {} cannot drive the host's kernel driver: libibverbs says `Driver "
-                                   "{} does not support the kernel ABI of {} (supports {} to {})` and skips the device",
-                                   escape_line(rc_text, 32), escape_line(m[1].str(), 32), m[2].str(), m[3].str(), m[4].str()),
-                       fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
+    out.push_back(
+        make("container", verdict::fail,
+             fmt::format("the image's rdma-core {} cannot drive the host's kernel driver: libibverbs says `Driver "
+                         "{} does not support the kernel ABI of {} (supports {} to {})` and skips the device",
+                         escape_line(rc_text, 32), escape_line(m[1].str(), 32), m[2].str(), m[3].str(), m[4].str()),
+             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
     return out;
   }
   if (!prov_present || providers.empty()) {
     verdict r = host_has_devices ? verdict::fail : verdict::warn;
-    out.push_back(make("container", r,
-                       fmt::format("the image has libibverbs (rdma-core {}) but no providers (ibverbs-providers): it finds "
-                                   "no device, and NCCL falls back to TCP sockets without an error",
-                                   escape_line(rc_text, 32)),
-                       fmt::format("{}", fmt::join(detail, "\n")), "install ibverbs-providers of the same rdma-core release"));
+    out.push_back(
+        make("container", r,
+             fmt::format("the image has libibverbs (rdma-core {}) but no providers (ibverbs-providers): it finds "
+                         "no device, and NCCL falls back to TCP sockets without an error",
+                         escape_line(rc_text, 32)),
+             fmt::format("{}", fmt::join(detail, "\n")), "install ibverbs-providers of the same rdma-core release"));
     return out;
   }
   if (pabis.size() > 1) {
-    out.push_back(make("container", verdict::fail,
-                       fmt::format("the image mixes providers of several rdma-core releases ({}): libibverbs loads only "
-                                   "those of its own",
-                                   join_list(providers, 4)),
-                       fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
+    out.push_back(
+        make("container", verdict::fail,
+             fmt::format("the image mixes providers of several rdma-core releases ({}): libibverbs loads only "
+                         "those of its own",
+                         join_list(providers, 4)),
+             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
     return out;
   }
 
@@ -299,10 +313,11 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
     } else {
       why = fmt::format("libibverbs lists none of {}", join_list(sys_entries));
     }
-    out.push_back(make("container", verdict::fail,
-                       fmt::format("no RDMA device in the container ({}; the host has {}): NCCL falls back to TCP sockets",
-                                   why, join_list(host.devices)),
-                       fmt::format("{}", fmt::join(detail, "\n")), container_device_fix(rt.runtime)));
+    out.push_back(
+        make("container", verdict::fail,
+             fmt::format("no RDMA device in the container ({}; the host has {}): NCCL falls back to TCP sockets", why,
+                         join_list(host.devices)),
+             fmt::format("{}", fmt::join(detail, "\n")), container_device_fix(rt.runtime)));
     return out;
   }
   if (dev_count < 0) {
@@ -315,16 +330,20 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   // 5. The rdma-core release against what NCCL needs and what the host runs.
   bool dmabuf = get(v, "verbs_dmabuf") == "1";
   bool iova2 = get(v, "verbs_iova2") == "1";
-  std::string devs = dev_count > 0 ? fmt::format("{} device(s) ({})", dev_count, escape_line(dev_names_s, 96)) : "no device";
+  std::string devs = dev_count > 0 ? fmt::format("{} device(s) ({})", dev_count, escape_line(dev_names_s, 96))
+                                   : "no device";
   std::string summary = fmt::format("{}: rdma-core {} (host {}), {}", to_string(rt.runtime), escape_line(rc_text, 32),
-                                    host.rdma_core_version.empty() ? "unknown" : escape_line(host.rdma_core_version, 32), devs);
+                                    host.rdma_core_version.empty() ? "unknown"
+                                                                   : escape_line(host.rdma_core_version, 32),
+                                    devs);
   if (!dmabuf || !iova2) {
-    out.push_back(make("container", verdict::warn,
-                       summary + fmt::format(": its libibverbs has no {} (rdma-core {}), so NCCL {}",
-                                             !iova2 ? "ibv_reg_mr_iova2" : "ibv_reg_dmabuf_mr", !iova2 ? "22" : "34",
-                                             !iova2 ? "registers without relaxed ordering"
-                                                    : "cannot use DMA-BUF: GPUDirect RDMA then needs nvidia_peermem on the host"),
-                       fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
+    out.push_back(
+        make("container", verdict::warn,
+             summary + fmt::format(": its libibverbs has no {} (rdma-core {}), so NCCL {}",
+                                   !iova2 ? "ibv_reg_mr_iova2" : "ibv_reg_dmabuf_mr", !iova2 ? "22" : "34",
+                                   !iova2 ? "registers without relaxed ordering"
+                                          : "cannot use DMA-BUF: GPUDirect RDMA then needs nvidia_peermem on the host"),
+             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
   } else {
     out.push_back(make("container", verdict::pass, summary, fmt::format("{}", fmt::join(detail, "\n"))));
   }
@@ -342,18 +361,23 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
                          fmt::format("registered {} on {} inside the container (memlock soft {})", bytes_text(why),
                                      escape_line(dev, 32), bytes_text(memsoft))));
     } else {
-      std::string call = how == "open" ? "ibv_open_device" : how == "pd" ? "ibv_alloc_pd" : how == "mmap" ? "mmap" : "ibv_reg_mr";
+      std::string call = how == "open"   ? "ibv_open_device"
+                         : how == "pd"   ? "ibv_alloc_pd"
+                         : how == "mmap" ? "mmap"
+                                         : "ibv_reg_mr";
       std::string hint = e == ENOMEM || e == EPERM ? container_memlock_fix(rt.runtime)
-                         : e == EACCES           ? container_device_fix(rt.runtime)
-                                                 : container_rdma_core_fix(rt.runtime);
-      out.push_back(make("container_mr", verdict::fail,
-                         fmt::format("{} on {} failed inside the container with {} ({}), memlock soft {} hard {}", call,
-                                     escape_line(dev, 32), errno_name(e).empty() ? std::to_string(e) : std::string(errno_name(e)),
-                                     escape_line(why, 80), bytes_text(memsoft), bytes_text(memhard)),
-                         {}, hint));
+                         : e == EACCES             ? container_device_fix(rt.runtime)
+                                                   : container_rdma_core_fix(rt.runtime);
+      out.push_back(
+          make("container_mr", verdict::fail,
+               fmt::format("{} on {} failed inside the container with {} ({}), memlock soft {} hard {}", call,
+                           escape_line(dev, 32), errno_name(e).empty() ? std::to_string(e) : std::string(errno_name(e)),
+                           escape_line(why, 80), bytes_text(memsoft), bytes_text(memhard)),
+               {}, hint));
     }
   } else if (dev_count == 0) {
-    out.push_back(make("container_mr", verdict::skip, "no RDMA device in the container or on the host: nothing to register"));
+    out.push_back(
+        make("container_mr", verdict::skip, "no RDMA device in the container or on the host: nothing to register"));
   }
 
   // 7. The image's NCCL against the host's CUDA driver.
@@ -362,34 +386,44 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
     auto [cd, cpath] = head(get(v, "cuda_driver"));
     std::string ncuda = get(v, "nccl_cuda");
     auto [plug_state, plug] = head(get(v, "nccl_net_plugin"));
-    std::string plugin_text = plug_state == "loaded" ? "net plugin " + escape_line(plug, 96) : "no net plugin (NCCL's own IB transport)";
+    std::string plugin_text = plug_state == "loaded" ? "net plugin " + escape_line(plug, 96)
+                                                     : "no net plugin (NCCL's own IB transport)";
     if (nv == "none" || nv.empty()) {
-      out.push_back(make("container_nccl", verdict::skip,
-                         "no libnccl.so.2 on the image's library path (a Python wheel's NCCL is loaded by path and not seen)"));
+      out.push_back(
+          make("container_nccl", verdict::skip,
+               "no libnccl.so.2 on the image's library path (a Python wheel's NCCL is loaded by path and not seen)"));
     } else {
       int ver = major_of(nv);
-      std::string nccl_text = ver > 0 ? fmt::format("NCCL {}.{}.{}", ver / 10000, ver / 100 % 100, ver % 100) : "NCCL (version unknown)";
+      std::string nccl_text = ver > 0 ? fmt::format("NCCL {}.{}.{}", ver / 10000, ver / 100 % 100, ver % 100)
+                                      : "NCCL (version unknown)";
       if (ver > 0 && ver < 10000) nccl_text = fmt::format("NCCL {}.{}.{}", ver / 1000, ver / 100 % 10, ver % 100);
       if (!ncuda.empty()) nccl_text += " built for CUDA " + escape_line(ncuda, 16);
       if (cd == "none" || cd.empty()) {
         verdict r = host.nvidia_driver ? verdict::fail : verdict::skip;
         out.push_back(make("container_nccl", r,
                            fmt::format("{}, {}; no libcuda.so.1 in the container{}", nccl_text, plugin_text,
-                                       host.nvidia_driver ? ": the runtime did not pass the GPU driver in" : " (no NVIDIA driver on this node)"),
-                           {}, host.nvidia_driver ? "pyxis/enroot: NVIDIA_VISIBLE_DEVICES (image) and the nvidia hook; Apptainer: --nv; "
-                                                    "podman/docker: --device nvidia.com/gpu=all or --gpus all"
-                                                  : ""));
+                                       host.nvidia_driver ? ": the runtime did not pass the GPU driver in"
+                                                          : " (no NVIDIA driver on this node)"),
+                           {},
+                           host.nvidia_driver
+                               ? "pyxis/enroot: NVIDIA_VISIBLE_DEVICES (image) and the nvidia hook; Apptainer: --nv; "
+                                 "podman/docker: --device nvidia.com/gpu=all or --gpus all"
+                               : ""));
       } else {
         int drv = major_of(cd);
         int drv_major = drv / 1000, drv_minor = drv % 1000 / 10;
         int need_major = major_of(ncuda);
         int need_minor = 0;
-        if (auto dot = ncuda.find('.'); dot != std::string::npos) need_minor = major_of(std::string_view(ncuda).substr(dot + 1));
-        std::string s = fmt::format("{}, {}; the host's driver supports CUDA {}.{}", nccl_text, plugin_text, drv_major, drv_minor);
+        if (auto dot = ncuda.find('.'); dot != std::string::npos)
+          need_minor = major_of(std::string_view(ncuda).substr(dot + 1));
+        std::string s = fmt::format("{}, {}; the host's driver supports CUDA {}.{}", nccl_text, plugin_text, drv_major,
+                                    drv_minor);
         if (need_major > 0 && need_major > drv_major) {
-          out.push_back(make("container_nccl", verdict::fail, s + ": NCCL's CUDA runtime needs a newer driver (`CUDA driver "
-                                                                   "version is insufficient for CUDA runtime version`)",
-                             {}, fmt::format("use an image built for CUDA {}.x or update the host's NVIDIA driver", drv_major)));
+          out.push_back(
+              make("container_nccl", verdict::fail,
+                   s + ": NCCL's CUDA runtime needs a newer driver (`CUDA driver "
+                       "version is insufficient for CUDA runtime version`)",
+                   {}, fmt::format("use an image built for CUDA {}.x or update the host's NVIDIA driver", drv_major)));
         } else if (need_major == drv_major && need_minor > drv_minor) {
           out.push_back(make("container_nccl", verdict::warn,
                              s + ": runs through CUDA minor version compatibility (no PTX JIT for newer code)"));

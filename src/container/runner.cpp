@@ -62,8 +62,9 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
   using clock = std::chrono::steady_clock;
   auto watching = std::make_shared<bool>(false);
   auto deadline = clock::now() + budget;
-  return [&c, &st, loc, watching, deadline, host_runner = std::move(host_runner)](
-             const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
+  return [&c, &st, loc, watching, deadline,
+          host_runner = std::move(host_runner)](const std::string& group, const task_facts& t,
+                                                const memlock_limit& limits) -> std::vector<check_result> {
     container_probe_request req;
     req.env = container_environment(t);
     req.memlock_soft = limits.soft;
@@ -96,7 +97,8 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       check_result r;
       r.id = "container";
       r.result = verdict::error;
-      r.summary = fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up", group);
+      r.summary = fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up",
+                              group);
       return {r};
     }
     ctprobe_run run = run_ctprobe(st, req);

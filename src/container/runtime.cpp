@@ -30,7 +30,8 @@ namespace {
 bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // The first variable whose name starts with one of `prefixes`, as "NAME=VALUE" (escaped, bounded).
-std::optional<std::string> env_with_prefix(const std::vector<std::string>& env, std::initializer_list<std::string_view> prefixes) {
+std::optional<std::string> env_with_prefix(const std::vector<std::string>& env,
+                                           std::initializer_list<std::string_view> prefixes) {
   for (const auto& e : env) {
     for (auto p : prefixes) {
       if (has_prefix(e, p)) return escape_line(e, 96);
@@ -54,16 +55,18 @@ runtime_guess guess_runtime(const runtime_signs& s) {
   } else if (auto e2 = env_with_prefix(s.env, {"ENROOT_"})) {
     g = {container_runtime::enroot, *e2 + " in the task environment"};
   } else if (auto e3 = env_with_prefix(s.env, {"APPTAINER_CONTAINER=", "APPTAINER_NAME=", "SINGULARITY_CONTAINER=",
-                                              "SINGULARITY_NAME=", "APPTAINER_", "SINGULARITY_"})) {
+                                               "SINGULARITY_NAME=", "APPTAINER_", "SINGULARITY_"})) {
     g = {container_runtime::apptainer, *e3 + " in the task environment"};
   } else if (has_marker(s, "/.singularity.d")) {
     g = {container_runtime::apptainer, "/.singularity.d in the container"};
-  } else if (has_marker(s, "/run/.containerenv") || std::find(s.env.begin(), s.env.end(), "container=podman") != s.env.end()) {
+  } else if (has_marker(s, "/run/.containerenv") ||
+             std::find(s.env.begin(), s.env.end(), "container=podman") != s.env.end()) {
     // podman writes /run/.containerenv (engine="podman-4.3.1"); other engines may write it too.
     bool podman = s.containerenv.find("engine=\"podman") != std::string::npos ||
                   std::find(s.env.begin(), s.env.end(), "container=podman") != s.env.end();
     g = {podman ? container_runtime::podman : container_runtime::unknown,
-         has_marker(s, "/run/.containerenv") ? "/run/.containerenv in the container" : "container=podman in the task environment"};
+         has_marker(s, "/run/.containerenv") ? "/run/.containerenv in the container"
+                                             : "container=podman in the task environment"};
   } else if (has_marker(s, "/.dockerenv")) {
     g = {container_runtime::docker, "/.dockerenv in the container"};
   } else if (auto e4 = env_with_prefix(s.env, {"KUBERNETES_SERVICE_HOST="})) {
@@ -79,7 +82,8 @@ runtime_guess guess_runtime(const runtime_signs& s) {
 runtime_signs signs_from_root(const sysroot& root, std::vector<std::string> env) {
   runtime_signs s;
   s.env = std::move(env);
-  for (const char* m : {"/.dockerenv", "/run/.containerenv", "/.singularity.d", "/var/run/secrets/kubernetes.io/serviceaccount"}) {
+  for (const char* m :
+       {"/.dockerenv", "/run/.containerenv", "/.singularity.d", "/var/run/secrets/kubernetes.io/serviceaccount"}) {
     if (root.exists(m)) s.marker_files.emplace_back(m);
   }
   if (auto c = root.read("/run/.containerenv", 64 * 1024)) s.containerenv = std::move(*c);
@@ -92,26 +96,31 @@ std::string container_memlock_fix(container_runtime r) {
   switch (r) {
     case container_runtime::pyxis:
     case container_runtime::enroot:
-      return fmt::format("a pyxis/enroot task has the step's own limits (enroot inherits them): fix the limit in Slurm, "
-                         "{}; no container option changes it", slurm);
+      return fmt::format(
+          "a pyxis/enroot task has the step's own limits (enroot inherits them): fix the limit in Slurm, "
+          "{}; no container option changes it",
+          slurm);
     case container_runtime::apptainer:
-      return fmt::format("Apptainer inherits the limits of the process that starts it: fix the limit in Slurm, {}", slurm);
+      return fmt::format("Apptainer inherits the limits of the process that starts it: fix the limit in Slurm, {}",
+                         slurm);
     case container_runtime::podman:
       return "podman run --ulimit memlock=-1:-1 (rootless podman cannot go above the user's hard limit: raise it "
              "for the user first), and LimitMEMLOCK=infinity for slurmd on the host";
     case container_runtime::docker:
-      return "docker run --ulimit memlock=-1:-1 (or --cap-add=IPC_LOCK), and LimitMEMLOCK=infinity for slurmd on the host";
+      return "docker run --ulimit memlock=-1:-1 (or --cap-add=IPC_LOCK), and LimitMEMLOCK=infinity for slurmd on the "
+             "host";
     case container_runtime::kubernetes:
       return "the pod's runtime sets the limit: give the container an unlimited memlock limit (LimitMEMLOCK=infinity "
              "for containerd/CRI-O) or CAP_IPC_LOCK in its securityContext";
     case container_runtime::none:
-    case container_runtime::unknown:
-      break;
+    case container_runtime::unknown: break;
   }
   // Unknown runtime: the generic container advice, as before runtimes were told apart (mscclpp #335 is the
   // public report of this failure in a container).
-  return fmt::format("raise the container's locked-memory limit where the runtime starts it (docker/podman: "
-                     "--ulimit memlock=-1:-1, or --cap-add=IPC_LOCK), and {} on the host (mscclpp #335)", slurm);
+  return fmt::format(
+      "raise the container's locked-memory limit where the runtime starts it (docker/podman: "
+      "--ulimit memlock=-1:-1, or --cap-add=IPC_LOCK), and {} on the host (mscclpp #335)",
+      slurm);
 }
 
 std::string container_device_fix(container_runtime r) {
@@ -126,14 +135,12 @@ std::string container_device_fix(container_runtime r) {
              "--bind /dev/infiniband,/sys/class/infiniband";
     case container_runtime::podman:
       return "podman run --device=/dev/infiniband (each uverbsN and rdma_cm) and, rootless, --group-add keep-groups";
-    case container_runtime::docker:
-      return "docker run --device=/dev/infiniband --cap-add=IPC_LOCK (or --privileged)";
+    case container_runtime::docker: return "docker run --device=/dev/infiniband --cap-add=IPC_LOCK (or --privileged)";
     case container_runtime::kubernetes:
       return "request the RDMA devices through an RDMA device plugin (k8s-rdma-shared-dev-plugin, the NVIDIA network "
              "operator) in the pod spec";
     case container_runtime::none:
-    case container_runtime::unknown:
-      break;
+    case container_runtime::unknown: break;
   }
   return "pass /dev/infiniband (every uverbsN and rdma_cm) into the container and keep /sys/class/infiniband visible";
 }
@@ -145,12 +152,14 @@ std::string container_rdma_core_fix(container_runtime r) {
   switch (r) {
     case container_runtime::pyxis:
     case container_runtime::enroot:
-      return fmt::format("{}: enroot no longer injects the host's MOFED user space, the image's libraries always run", what);
+      return fmt::format("{}: enroot no longer injects the host's MOFED user space, the image's libraries always run",
+                         what);
     case container_runtime::apptainer:
-      return fmt::format("{}, or bind the host's: --bind /usr/lib/x86_64-linux-gnu/libibverbs,"
-                         "/usr/lib/x86_64-linux-gnu/libibverbs.so.1 (same distribution only)", what);
-    default:
-      break;
+      return fmt::format(
+          "{}, or bind the host's: --bind /usr/lib/x86_64-linux-gnu/libibverbs,"
+          "/usr/lib/x86_64-linux-gnu/libibverbs.so.1 (same distribution only)",
+          what);
+    default: break;
   }
   return std::string(what);
 }
@@ -166,31 +175,38 @@ void container_log_scan::feed(std::string_view line, std::size_t number) {
   };
   if (runtime == container_runtime::none) {
     container_runtime seen = container_runtime::none;
-    if (line.find("pyxis: ") != std::string_view::npos) seen = container_runtime::pyxis;
-    else if (line.find("[ERROR] enroot") != std::string_view::npos || line.find("enroot-") != std::string_view::npos) seen = container_runtime::enroot;
+    if (line.find("pyxis: ") != std::string_view::npos)
+      seen = container_runtime::pyxis;
+    else if (line.find("[ERROR] enroot") != std::string_view::npos || line.find("enroot-") != std::string_view::npos)
+      seen = container_runtime::enroot;
     else if (line.find("apptainer") != std::string_view::npos || line.find("singularity") != std::string_view::npos ||
-             line.find("Apptainer") != std::string_view::npos || line.find("Singularity") != std::string_view::npos) seen = container_runtime::apptainer;
-    else if (line.find("podman") != std::string_view::npos || line.find("conmon") != std::string_view::npos) seen = container_runtime::podman;
+             line.find("Apptainer") != std::string_view::npos || line.find("Singularity") != std::string_view::npos)
+      seen = container_runtime::apptainer;
+    else if (line.find("podman") != std::string_view::npos || line.find("conmon") != std::string_view::npos)
+      seen = container_runtime::podman;
     if (seen != container_runtime::none) {
       runtime = seen;
       note("runtime", fmt::format("the job ran in {} (line {}): the libraries that failed are the image's, the kernel "
-                                  "driver the host's", to_string(seen), number));
+                                  "driver the host's",
+                                  to_string(seen), number));
     }
   }
   // libibverbs (rdma-core libibverbs/init.c) when a provider's ABI range does not include the kernel driver's.
   static const std::regex abi(R"(Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\))");
   std::match_results<std::string_view::const_iterator> m;
   if (std::regex_search(line.begin(), line.end(), m, abi)) {
-    note("kernel_abi", fmt::format("libibverbs' {} provider supports kernel ABI {} to {}, the host's driver has {}: the "
-                                   "image's rdma-core does not fit the host kernel, libibverbs skips the device and NCCL "
-                                   "finds no InfiniBand device; fix: {}",
-                                   escape_line(m[1].str(), 32), m[3].str(), m[4].str(), m[2].str(),
-                                   container_rdma_core_fix(runtime)));
+    note("kernel_abi",
+         fmt::format("libibverbs' {} provider supports kernel ABI {} to {}, the host's driver has {}: the "
+                     "image's rdma-core does not fit the host kernel, libibverbs skips the device and NCCL "
+                     "finds no InfiniBand device; fix: {}",
+                     escape_line(m[1].str(), 32), m[3].str(), m[4].str(), m[2].str(),
+                     container_rdma_core_fix(runtime)));
   }
   if (line.find("couldn't load driver") != std::string_view::npos) {
-    note("provider_load", fmt::format("libibverbs could not load a provider (line {}): the image's ibverbs-providers are "
-                                      "missing or of another rdma-core release than its libibverbs; fix: {}",
-                                      number, container_rdma_core_fix(runtime)));
+    note("provider_load",
+         fmt::format("libibverbs could not load a provider (line {}): the image's ibverbs-providers are "
+                     "missing or of another rdma-core release than its libibverbs; fix: {}",
+                     number, container_rdma_core_fix(runtime)));
   }
   if (line.find("Failed to open libibverbs.so") != std::string_view::npos) {
     note("no_libibverbs", fmt::format("NCCL found no libibverbs (line {}): it then runs over TCP sockets without an "

@@ -59,9 +59,9 @@ bool is_registration(std::string_view call) {
 bool is_dmabuf_call(std::string_view call) { return call.find("dmabuf") != std::string_view::npos; }
 
 bool is_queue_call(std::string_view call) {
-  return call == "ibv_create_cq" || call == "ibv_create_qp" || call == "ibv_create_srq" ||
-         call == "ibv_create_cq_ex" || call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp" ||
-         call == "fi_cq_open" || call == "fi_enable" || call == "fi_endpoint";
+  return call == "ibv_create_cq" || call == "ibv_create_qp" || call == "ibv_create_srq" || call == "ibv_create_cq_ex" ||
+         call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp" || call == "fi_cq_open" || call == "fi_enable" ||
+         call == "fi_endpoint";
 }
 
 bool is_device_lookup(std::string_view call) {
@@ -70,7 +70,9 @@ bool is_device_lookup(std::string_view call) {
 
 std::string limit_text(std::uint64_t v) { return v == k_unlimited ? "unlimited" : format_bytes(v); }
 
-std::string call_or(std::string_view call) { return call.empty() ? std::string("the registration") : std::string(call); }
+std::string call_or(std::string_view call) {
+  return call.empty() ? std::string("the registration") : std::string(call);
+}
 
 std::string errno_text(int err) {
   std::string_view name = errno_name(err);
@@ -121,7 +123,8 @@ struct builder {
                                        e.kernel_stack_detail.empty() ? "" : ", ", e.kernel_stack_detail));
     }
     if (e.user_stack != rdma_flavour::unknown || !e.rdma_core_version.empty()) {
-      std::string line = fmt::format("user-space rdma-core: {}", e.rdma_core_version.empty() ? "?" : e.rdma_core_version);
+      std::string line = fmt::format("user-space rdma-core: {}",
+                                     e.rdma_core_version.empty() ? "?" : e.rdma_core_version);
       if (e.user_stack != rdma_flavour::unknown) line += fmt::format(" ({})", to_string(e.user_stack));
       if (e.has_iova2) line += fmt::format(", IBVERBS_1.8 {}", *e.has_iova2 ? "yes" : "no");
       if (e.has_dmabuf_mr) line += fmt::format(", IBVERBS_1.12 {}", *e.has_dmabuf_mr ? "yes" : "no");
@@ -138,8 +141,7 @@ struct builder {
       std::string_view fl = e.driver_flavour == nvidia_flavour::open          ? "open kernel modules"
                             : e.driver_flavour == nvidia_flavour::proprietary ? "proprietary kernel module"
                                                                               : "flavour unknown";
-      d.evidence.push_back(
-          fmt::format("NVIDIA driver {} ({})", e.driver_version.empty() ? "?" : e.driver_version, fl));
+      d.evidence.push_back(fmt::format("NVIDIA driver {} ({})", e.driver_version.empty() ? "?" : e.driver_version, fl));
     }
   }
 
@@ -165,7 +167,8 @@ struct builder {
       d.evidence.push_back(std::move(line));
     }
     if (e.gpu_bar1 && f.gpu_buffer.value_or(false)) {
-      d.evidence.push_back(fmt::format("GPU BAR1: {} (GPU registrations are mapped through it)", format_bytes(*e.gpu_bar1)));
+      d.evidence.push_back(
+          fmt::format("GPU BAR1: {} (GPU registrations are mapped through it)", format_bytes(*e.gpu_bar1)));
     }
   }
 
@@ -191,7 +194,8 @@ struct builder {
   // A known hop is the fix's target even inside a container: a shell's `ulimit -l 64` propagated by srun is
   // fixed in Slurm, not in the container runtime. Only an unknown hop in a container points at the runtime.
   std::string memlock_fix() const {
-    if (!e.memlock_hop.empty()) return fmt::format("the limit was lowered at {}: {}", e.memlock_hop, k_memlock_fix_slurm);
+    if (!e.memlock_hop.empty())
+      return fmt::format("the limit was lowered at {}: {}", e.memlock_hop, k_memlock_fix_slurm);
     return e.in_container.value_or(false) ? container_memlock_fix(e.runtime) : std::string(k_memlock_fix_slurm);
   }
 
@@ -206,10 +210,10 @@ struct builder {
 
   void cma_lines() {
     if (e.cma_free || e.cma_total) {
-      d.evidence.push_back(fmt::format("CmaTotal {}, CmaFree {}{}", e.cma_total ? format_bytes(*e.cma_total) : "?",
-                                       e.cma_free ? format_bytes(*e.cma_free) : "?",
-                                       cma_suspect() ? " (free CMA pageblocks that a long-term pin must migrate away from)"
-                                                     : ""));
+      d.evidence.push_back(
+          fmt::format("CmaTotal {}, CmaFree {}{}", e.cma_total ? format_bytes(*e.cma_total) : "?",
+                      e.cma_free ? format_bytes(*e.cma_free) : "?",
+                      cma_suspect() ? " (free CMA pageblocks that a long-term pin must migrate away from)" : ""));
     }
   }
 
@@ -223,7 +227,8 @@ struct builder {
     if (e.max_map_count && *e.max_map_count <= k_default_max_map_count) {
       return "raise vm.max_map_count (sysctl -w vm.max_map_count=1048576, persist in /etc/sysctl.d/) and retry";
     }
-    if (e.hugepages_total && e.hugepage_size && e.mem_total && *e.hugepages_total * *e.hugepage_size > *e.mem_total / 4) {
+    if (e.hugepages_total && e.hugepage_size && e.mem_total &&
+        *e.hugepages_total * *e.hugepage_size > *e.mem_total / 4) {
       return "release reserved hugepages that the job does not use (vm.nr_hugepages) or reduce NCCL's buffers "
              "(NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS)";
     }
@@ -242,8 +247,9 @@ struct builder {
     const std::string call = call_or(f.call);
     const bool container = e.in_container.value_or(false);
     if (is_ofi_family(f)) {
-      d.evidence.push_back("EFA also limits the host pages one device can register (ofiwg/libfabric #9739): with an "
-                           "unlimited memlock limit that limit is the next suspect");
+      d.evidence.push_back(
+          "EFA also limits the host pages one device can register (ofiwg/libfabric #9739): with an "
+          "unlimited memlock limit that limit is the next suspect");
     }
     if (f.transport == "kernel" && f.call == "efa_reg_mr") {
       // The efa driver's REG_MR admin command failed: the pages were pinned and charged already, the device refused.
@@ -258,7 +264,8 @@ struct builder {
     const std::string what = is_ofi_family(f) ? "the EFA device's limit on registered host pages"
                              : cma_suspect()
                                  ? "long-term pinning of pages that sit in CMA pageblocks and cannot be migrated"
-                                 : fmt::format("memory, max_map_count, hugepages{}", f.gpu_buffer.value_or(false) ? ", BAR1" : "");
+                                 : fmt::format("memory, max_map_count, hugepages{}",
+                                               f.gpu_buffer.value_or(false) ? ", BAR1" : "");
     if (bypasses_memlock()) {
       set(cause::pinning_resources, true,
           fmt::format("{} got ENOMEM with CAP_IPC_LOCK, which skips the memlock limit: the kernel could not pin "
@@ -362,11 +369,13 @@ struct builder {
     const bool inbox = e.kernel_stack == rdma_flavour::inbox;
     std::string fix;
     if (inbox || e.driver_flavour == nvidia_flavour::open) {
-      fix = "use DMA-BUF: open GPU kernel modules, kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1 (the inbox "
-            "RDMA stack cannot load nvidia-peermem); or install MLNX/DOCA-OFED and `modprobe nvidia-peermem`";
+      fix =
+          "use DMA-BUF: open GPU kernel modules, kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1 (the inbox "
+          "RDMA stack cannot load nvidia-peermem); or install MLNX/DOCA-OFED and `modprobe nvidia-peermem`";
     } else {
-      fix = "`modprobe nvidia-peermem` (needs the MLNX/DOCA-OFED kernel stack), or use DMA-BUF with the open GPU "
-            "kernel modules (kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1)";
+      fix =
+          "`modprobe nvidia-peermem` (needs the MLNX/DOCA-OFED kernel stack), or use DMA-BUF with the open GPU "
+          "kernel modules (kernel >= 5.12, rdma-core >= 34, NCCL_DMABUF_ENABLE=1)";
     }
     set(cause::gpu_peer_memory, e.peer_memory.has_value() && !*e.peer_memory,
         fmt::format("{} got EFAULT: a GPU buffer can only be registered through a peer-memory client "
@@ -378,7 +387,8 @@ struct builder {
 
   std::string stack_mismatch_text() const {
     return fmt::format("the kernel RDMA stack is {}{}{} but user-space rdma-core{}{} is {}", to_string(e.kernel_stack),
-                       e.kernel_stack_detail.empty() ? "" : " (", e.kernel_stack_detail.empty() ? "" : e.kernel_stack_detail + ")",
+                       e.kernel_stack_detail.empty() ? "" : " (",
+                       e.kernel_stack_detail.empty() ? "" : e.kernel_stack_detail + ")",
                        e.rdma_core_version.empty() ? "" : " ", e.rdma_core_version, to_string(e.user_stack));
   }
 
@@ -387,7 +397,8 @@ struct builder {
       return "install the rdma-core/libibverbs that ships with the MLNX/DOCA-OFED kernel modules (same release), or "
              "remove OFED and use the distribution's stack on both sides";
     }
-    return "rebuild/reinstall the MLNX/DOCA-OFED kernel modules for this kernel (DKMS) so they match its user space, or "
+    return "rebuild/reinstall the MLNX/DOCA-OFED kernel modules for this kernel (DKMS) so they match its user space, "
+           "or "
            "return to the distribution's rdma-core";
   }
 
@@ -421,9 +432,8 @@ struct builder {
       return;
     }
     if (mismatch()) {
-      set(cause::rdma_stack_mismatch, true,
-          fmt::format("{} got EINVAL and {}", call_or(f.call), stack_mismatch_text()), stack_mismatch_fix(),
-          k_tcp_fallback);
+      set(cause::rdma_stack_mismatch, true, fmt::format("{} got EINVAL and {}", call_or(f.call), stack_mismatch_text()),
+          stack_mismatch_fix(), k_tcp_fallback);
       return;
     }
     if (f.call == "ibv_modify_qp") {
@@ -458,8 +468,8 @@ struct builder {
         confirmed = true;
       }
       set(cause::dmabuf_unsupported, confirmed,
-          fmt::format("{} got {}: the kernel, rdma-core or GPU driver does not support DMA-BUF registration{}",
-                      f.call, errno_name(f.err), why),
+          fmt::format("{} got {}: the kernel, rdma-core or GPU driver does not support DMA-BUF registration{}", f.call,
+                      errno_name(f.err), why),
           "set NCCL_DMABUF_ENABLE=0 (NCCL then uses nvidia-peermem if loaded), or move to kernel >= 5.12, rdma-core "
           ">= 34 and the open GPU kernel modules (NVIDIA/nccl #778)",
           k_gdr_fallback);
@@ -475,7 +485,8 @@ struct builder {
         fmt::format("{} got {}: the provider or kernel does not implement this request (no matching libibverbs "
                     "provider for the device, or an access flag such as ODP the device lacks)",
                     call_or(f.call), errno_name(f.err)),
-        "run `mrcheck report` to check that the rdma-core provider (libmlx5) matches the kernel driver", k_tcp_fallback);
+        "run `mrcheck report` to check that the rdma-core provider (libmlx5) matches the kernel driver",
+        k_tcp_fallback);
   }
 
   // ENODEV from a call on a device that is already open (modify_qp, create_qp): the device exists; its port or
@@ -514,10 +525,11 @@ struct builder {
     gpu_lines();
     if (is_dmabuf_call(f.call)) {
       set(cause::dmabuf_unsupported, false,
-          fmt::format("{} got errno 524, the kernel's internal ENOTSUPP: the RDMA driver refused this DMA-BUF. On GB200 "
-                      "with Direct-NIC the GPU memory was exported with the PCIe mapping, which only the data-direct "
-                      "registration accepts, while the generic verb needs the host mapping (openucx/ucx PR #11571)",
-                      f.call),
+          fmt::format(
+              "{} got errno 524, the kernel's internal ENOTSUPP: the RDMA driver refused this DMA-BUF. On GB200 "
+              "with Direct-NIC the GPU memory was exported with the PCIe mapping, which only the data-direct "
+              "registration accepts, while the generic verb needs the host mapping (openucx/ucx PR #11571)",
+              f.call),
           "check that the Direct-NIC (data-direct) port is up (`ibv_devinfo`); use a UCX/NIXL release that matches the "
           "dmabuf mapping to the registration verb (openucx/ucx PR #11571), or turn DMA-BUF off in the library that "
           "failed (NCCL: NCCL_DMABUF_ENABLE=0) so that it registers through nvidia-peermem",
@@ -577,7 +589,8 @@ struct builder {
       return;
     }
     set(cause::unknown, false,
-        fmt::format("NCCL failed after a warning mrcheck has no rule for{}", f.err ? fmt::format(" ({})", errno_text(f.err)) : ""),
+        fmt::format("NCCL failed after a warning mrcheck has no rule for{}",
+                    f.err ? fmt::format(" ({})", errno_text(f.err)) : ""),
         "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV to see the failing call; run `mrcheck report` "
         "on that node",
         f.err ? k_tcp_fallback : std::string_view());
@@ -607,18 +620,22 @@ struct builder {
       case 12:  // RETRY_EXC_ERR
       case 13:  // RNR_RETRY_EXC_ERR
       case 20:  // RESP_TIMEOUT_ERR
-        summary = head + ": the peer stopped answering (its process died first, a link went down, or the fabric "
-                         "does not route between the ports)";
-        fix = "read the peer's log first (it often failed earlier), then check port state on both nodes (`mrcheck "
-              "report`, ibstat); on RoCE check NCCL_IB_GID_INDEX and NCCL_IB_TC";
+        summary = head +
+                  ": the peer stopped answering (its process died first, a link went down, or the fabric "
+                  "does not route between the ports)";
+        fix =
+            "read the peer's log first (it often failed earlier), then check port state on both nodes (`mrcheck "
+            "report`, ibstat); on RoCE check NCCL_IB_GID_INDEX and NCCL_IB_TC";
         break;
       case 4:   // LOC_PROT_ERR
       case 8:   // LOC_ACCESS_ERR
       case 10:  // REM_ACCESS_ERR
-        summary = head + ": a memory region was not accessible as registered (with GPU buffers: GPUDirect RDMA "
-                         "through nvidia_peermem/DMA-BUF not working)";
-        fix = "run `mrcheck probe mr --gpu` on both nodes; as an experiment NCCL_NET_GDR_LEVEL=LOC to take GPU "
-              "buffers off the wire";
+        summary = head +
+                  ": a memory region was not accessible as registered (with GPU buffers: GPUDirect RDMA "
+                  "through nvidia_peermem/DMA-BUF not working)";
+        fix =
+            "run `mrcheck probe mr --gpu` on both nodes; as an experiment NCCL_NET_GDR_LEVEL=LOC to take GPU "
+            "buffers off the wire";
         break;
       case 5:  // WR_FLUSH_ERR
         summary = head + ": the queue pair had already failed; this is a consequence of an earlier error";
@@ -702,12 +719,8 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
             "local rank) and no more tasks per node than GPUs",
             "");
       return finish(std::move(b.d), f);
-    case failure::kind::no_device:
-      b.no_device();
-      return finish(std::move(b.d), f);
-    case failure::kind::completion_error:
-      b.completion();
-      return finish(std::move(b.d), f);
+    case failure::kind::no_device: b.no_device(); return finish(std::move(b.d), f);
+    case failure::kind::completion_error: b.completion(); return finish(std::move(b.d), f);
     case failure::kind::system_error:
       b.set(cause::unknown, false,
             "NCCL reported a fatal error ('unhandled system error' or similar) but no preceding warning names the "
@@ -716,30 +729,17 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
             "`mrcheck probe mr` on the node",
             k_tcp_fallback);
       return finish(std::move(b.d), f);
-    case failure::kind::fatal_warning:
-      b.fatal_warning();
-      return finish(std::move(b.d), f);
-    case failure::kind::call:
-      break;
+    case failure::kind::fatal_warning: b.fatal_warning(); return finish(std::move(b.d), f);
+    case failure::kind::call: break;
   }
   b.errno_line();
   switch (f.err) {
-    case ENOMEM:
-      b.enomem();
-      break;
-    case EPERM:
-      b.eperm();
-      break;
-    case EFAULT:
-      b.efault();
-      break;
-    case EINVAL:
-      b.einval();
-      break;
+    case ENOMEM: b.enomem(); break;
+    case EPERM: b.eperm(); break;
+    case EFAULT: b.efault(); break;
+    case EINVAL: b.einval(); break;
     case EOPNOTSUPP:
-    case EPROTONOSUPPORT:
-      b.eopnotsupp();
-      break;
+    case EPROTONOSUPPORT: b.eopnotsupp(); break;
     case ENODEV:
     case ENXIO:
       if (!f.call.empty() && !is_device_lookup(f.call)) {
@@ -756,9 +756,7 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
       b.set(cause::unknown, false, fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)),
             "run `mrcheck report` and `mrcheck probe mr` on that node", k_tcp_fallback);
       break;
-    case k_kernel_enotsupp:
-      b.enotsupp_kernel();
-      break;
+    case k_kernel_enotsupp: b.enotsupp_kernel(); break;
     case 0:
       if (f.call == "fi_getinfo") {
         b.efa_not_found();
@@ -768,14 +766,14 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
         // NCCL prints no errno here; the device exists in sysfs but cannot be opened: /dev/infiniband missing or
         // not accessible (a container without --device=/dev/infiniband), or the provider library is absent.
         b.no_device();
-        b.d.summary = fmt::format("{} failed: the RDMA device is listed but cannot be opened (/dev/infiniband not "
-                                  "passed into the container, permissions, or no libibverbs provider for it)",
-                                  f.call);
+        b.d.summary = fmt::format(
+            "{} failed: the RDMA device is listed but cannot be opened (/dev/infiniband not "
+            "passed into the container, permissions, or no libibverbs provider for it)",
+            f.call);
         break;
       }
       b.limit_lines();
-      b.set(cause::unknown, false,
-            fmt::format("{} failed and the log does not say with which errno", call_or(f.call)),
+      b.set(cause::unknown, false, fmt::format("{} failed and the log does not say with which errno", call_or(f.call)),
             is_registration(f.call) || is_queue_call(f.call)
                 ? "run `mrcheck probe mr` as the job user on that node (registers memory the way NCCL does and "
                   "names the errno), or rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
@@ -843,7 +841,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
                                           out_of_tree ? " (out of tree)" : "");
     } else {
       e.kernel_stack = rdma_flavour::inbox;
-      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree" : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
+      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree"
+                                              : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
     }
   }
   bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
@@ -868,7 +867,8 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     e.rdma_core_version = second == std::string_view::npos ? std::string(v) : std::string(v.substr(second + 1));
     for (const auto& [sym, present] : lib.symbols) {
       if (sym.find("IBVERBS_1.8") != std::string::npos && sym.starts_with("ibv_reg_mr_iova2")) e.has_iova2 = present;
-      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr")) e.has_dmabuf_mr = present;
+      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr"))
+        e.has_dmabuf_mr = present;
     }
     if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
   }
@@ -884,8 +884,12 @@ rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* ver
 }
 
 void to_json(nlohmann::json& j, const diagnosis& d) {
-  j = nlohmann::json{{"cause", to_string(d.what)}, {"confirmed", d.confirmed}, {"summary", d.summary},
-                     {"evidence", d.evidence},     {"fix", d.fix},             {"fallback", d.fallback}};
+  j = nlohmann::json{{"cause", to_string(d.what)},
+                     {"confirmed", d.confirmed},
+                     {"summary", d.summary},
+                     {"evidence", d.evidence},
+                     {"fix", d.fix},
+                     {"fallback", d.fallback}};
 }
 
 }  // namespace mrcheck

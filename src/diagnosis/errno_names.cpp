@@ -154,8 +154,9 @@ constexpr errno_entry k_errno_table[] = {
 };
 
 // Aliases that print the same number on Linux.
-constexpr std::pair<std::string_view, int> k_errno_aliases[] = {
-    {"ENOTSUP", 95}, {"EWOULDBLOCK", 11}, {"EDEADLOCK", 35}};
+constexpr std::pair<std::string_view, int> k_errno_aliases[] = {{"ENOTSUP", 95},
+                                                                {"EWOULDBLOCK", 11},
+                                                                {"EDEADLOCK", 35}};
 
 bool iequal(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -164,14 +165,30 @@ bool iequal(std::string_view a, std::string_view b) {
 }
 
 constexpr std::string_view k_wc_status[] = {
-    "IBV_WC_SUCCESS",          "IBV_WC_LOC_LEN_ERR",         "IBV_WC_LOC_QP_OP_ERR",
-    "IBV_WC_LOC_EEC_OP_ERR",   "IBV_WC_LOC_PROT_ERR",        "IBV_WC_WR_FLUSH_ERR",
-    "IBV_WC_MW_BIND_ERR",      "IBV_WC_BAD_RESP_ERR",        "IBV_WC_LOC_ACCESS_ERR",
-    "IBV_WC_REM_INV_REQ_ERR",  "IBV_WC_REM_ACCESS_ERR",      "IBV_WC_REM_OP_ERR",
-    "IBV_WC_RETRY_EXC_ERR",    "IBV_WC_RNR_RETRY_EXC_ERR",   "IBV_WC_LOC_RDD_VIOL_ERR",
-    "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",     "IBV_WC_INV_EECN_ERR",
-    "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",          "IBV_WC_RESP_TIMEOUT_ERR",
-    "IBV_WC_GENERAL_ERR",      "IBV_WC_TM_ERR",              "IBV_WC_TM_RNDV_INCOMPLETE",
+    "IBV_WC_SUCCESS",
+    "IBV_WC_LOC_LEN_ERR",
+    "IBV_WC_LOC_QP_OP_ERR",
+    "IBV_WC_LOC_EEC_OP_ERR",
+    "IBV_WC_LOC_PROT_ERR",
+    "IBV_WC_WR_FLUSH_ERR",
+    "IBV_WC_MW_BIND_ERR",
+    "IBV_WC_BAD_RESP_ERR",
+    "IBV_WC_LOC_ACCESS_ERR",
+    "IBV_WC_REM_INV_REQ_ERR",
+    "IBV_WC_REM_ACCESS_ERR",
+    "IBV_WC_REM_OP_ERR",
+    "IBV_WC_RETRY_EXC_ERR",
+    "IBV_WC_RNR_RETRY_EXC_ERR",
+    "IBV_WC_LOC_RDD_VIOL_ERR",
+    "IBV_WC_REM_INV_RD_REQ_ERR",
+    "IBV_WC_REM_ABORT_ERR",
+    "IBV_WC_INV_EECN_ERR",
+    "IBV_WC_INV_EEC_STATE_ERR",
+    "IBV_WC_FATAL_ERR",
+    "IBV_WC_RESP_TIMEOUT_ERR",
+    "IBV_WC_GENERAL_ERR",
+    "IBV_WC_TM_ERR",
+    "IBV_WC_TM_RNDV_INCOMPLETE",
 };
 
 }  // namespace

@@ -45,7 +45,8 @@ std::string title(const failure& f) {
   }
   std::string call = f.call.empty() ? "memory registration" : f.call;
   if (f.transport == "ofi") call = "NET/OFI " + call;
-  if (f.transport == "libfabric") call = fmt::format("libfabric{} {}", f.provider.empty() ? "" : " " + f.provider, call);
+  if (f.transport == "libfabric")
+    call = fmt::format("libfabric{} {}", f.provider.empty() ? "" : " " + f.provider, call);
   if (f.transport == "kernel") call = fmt::format("kernel {} {}", f.provider, call);
   if (f.transport == "ucx") call = "UCX " + call;
   if (f.err == 0) return fmt::format("{} failed (the log gives no errno)", call);
@@ -119,13 +120,16 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
 // Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/container/runtime.cpp),
 // then the cgroup names of pid 1 for runtimes that leave no marker.
 void container_evidence(const sysroot& root, node_evidence& e) {
-  runtime_guess g = guess_runtime(signs_from_root(root, root.is_host() ? current_environment() : std::vector<std::string>{}));
+  runtime_guess g = guess_runtime(
+      signs_from_root(root, root.is_host() ? current_environment() : std::vector<std::string>{}));
   bool container = g.runtime != container_runtime::none;
   if (!container) {
     if (auto cg = root.read("/proc/1/cgroup", 64 * 1024)) {
       container = cg->find("docker") != std::string::npos || cg->find("kubepods") != std::string::npos ||
                   cg->find("containerd") != std::string::npos || cg->find("libpod") != std::string::npos;
-      if (container) g.runtime = cg->find("kubepods") != std::string::npos ? container_runtime::kubernetes : container_runtime::unknown;
+      if (container)
+        g.runtime = cg->find("kubepods") != std::string::npos ? container_runtime::kubernetes
+                                                              : container_runtime::unknown;
     }
   }
   e.in_container = container;
@@ -160,8 +164,9 @@ std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_
       f.diag = diagnose(g->what, partial);
       f.diag.confirmed = false;
       if (partial.memlock_soft) {
-        f.diag.evidence.push_back("srun passes this shell's soft limit to the tasks unless slurm.conf has "
-                                  "PropagateResourceLimitsExcept=MEMLOCK");
+        f.diag.evidence.push_back(
+            "srun passes this shell's soft limit to the tasks unless slurm.conf has "
+            "PropagateResourceLimitsExcept=MEMLOCK");
       }
       f.diag.evidence.push_back(fmt::format(
           "node facts are from {}, the failures from {}: run `mrcheck explain` there, or pass --root with a "
@@ -174,10 +179,9 @@ std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_
     if ((g->what.what == failure::kind::system_error || g->what.what == failure::kind::fatal_warning) &&
         !g->context.empty()) {
       for (const auto& w : g->context) {
-        f.diag.evidence.push_back("preceding NCCL WARN: " + w +
-                                  (w.find("libibverbs") != std::string::npos
-                                       ? " (no RDMA user space: NCCL would use TCP sockets)"
-                                       : ""));
+        f.diag.evidence.push_back(
+            "preceding NCCL WARN: " + w +
+            (w.find("libibverbs") != std::string::npos ? " (no RDMA user space: NCCL would use TCP sockets)" : ""));
       }
     }
     out.push_back(std::move(f));
@@ -191,7 +195,8 @@ std::string findings_to_text(const std::vector<finding>& findings, std::string_v
   out += fmt::format("mrcheck: explain: {}: {} NCCL failure{} in {} lines", source, findings.size(),
                      findings.size() == 1 ? "" : "s", scanner.lines());
   if (scanner.truncated_lines()) out += fmt::format(" ({} over-long lines cut at 64 KiB)", scanner.truncated_lines());
-  if (scanner.dropped_events()) out += fmt::format(" ({} failures beyond the group limit not shown)", scanner.dropped_events());
+  if (scanner.dropped_events())
+    out += fmt::format(" ({} failures beyond the group limit not shown)", scanner.dropped_events());
   out += '\n';
   int n = 0;
   for (const finding& f : findings) {
@@ -212,7 +217,8 @@ std::string findings_to_text(const std::vector<finding>& findings, std::string_v
     for (std::size_t i = 0; i < g.lines.size() && i < 8; ++i) lines += (i ? "," : "") + std::to_string(g.lines[i]);
     if (g.count > 8) lines += ",...";
     where += fmt::format("; line{} {}", g.count == 1 ? "" : "s", lines);
-    if (g.consequences) where += fmt::format("; {} follow-up error line{}", g.consequences, g.consequences == 1 ? "" : "s");
+    if (g.consequences)
+      where += fmt::format("; {} follow-up error line{}", g.consequences, g.consequences == 1 ? "" : "s");
     out += fmt::format("   seen:     {}\n", where);
     out += fmt::format("   log:      {}\n", g.example);
     out += fmt::format("   why:      {}\n", d.summary);
@@ -246,7 +252,7 @@ nlohmann::json findings_to_json(const std::vector<finding>& findings, std::strin
     j["call"] = g.what.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.call);
     j["errno"] = g.what.err ? nlohmann::json(g.what.err) : nlohmann::json(nullptr);
     j["errno_name"] = g.what.err && !errno_name(g.what.err).empty() ? nlohmann::json(errno_name(g.what.err))
-                                                                   : nlohmann::json(nullptr);
+                                                                    : nlohmann::json(nullptr);
     j["wc_status"] = g.what.wc_status ? nlohmann::json(*g.what.wc_status) : nlohmann::json(nullptr);
     j["count"] = g.count;
     j["lines"] = g.lines;

@@ -6,13 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <unistd.h>
 
 namespace mrcheck {
 
@@ -78,8 +78,8 @@ bool skip_iso_timestamp(std::string_view& s) {
   std::size_t i = 10;
   if (i + 1 < s.size() && (s[i] == 'T' || s[i] == ' ') && is_digit(s[i + 1])) {
     ++i;
-    while (i < s.size() && (is_digit(s[i]) || s[i] == ':' || s[i] == '.' || s[i] == ',' || s[i] == 'Z' ||
-                            s[i] == '+' || s[i] == '-')) {
+    while (i < s.size() &&
+           (is_digit(s[i]) || s[i] == ':' || s[i] == '.' || s[i] == ',' || s[i] == 'Z' || s[i] == '+' || s[i] == '-')) {
       ++i;
     }
   }
@@ -106,8 +106,8 @@ prefix_info strip_prefixes(std::string_view s) {
         std::string_view inside = s.substr(1, close - 1);
         std::string_view after = s.substr(close + 1);
         // OpenMPI --tag-output: "[1,3]<stdout>:"
-        if (std::size_t comma = inside.find(','); comma != std::string_view::npos &&
-                                                  (after.starts_with("<stdout>:") || after.starts_with("<stderr>:"))) {
+        if (std::size_t comma = inside.find(',');
+            comma != std::string_view::npos && (after.starts_with("<stdout>:") || after.starts_with("<stderr>:"))) {
           std::string_view r = inside.substr(comma + 1);
           if (auto v = take_number(r); v && r.empty()) p.rank = static_cast<int>(*v);
           s = after.substr(9);
@@ -119,10 +119,11 @@ prefix_info strip_prefixes(std::string_view s) {
           continue;
         }
         bool stamp = !inside.empty() && is_digit(inside.front()) &&
-                     std::all_of(inside.begin(), inside.end(), [](char c) {
-                       return is_digit(c) || c == '-' || c == ':' || c == '.' || c == ' ' || c == 'T' || c == ',' ||
-                              c == '+' || c == 'Z' || c == '/';
-                     }) &&
+                     std::all_of(inside.begin(), inside.end(),
+                                 [](char c) {
+                                   return is_digit(c) || c == '-' || c == ':' || c == '.' || c == ' ' || c == 'T' ||
+                                          c == ',' || c == '+' || c == 'Z' || c == '/';
+                                 }) &&
                      inside.find_first_of(":.-") != std::string_view::npos;
         if (stamp) {
           s = after;
@@ -268,9 +269,9 @@ std::string quoted(std::string_view s) {
 
 // libfabric's log prefix "libfabric:PID:TS:DOMAIN:PROV:SUBSYS:FUNC():LINE<warn> " (1.9 printed no TS/DOMAIN).
 std::string libfabric_provider(std::string_view head) {
-  for (std::string_view p : {std::string_view("efa"), std::string_view("verbs"), std::string_view("tcp"),
-                             std::string_view("shm"), std::string_view("psm3"), std::string_view("cxi"),
-                             std::string_view("ucx"), std::string_view("sockets")}) {
+  for (std::string_view p :
+       {std::string_view("efa"), std::string_view("verbs"), std::string_view("tcp"), std::string_view("shm"),
+        std::string_view("psm3"), std::string_view("cxi"), std::string_view("ucx"), std::string_view("sockets")}) {
     std::string key = fmt::format(":{}:", p);
     if (contains(head, key)) return std::string(p);
   }
@@ -313,9 +314,15 @@ bool parse_net_ofi(std::string_view msg, failure& f) {
     std::string_view call;
   };
   constexpr step k_steps[] = {
-      {"register memory", "fi_mr_regattr"}, {"enable endpoint", "fi_enable"}, {"open AV", "fi_av_open"},
-      {"open CQ", "fi_cq_open"},           {"allocate endpoint", "fi_endpoint"}, {"new endpoint", "fi_endpoint"},
-      {"open domain", "fi_domain"},        {"open fabric", "fi_fabric"},         {"fi_getinfo", "fi_getinfo"},
+      {"register memory", "fi_mr_regattr"},
+      {"enable endpoint", "fi_enable"},
+      {"open AV", "fi_av_open"},
+      {"open CQ", "fi_cq_open"},
+      {"allocate endpoint", "fi_endpoint"},
+      {"new endpoint", "fi_endpoint"},
+      {"open domain", "fi_domain"},
+      {"open fabric", "fi_fabric"},
+      {"fi_getinfo", "fi_getinfo"},
       {"optimal provider", "fi_getinfo"},
   };
   for (const step& s : k_steps) {
@@ -630,7 +637,8 @@ const nccl_event* nccl_log_scanner::promote(std::size_t index) {
   // Further WARNs of the same thread are the same failure told again ("Failed to CUDA calloc N bytes").
   std::uint64_t echoes = 0;
   if (!w.thread.empty()) {
-    echoes = static_cast<std::uint64_t>(std::erase_if(recent_warn_, [&](const pending_warn& p) { return p.thread == w.thread; }));
+    echoes = static_cast<std::uint64_t>(
+        std::erase_if(recent_warn_, [&](const pending_warn& p) { return p.thread == w.thread; }));
   }
   fill_rank(w.event);
   promoted_ = w.event;

@@ -17,13 +17,14 @@ namespace {
 
 // The RDMA families of docs/transports.md: mlx5, EFA (efa), Intel E800 (irdma), Broadcom (bnxt_re on bnxt_en),
 // AMD Pensando (ionic_rdma on ionic), and the soft devices rxe (rdma_rxe) and siw.
-constexpr const char* k_modules[] = {"ib_core", "mlx5_core", "mlx5_ib",    "nvidia",  "nvidia_peermem",
-                                     "nv_peer_mem", "efa",   "irdma",     "bnxt_re", "bnxt_en",
-                                     "ionic",   "ionic_rdma", "rdma_rxe", "siw"};
+constexpr const char* k_modules[] = {"ib_core",     "mlx5_core",  "mlx5_ib",  "nvidia",  "nvidia_peermem",
+                                     "nv_peer_mem", "efa",        "irdma",    "bnxt_re", "bnxt_en",
+                                     "ionic",       "ionic_rdma", "rdma_rxe", "siw"};
 
 // Where rdma-core installs its providers (libibverbs/lib<name>-rdmav<N>.so; rdma-core buildlib/provider.cmake).
-constexpr const char* k_provider_dirs[] = {"/usr/lib/x86_64-linux-gnu/libibverbs", "/usr/lib/aarch64-linux-gnu/libibverbs",
-                                           "/usr/lib64/libibverbs", "/usr/lib/libibverbs"};
+constexpr const char* k_provider_dirs[] = {"/usr/lib/x86_64-linux-gnu/libibverbs",
+                                           "/usr/lib/aarch64-linux-gnu/libibverbs", "/usr/lib64/libibverbs",
+                                           "/usr/lib/libibverbs"};
 
 // Only these settings of the start pid's environment are kept: the rest of an environment may hold secrets.
 bool net_env_name(std::string_view name) {
@@ -139,7 +140,8 @@ result<nvidia_driver_fact> read_nvidia(const sysroot& root, const std::map<std::
       f.note = fmt::format("from /sys/module/nvidia ({})", text.error().message());
       return f;
     }
-    if (text.error().err() == ENOENT) return status::error("no NVIDIA driver loaded (/proc/driver/nvidia/version absent)");
+    if (text.error().err() == ENOENT)
+      return status::error("no NVIDIA driver loaded (/proc/driver/nvidia/version absent)");
     return text.error();
   }
   auto f = parse_nvidia_version(*text);
@@ -242,8 +244,8 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
     auto p = read_process(root, *pid);
     if (!p) return status::error(fmt::format("{} names pid {}, which is not running (stale pid file)", c, *pid));
     if (!is_slurm_daemon(p->comm, "slurmd")) {
-      return status::error(fmt::format("{} names pid {} ('{}'), not slurmd (stale pid file)", c, *pid,
-                                       escape_line(p->comm, 32)));
+      return status::error(
+          fmt::format("{} names pid {} ('{}'), not slurmd (stale pid file)", c, *pid, escape_line(p->comm, 32)));
     }
     return p;
   }
@@ -315,8 +317,9 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
   bool have_recorded = false;
   if (root.is_host()) {
     if (opts.load_libraries) {
-      f.libibverbs = load_library(opts.verbs_library, {"ibv_get_device_list@IBVERBS_1.1", "ibv_reg_mr_iova2@IBVERBS_1.8",
-                                                       "ibv_reg_dmabuf_mr@IBVERBS_1.12"});
+      f.libibverbs = load_library(opts.verbs_library,
+                                  {"ibv_get_device_list@IBVERBS_1.1", "ibv_reg_mr_iova2@IBVERBS_1.8",
+                                   "ibv_reg_dmabuf_mr@IBVERBS_1.12"});
       library_fact cuda;
       f.cuda_driver_version = call_version("libcuda.so.1", "cuDriverGetVersion", &cuda);
       f.libcuda = cuda.path.empty() && !f.cuda_driver_version ? result<library_fact>(f.cuda_driver_version.error())

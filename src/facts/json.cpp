@@ -122,7 +122,9 @@ void to_json(json& j, const node_facts& f) {
     return json{{"source", p.source},
                 {"libibverbs_package", p.libibverbs_package},
                 {"libibverbs_version", p.libibverbs_version},
-                {"flavour", p.libibverbs_package.empty() ? "unknown" : p.ofed ? "ofed" : "distribution"},
+                {"flavour", p.libibverbs_package.empty() ? "unknown"
+                            : p.ofed                     ? "ofed"
+                                                         : "distribution"},
                 {"libfabric_version", p.libfabric_version},
                 {"ofi_nccl_version", p.ofi_nccl_version}};
   });

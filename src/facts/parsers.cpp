@@ -96,8 +96,8 @@ result<std::vector<pci_resource>> parse_pci_resources(std::string_view resource_
     auto t = tokens(line);
     pci_resource r;
     if (t.size() != 3 || !parse_hex(t[0], r.start) || !parse_hex(t[1], r.end) || !parse_hex(t[2], r.flags)) {
-      err = status::error(fmt::format("resource line {}: expected 'start end flags' in hex, got '{}'", n - 1,
-                                      escape_line(line, 80)));
+      err = status::error(
+          fmt::format("resource line {}: expected 'start end flags' in hex, got '{}'", n - 1, escape_line(line, 80)));
       return false;
     }
     out.push_back(r);
@@ -152,7 +152,8 @@ result<hugepages_fact> parse_meminfo(std::string_view meminfo) {
       return true;
     }
     std::uint64_t v = 0;
-    if (t.empty() || !parse_dec(t[0], v) || (kib && (t.size() < 2 || t[1] != "kB")) || (kib && v > (UINT64_MAX >> 10))) {
+    if (t.empty() || !parse_dec(t[0], v) || (kib && (t.size() < 2 || t[1] != "kB")) ||
+        (kib && v > (UINT64_MAX >> 10))) {
       err = status::error(fmt::format("meminfo: bad line '{}'", escape_line(line, 80)));
       return false;
     }
@@ -169,7 +170,8 @@ result<nvidia_driver_fact> parse_nvidia_version(std::string_view version_file) {
   std::string_view first = version_file.substr(0, version_file.find('\n'));
   first = trim(first);
   if (!first.starts_with("NVRM version:")) {
-    return status::error(fmt::format("nvidia version: first line is not 'NVRM version: ...': '{}'", escape_line(first, 80)));
+    return status::error(
+        fmt::format("nvidia version: first line is not 'NVRM version: ...': '{}'", escape_line(first, 80)));
   }
   nvidia_driver_fact f;
   f.raw = escape_line(first, 200);
@@ -222,7 +224,8 @@ std::string library_version_from_path(std::string_view path) {
   auto so = base.find(".so.");
   if (so == std::string_view::npos) return "";
   std::string_view v = base.substr(so + 4);
-  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); })) {
+  if (v.empty() || !std::all_of(v.begin(), v.end(),
+                                [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); })) {
     return "";
   }
   return std::string(v);
@@ -301,7 +304,8 @@ result<rdma_packages_fact> parse_dpkg_rdma(std::string_view text, std::string so
     } else if (line.starts_with("Version:")) {
       version = trim(line.substr(8));
     } else if (line.starts_with("Status:")) {
-      installed = line.find(" installed") != std::string_view::npos && line.find("not-installed") == std::string_view::npos;
+      installed = line.find(" installed") != std::string_view::npos &&
+                  line.find("not-installed") == std::string_view::npos;
     }
     return true;
   });
@@ -346,7 +350,8 @@ result<efa_installer_fact> parse_efa_installer(std::string_view text) {
     if (line.starts_with("#")) return true;
     for (std::string_view t : tokens(line)) {
       for (std::string_view name : {std::string_view("libfabric1-aws"), std::string_view("libfabric-aws")}) {
-        if (std::string v = package_version(t, name); !v.empty() && f.libfabric_version.empty()) f.libfabric_version = v;
+        if (std::string v = package_version(t, name); !v.empty() && f.libfabric_version.empty())
+          f.libfabric_version = v;
       }
       for (std::string_view name : {std::string_view("aws-ofi-nccl"), std::string_view("libnccl-ofi")}) {
         if (std::string v = package_version(t, name); !v.empty() && f.ofi_nccl_version.empty()) f.ofi_nccl_version = v;

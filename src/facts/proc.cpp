@@ -149,7 +149,8 @@ result<process_fact> read_process(const sysroot& root, pid_t pid) {
   auto limits = root.read(fmt::format("/proc/{}/limits", pid), 64 * 1024);
   if (limits) {
     auto m = parse_memlock_from_limits(*limits);
-    p.memlock = m ? result<memlock_limit>(*m) : result<memlock_limit>(m.error().with_context(fmt::format("/proc/{}", pid)));
+    p.memlock = m ? result<memlock_limit>(*m)
+                  : result<memlock_limit>(m.error().with_context(fmt::format("/proc/{}", pid)));
   } else {
     p.memlock = limits.error();
   }

@@ -18,13 +18,13 @@ namespace {
 class posix_rlimit_ops final : public rlimit_ops {
  public:
   result<memlock_limit> get() override {
-    struct rlimit r{};
+    struct rlimit r {};
     if (getrlimit(RLIMIT_MEMLOCK, &r) != 0) return status::from_errno("getrlimit(RLIMIT_MEMLOCK)", errno);
     return memlock_limit{r.rlim_cur == RLIM_INFINITY ? k_unlimited : r.rlim_cur,
                          r.rlim_max == RLIM_INFINITY ? k_unlimited : r.rlim_max};
   }
   status set(const memlock_limit& l) override {
-    struct rlimit r{};
+    struct rlimit r {};
     r.rlim_cur = l.soft == k_unlimited ? RLIM_INFINITY : l.soft;
     r.rlim_max = l.hard == k_unlimited ? RLIM_INFINITY : l.hard;
     if (setrlimit(RLIMIT_MEMLOCK, &r) != 0) {
@@ -90,10 +90,9 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
     }
   }
   if (e.start.soft < required && e.problem.empty()) {
-    e.problem = e.hard_refused
-                    ? fmt::format("cannot enforce: slurmstepd lacks CAP_SYS_RESOURCE (hard limit {})",
-                                  format_bytes(e.before.hard))
-                    : fmt::format("cannot enforce: the limit stays at {}", show(e.start));
+    e.problem = e.hard_refused ? fmt::format("cannot enforce: slurmstepd lacks CAP_SYS_RESOURCE (hard limit {})",
+                                             format_bytes(e.before.hard))
+                               : fmt::format("cannot enforce: the limit stays at {}", show(e.start));
   } else if (!e.problem.empty()) {
     e.problem = "cannot enforce: " + e.problem;
   }
@@ -106,15 +105,17 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
   if (o.later && o.at_exec && o.later->soft < o.at_exec->soft) {
     c.result = o.later->soft < required ? verdict::fail : verdict::warn;
     if (o.batch_step) {
-      c.summary = fmt::format("the job script lowered its own memlock after it started: {} (at start: {}); every srun "
-                              "in it propagates that",
-                              show(*o.later), show(*o.at_exec));
+      c.summary = fmt::format(
+          "the job script lowered its own memlock after it started: {} (at start: {}); every srun "
+          "in it propagates that",
+          show(*o.later), show(*o.at_exec));
       c.hint = "remove or raise `ulimit -l` in the job script";
       return c;
     }
-    c.summary = fmt::format("the task's own program ({}) lowered memlock after exec to {} (at exec: {}): a wrapper's "
-                            "`ulimit -l`",
-                            escape_line(o.later_comm, 32), show(*o.later), show(*o.at_exec));
+    c.summary = fmt::format(
+        "the task's own program ({}) lowered memlock after exec to {} (at exec: {}): a wrapper's "
+        "`ulimit -l`",
+        escape_line(o.later_comm, 32), show(*o.later), show(*o.at_exec));
     c.hint = "remove `ulimit -l` from the wrapper or launcher script";
     return c;
   }
@@ -122,27 +123,31 @@ std::optional<check_result> judge_post_exec(const post_exec_observation& o, std:
   if (o.at_exec->soft >= o.predicted.soft && o.at_exec->soft >= required) return std::nullopt;  // raised: harmless
   c.result = o.at_exec->soft < required ? verdict::fail : verdict::warn;
   if (!o.task_prolog.empty()) {
-    c.summary = fmt::format("TaskProlog {} overrode memlock: the task runs with {} after exec, not the predicted {} "
-                            "(a TaskProlog that exports SLURM_RLIMIT_MEMLOCK runs after the plugin)",
-                            escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
+    c.summary = fmt::format(
+        "TaskProlog {} overrode memlock: the task runs with {} after exec, not the predicted {} "
+        "(a TaskProlog that exports SLURM_RLIMIT_MEMLOCK runs after the plugin)",
+        escape_line(o.task_prolog, 128), show(*o.at_exec), show(o.predicted));
     c.hint = fmt::format("remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog {}", escape_line(o.task_prolog, 128));
   } else if (o.batch_step) {
     // A job script that starts with `ulimit -l` can do it before the watcher's first look (Slurm 26.05 starts the
     // batch script sooner after the plugin than 22.05 did): at_exec already has the script's own limit.
-    c.summary = fmt::format("the job script lowered its own memlock after it started: {} (predicted at start: {}), "
-                            "or a SPANK plugin after mrcheck exported SLURM_RLIMIT_MEMLOCK; every srun in it "
-                            "propagates that",
-                            show(*o.at_exec), show(o.predicted));
+    c.summary = fmt::format(
+        "the job script lowered its own memlock after it started: {} (predicted at start: {}), "
+        "or a SPANK plugin after mrcheck exported SLURM_RLIMIT_MEMLOCK; every srun in it "
+        "propagates that",
+        show(*o.at_exec), show(o.predicted));
     c.hint = "remove or raise `ulimit -l` in the job script";
   } else {
     // The watcher first sees the task just after exec; a wrapper's `ulimit -l` in its first moments looks the
     // same as an override before exec, so both are named.
-    c.summary = fmt::format("memlock changed after the plugin: the task runs with {}, not the predicted {} (a "
-                            "wrapper's `ulimit -l` right after exec, or another SPANK plugin that exports "
-                            "SLURM_RLIMIT_MEMLOCK)",
-                            show(*o.at_exec), show(o.predicted));
-    c.hint = "remove `ulimit -l` from the wrapper or launcher script, or find what exports SLURM_RLIMIT_MEMLOCK "
-             "after the plugin";
+    c.summary = fmt::format(
+        "memlock changed after the plugin: the task runs with {}, not the predicted {} (a "
+        "wrapper's `ulimit -l` right after exec, or another SPANK plugin that exports "
+        "SLURM_RLIMIT_MEMLOCK)",
+        show(*o.at_exec), show(o.predicted));
+    c.hint =
+        "remove `ulimit -l` from the wrapper or launcher script, or find what exports SLURM_RLIMIT_MEMLOCK "
+        "after the plugin";
   }
   return c;
 }

@@ -99,8 +99,8 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
                          const std::string& host, node_state& st) {
   st.step_read = true;
   st.step_conf = read_slurm_conf_facts(root, slurm_conf_path);
-  std::string pid_file =
-      expand_slurmd_pid_file(st.step_conf ? st.step_conf->slurmd_pid_file : "/run/slurmd.pid", node, host);
+  std::string pid_file = expand_slurmd_pid_file(st.step_conf ? st.step_conf->slurmd_pid_file : "/run/slurmd.pid", node,
+                                                host);
   auto pid_text = root.read_value(pid_file);
   if (!pid_text) {
     st.step_slurmd = pid_text.error().with_context("slurmd pid file");
@@ -117,15 +117,15 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
   if (!proc) {
     st.step_slurmd = proc.error();
   } else if (!is_slurm_daemon(proc->comm, "slurmd")) {
-    st.step_slurmd = status::error(fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file,
-                                               escape_line(proc->comm, 32)));
+    st.step_slurmd = status::error(
+        fmt::format("pid {} from {} is '{}', not slurmd (stale pid file)", pid, pid_file, escape_line(proc->comm, 32)));
   } else {
     st.step_slurmd = std::move(*proc);
   }
 }
 
-std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root,
-                                           rlimit_ops& ops, node_state& st) {
+std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root, rlimit_ops& ops,
+                                           node_state& st) {
   auto g = effective_checks(c, t.request);
   if (!g) {
     st.request_problem = g.error().message();
@@ -180,8 +180,8 @@ probe_budget plan_probe_budget(const config& c, const check_groups& g, const res
         "UnkillableStepTimeout={} s: a step cancelled while they run would drain the node; they are cut to {} s "
         "in total (lower probe_timeout/nccl_timeout or raise UnkillableStepTimeout)",
         b.total.count() / 1000, c.probe_timeout.count() / 1000,
-        g.nccl ? fmt::format(" + nccl_timeout {} s", c.nccl_timeout.count() / 1000) : std::string(),
-        unkillable.count(), limit.count() / 1000);
+        g.nccl ? fmt::format(" + nccl_timeout {} s", c.nccl_timeout.count() / 1000) : std::string(), unkillable.count(),
+        limit.count() / 1000);
     b.total = limit;
   }
   return b;
@@ -191,11 +191,15 @@ namespace {
 
 bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_", "CUDA_", "NVIDIA_", "IBV_", "RDMAV_",
-                                                     "MLX4_", "MLX5_", "MRCHECK_FAKE_IBV_"};
+constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_",  "CUDA_", "NVIDIA_", "IBV_",
+                                                     "RDMAV_", "MLX4_", "MLX5_",   "MRCHECK_FAKE_IBV_"};
 // SLURM_RLIMIT_MEMLOCK only for the probe's explanation of where its limit came from (its limits are set by us).
-constexpr std::string_view k_probe_env_names[] = {"HOME",          "SLURM_JOB_ID",        "SLURM_STEP_ID",
-                                                  "SLURM_NODEID",  "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+constexpr std::string_view k_probe_env_names[] = {"HOME",
+                                                  "SLURM_JOB_ID",
+                                                  "SLURM_STEP_ID",
+                                                  "SLURM_NODEID",
+                                                  "SLURM_STEP_NODELIST",
+                                                  "SLURM_JOB_NODELIST",
                                                   "SLURM_RLIMIT_MEMLOCK"};
 constexpr std::string_view k_mr_ids[] = {"mr_host", "mr_gpu", "dmabuf"};
 constexpr std::string_view k_nccl_ids[] = {"nccl_pair"};
@@ -253,7 +257,8 @@ std::vector<std::string> probe_environment(const std::vector<std::string>& job_e
     std::string_view value(e.data() + eq + 1, e.size() - eq - 1);
     bool keep = std::any_of(std::begin(k_probe_env_prefixes), std::end(k_probe_env_prefixes),
                             [&](std::string_view p) { return has_prefix(key, p); }) ||
-                std::find(std::begin(k_probe_env_names), std::end(k_probe_env_names), key) != std::end(k_probe_env_names);
+                std::find(std::begin(k_probe_env_names), std::end(k_probe_env_names), key) !=
+                    std::end(k_probe_env_names);
     // NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN, ...: a name is looked up in the system's library path; a path would load
     // a file of the user's into the probe.
     if (keep && has_prefix(key, "NCCL_") && key.ends_with("PLUGIN") && value.find('/') != std::string_view::npos) {
@@ -276,14 +281,18 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
   };
   auto sh = std::make_shared<shared>();
   sh->deadline = clock::now() + budget;
-  return [c, sh, stopped](const std::string& group, const task_facts& t, const memlock_limit& limits) -> std::vector<check_result> {
+  return [c, sh, stopped](const std::string& group, const task_facts& t,
+                          const memlock_limit& limits) -> std::vector<check_result> {
     check_result r;
     r.id = group;
     r.result = verdict::error;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(sh->deadline - clock::now());
     if (sh->stopped || left.count() <= 0) {
-      r.summary = sh->stopped ? fmt::format("probe {} not run: the previous probe was killed from outside (the step is ending)", group)
-                              : fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up", group);
+      r.summary = sh->stopped
+                      ? fmt::format("probe {} not run: the previous probe was killed from outside (the step is ending)",
+                                    group)
+                      : fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up",
+                                    group);
       return {r};
     }
     child_spec spec;
@@ -296,8 +305,8 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
       // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
       const std::chrono::milliseconds outer = std::min<std::chrono::milliseconds>(c.probe_timeout, left);
       const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
-      const std::chrono::milliseconds inner =
-          outer > 2 * margin ? outer - margin : std::max(outer / 2, std::chrono::milliseconds(1));
+      const std::chrono::milliseconds inner = outer > 2 * margin ? outer - margin
+                                                                 : std::max(outer / 2, std::chrono::milliseconds(1));
       spec.argv.push_back("--timeout");
       spec.argv.push_back(fmt::format("{}ms", inner.count()));
     }
@@ -324,7 +333,8 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
       if (out->timed_out || out->signaled) r.result = verdict::fail;
       std::string err = escape_line(out->err.substr(out->err.size() > 300 ? out->err.size() - 300 : 0), 300);
       r.summary = fmt::format("probe {} ({}) {}{}{}{}", group, escape_line(c.helper_path(), 128), out->describe(),
-                              out->left_behind ? fmt::format(" ({} process(es) it started killed)", out->left_behind) : "",
+                              out->left_behind ? fmt::format(" ({} process(es) it started killed)", out->left_behind)
+                                               : "",
                               err.empty() ? "" : ": ", err);
       return {r};
     }
@@ -367,10 +377,11 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
                                          who, format_bytes(st.required)));
       for (auto& l : chain_table_lines(st.prediction)) v.user_lines.push_back(std::move(l));
       if (st.enf) {
-        v.user_lines.push_back(fmt::format("mrcheck: memlock: enforce=yes: process soft {} hard {} -> soft {} hard {}{}",
-                                           format_bytes(st.enf->before.soft), format_bytes(st.enf->before.hard),
-                                           format_bytes(st.enf->after.soft), format_bytes(st.enf->after.hard),
-                                           st.enf->env_value ? ", SLURM_RLIMIT_MEMLOCK=" + *st.enf->env_value : ""));
+        v.user_lines.push_back(
+            fmt::format("mrcheck: memlock: enforce=yes: process soft {} hard {} -> soft {} hard {}{}",
+                        format_bytes(st.enf->before.soft), format_bytes(st.enf->before.hard),
+                        format_bytes(st.enf->after.soft), format_bytes(st.enf->after.hard),
+                        st.enf->env_value ? ", SLURM_RLIMIT_MEMLOCK=" + *st.enf->env_value : ""));
       }
       for (const auto& ch : v.rep.checks) {
         if (ch.result == verdict::pass || ch.result == verdict::skip) {
@@ -386,14 +397,16 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
                                          std::string_view(st.request_problem).substr(0, 200)));
     }
     if (!st.conf_problem.empty()) {
-      v.user_lines.push_back(fmt::format("mrcheck: ERROR: plugin configuration: {}", escape_line(st.conf_problem, 300)));
+      v.user_lines.push_back(
+          fmt::format("mrcheck: ERROR: plugin configuration: {}", escape_line(st.conf_problem, 300)));
     }
     for (auto& l : failure_lines(v.rep)) v.user_lines.push_back(escape_line(l, 1500));
   }
   for (const auto& ch : v.rep.checks) {
     if (first || ch.result != verdict::pass) {
-      v.admin_lines.push_back(fmt::format("mrcheck: {}: {}: job {} step {} task {}: {}", escape_line(ch.id, 32), to_string(ch.result),
-                                          t.job_id, t.step_id, t.local_task_id, escape_line(ch.summary, 600)));
+      v.admin_lines.push_back(fmt::format("mrcheck: {}: {}: job {} step {} task {}: {}", escape_line(ch.id, 32),
+                                          to_string(ch.result), t.job_id, t.step_id, t.local_task_id,
+                                          escape_line(ch.summary, 600)));
     }
   }
   if (first && (st.checks.mr || st.checks.nccl)) {

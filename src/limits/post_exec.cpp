@@ -53,7 +53,8 @@ exec_image image_of(const std::string& proc_dir) {
   if (fd >= 0) {
     char buf[1024];
     ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && im.auxv.size() < 8192) im.auxv.append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && im.auxv.size() < 8192)
+      im.auxv.append(buf, static_cast<std::size_t>(n));
     ::close(fd);
     im.read = im.read || !im.auxv.empty();
   }
@@ -87,9 +88,13 @@ void write_all(int fd, std::string_view s) {
 // True when it exited.
 bool wait_exit(int pidfd, std::chrono::microseconds d) {
   if (pidfd >= 0) {
-    struct pollfd p{pidfd, POLLIN, 0};
+    struct pollfd p {
+      pidfd, POLLIN, 0
+    };
     auto us = d.count();
-    struct timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+    struct timespec ts {
+      static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)
+    };
     int rc = ::ppoll(&p, 1, &ts, nullptr);
     return rc > 0;
   }

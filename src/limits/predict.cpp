@@ -18,7 +18,8 @@ namespace {
 // still in force); nullopt when the recorded chain does not show one.
 std::optional<std::size_t> lowering_hop(const submit_record& r) {
   std::vector<std::optional<std::uint64_t>> soft;
-  for (const auto& h : r.chain) soft.push_back(h.memlock ? std::optional<std::uint64_t>(h.memlock->soft) : std::nullopt);
+  for (const auto& h : r.chain)
+    soft.push_back(h.memlock ? std::optional<std::uint64_t>(h.memlock->soft) : std::nullopt);
   return pick_lowering_hop(soft);
 }
 
@@ -66,8 +67,7 @@ std::vector<const process_fact*> stepd_part(const memlock_inputs& in) {
 void name_submit_hop(memlock_prediction& p, const memlock_inputs& in) {
   const auto& prop = *p.propagated;
   std::string sent = fmt::format("SLURM_RLIMIT_MEMLOCK={}{}", prop.user_requested ? "U" : "", prop.value);
-  std::string how = prop.user_requested ? std::string("srun --propagate asked for it")
-                                        : p.propagate_setting_text;
+  std::string how = prop.user_requested ? std::string("srun --propagate asked for it") : p.propagate_setting_text;
   if (p.submit) {
     const auto& r = *p.submit;
     auto idx = lowering_hop(r);
@@ -77,8 +77,8 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in) {
       if (!r.job_id.empty() && (parent_is_stepd || *idx + 1 >= r.chain.size())) {
         p.hop = memlock_hop::job_script;
         p.cause = fmt::format("the job script ({} pid {} in job {} on {}) set soft {} before {} ({}; {})",
-                              escape_line(h.comm, 32), h.pid, r.job_id, r.host, format_bytes(h.memlock->soft),
-                              r.tool, sent, how);
+                              escape_line(h.comm, 32), h.pid, r.job_id, r.host, format_bytes(h.memlock->soft), r.tool,
+                              sent, how);
         p.fix = hop_fix(p.hop);
         return;
       }
@@ -86,14 +86,13 @@ void name_submit_hop(memlock_prediction& p, const memlock_inputs& in) {
       if (*idx == 0 && *idx + 1 < r.chain.size()) {
         const auto& parent = r.chain[1];
         // The shell's `ulimit -l` and an exec of srun in the same process look alike here: say only what is seen.
-        p.cause = fmt::format("{} pid {} on {} runs with soft {}, lower than its parent {} pid {} (a `ulimit -l` "
-                              "in the shell that ran it, or its launcher; submit-host propagation: {}; {})",
-                              r.tool, h.pid, r.host, format_bytes(h.memlock->soft), escape_line(parent.comm, 32),
-                              parent.pid, sent, how);
+        p.cause = fmt::format(
+            "{} pid {} on {} runs with soft {}, lower than its parent {} pid {} (a `ulimit -l` "
+            "in the shell that ran it, or its launcher; submit-host propagation: {}; {})",
+            r.tool, h.pid, r.host, format_bytes(h.memlock->soft), escape_line(parent.comm, 32), parent.pid, sent, how);
       } else {
         p.cause = fmt::format("{} pid {} on {} set soft {} (submit-host propagation by {}: {}; {})",
-                              escape_line(h.comm, 32), h.pid, r.host, format_bytes(h.memlock->soft), r.tool, sent,
-                              how);
+                              escape_line(h.comm, 32), h.pid, r.host, format_bytes(h.memlock->soft), r.tool, sent, how);
       }
       p.fix = hop_fix(p.hop, r.host);
       if (prop.user_requested) p.fix = "do not pass MEMLOCK to srun --propagate, " + p.fix;
@@ -114,9 +113,10 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
   const process_fact* stepd_proc = stepd.empty() ? nullptr : stepd.back();
   if (in.slurmd && in.slurmd->memlock && value(*in.slurmd->memlock) < required) {
     p.hop = memlock_hop::slurmd;
-    p.cause = fmt::format("slurmd pid {} on {} runs with {} {} (started outside its systemd unit, or the unit "
-                          "lacks LimitMEMLOCK=infinity)",
-                          in.slurmd->pid, in.node, which, format_bytes(value(*in.slurmd->memlock)));
+    p.cause = fmt::format(
+        "slurmd pid {} on {} runs with {} {} (started outside its systemd unit, or the unit "
+        "lacks LimitMEMLOCK=infinity)",
+        in.slurmd->pid, in.node, which, format_bytes(value(*in.slurmd->memlock)));
     p.fix = hop_fix(p.hop);
     return;
   }
@@ -124,8 +124,9 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
     bool slurmd_known = in.slurmd && in.slurmd->memlock;
     if (!slurmd_known) {
       p.hop = memlock_hop::slurmd;
-      p.cause = fmt::format("slurmstepd pid {} on {} inherited {} {} from slurmd (slurmd's own limit could not be read)",
-                            stepd_proc->pid, in.node, which, format_bytes(value(*stepd_proc->memlock)));
+      p.cause =
+          fmt::format("slurmstepd pid {} on {} inherited {} {} from slurmd (slurmd's own limit could not be read)",
+                      stepd_proc->pid, in.node, which, format_bytes(value(*stepd_proc->memlock)));
       p.fix = hop_fix(p.hop);
       return;
     }
@@ -137,9 +138,10 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
     return;
   }
   p.hop = memlock_hop::task_setup;
-  p.cause = fmt::format("the task on {} has {} {} before exec, lower than slurmstepd's (a container runtime or "
-                        "another SPANK plugin lowered it)",
-                        in.node, which, format_bytes(value(in.task_now)));
+  p.cause = fmt::format(
+      "the task on {} has {} {} before exec, lower than slurmstepd's (a container runtime or "
+      "another SPANK plugin lowered it)",
+      in.node, which, format_bytes(value(in.task_now)));
   p.fix = hop_fix(p.hop);
 }
 
@@ -222,7 +224,8 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
                              conf.propagate_setting);
     } else if (p.propagation_applies) {
       row.note = fmt::format("SLURM_RLIMIT_MEMLOCK={}{} applied ({})", p.propagated->user_requested ? "U" : "",
-                             p.propagated->value, p.propagated->user_requested ? "srun --propagate" : conf.propagate_setting);
+                             p.propagated->value,
+                             p.propagated->user_requested ? "srun --propagate" : conf.propagate_setting);
     } else {
       row.note = fmt::format("SLURM_RLIMIT_MEMLOCK not applied ({})", conf.propagate_setting);
     }
@@ -242,7 +245,8 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
 
 std::vector<std::string> chain_table_lines(const memlock_prediction& p) {
   std::vector<std::string> out;
-  out.push_back(fmt::format("mrcheck: memlock: {:<12} {:<34} {:>12} {:>12}  {}", "host", "process", "soft", "hard", "note"));
+  out.push_back(
+      fmt::format("mrcheck: memlock: {:<12} {:<34} {:>12} {:>12}  {}", "host", "process", "soft", "hard", "note"));
   for (const auto& r : p.rows) {
     std::string soft = r.memlock ? format_bytes(r.memlock->soft) : "?";
     std::string hard = r.memlock ? format_bytes(r.memlock->hard) : "?";

@@ -124,8 +124,8 @@ void parser::include(std::string_view name, const std::string& file, const std::
     if (name[i] == '%' && i + 1 < name.size() && name[i + 1] == 'c') {
       const auto* cluster = out.find("ClusterName");
       if (!cluster) {
-        out.problems.push_back(fmt::format("{}: include {}: %c without a ClusterName before it", where,
-                                           escape_line(name, 128)));
+        out.problems.push_back(
+            fmt::format("{}: include {}: %c without a ClusterName before it", where, escape_line(name, 128)));
         return;
       }
       path += lower(cluster->value);
@@ -142,15 +142,15 @@ void parser::include(std::string_view name, const std::string& file, const std::
     return;
   }
   if (depth >= k_max_include_depth) {
-    out.problems.push_back(fmt::format("{}: include {}: nested deeper than {}", where, escape_line(path, 128),
-                                       k_max_include_depth));
+    out.problems.push_back(
+        fmt::format("{}: include {}: nested deeper than {}", where, escape_line(path, 128), k_max_include_depth));
     return;
   }
   // A file already read (slurm.conf including itself) is a cycle: Slurm would recurse without end, and
   // re-reading would cost k^depth parses (fuzz finding F5), in slurmstepd.
   if (visited.count(path) || out.files.size() >= k_max_files) {
-    out.problems.push_back(fmt::format("{}: include {}: already read or too many files; skipped", where,
-                                       escape_line(path, 128)));
+    out.problems.push_back(
+        fmt::format("{}: include {}: already read or too many files; skipped", where, escape_line(path, 128)));
     return;
   }
   auto text = root->read(path, k_max_file_size);
@@ -217,7 +217,8 @@ void parser::parse(std::string_view text, const std::string& file, int depth) {
   }
 }
 
-const char* const k_rlimit_names[] = {"CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE", "MEMLOCK", "AS"};
+const char* const k_rlimit_names[] = {"CPU", "FSIZE", "DATA",   "STACK",   "CORE",
+                                      "RSS", "NPROC", "NOFILE", "MEMLOCK", "AS"};
 
 }  // namespace
 
@@ -261,9 +262,9 @@ result<bool> memlock_propagated_by(std::string_view list, bool except) {
     auto known = std::find_if(std::begin(k_rlimit_names), std::end(k_rlimit_names),
                               [&](const char* n) { return lower(n) == name; });
     if (known == std::end(k_rlimit_names)) {
-      return status::error(fmt::format("'{}' is not a resource limit name{}", escape_line(list.substr(start, i - start), 32),
-                                       name == "all" || name == "none" ? " inside a list (ALL and NONE stand alone)"
-                                                                       : ""));
+      return status::error(
+          fmt::format("'{}' is not a resource limit name{}", escape_line(list.substr(start, i - start), 32),
+                      name == "all" || name == "none" ? " inside a list (ALL and NONE stand alone)" : ""));
     }
     any = true;
     memlock = memlock || name == "memlock";

@@ -147,8 +147,7 @@ result<submit_record> decode_submit_record(std::string_view text) {
   if (!host) return status::error("MRCHECK_SUBMIT: bad host: " + host.error().message());
   // The record is user-controlled and the host is printed on the user's terminal and in admin logs: accept
   // only what a hostname can be (fuzz finding F1: a forged "%0A..." host reached stderr unescaped).
-  if (host->empty() || host->size() > 255 ||
-      !std::all_of(host->begin(), host->end(), [](unsigned char ch) {
+  if (host->empty() || host->size() > 255 || !std::all_of(host->begin(), host->end(), [](unsigned char ch) {
         return std::isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
       })) {
     return status::error("MRCHECK_SUBMIT: bad host");
@@ -172,7 +171,8 @@ result<submit_record> decode_submit_record(std::string_view text) {
       if (parts.size() != 4) return status::error("MRCHECK_SUBMIT: bad hop");
       submit_hop sh;
       auto pid = parse_u64(parts[0]);
-      if (!pid || *pid == k_unlimited || *pid == 0 || *pid > 0x3fffffff) return status::error("MRCHECK_SUBMIT: bad pid");
+      if (!pid || *pid == k_unlimited || *pid == 0 || *pid > 0x3fffffff)
+        return status::error("MRCHECK_SUBMIT: bad pid");
       sh.pid = static_cast<pid_t>(*pid);
       auto comm = unesc(parts[1]);
       if (!comm) return status::error("MRCHECK_SUBMIT: bad comm");

@@ -85,7 +85,9 @@ rule_action* action_field(matrix_rules& r, std::string_view key) {
 
 class rules_parser {
  public:
-  rules_parser(std::string_view file) : file_(file), rules_(default_matrix_rules()) { rules_.source = std::string(file); }
+  rules_parser(std::string_view file) : file_(file), rules_(default_matrix_rules()) {
+    rules_.source = std::string(file);
+  }
 
   status line(std::size_t number, std::string_view text) {
     number_ = number;
@@ -100,9 +102,7 @@ class rules_parser {
   matrix_rules take() { return std::move(rules_); }
 
  private:
-  status err(std::string_view what) const {
-    return status::error(fmt::format("{}:{}: {}", file_, number_, what));
-  }
+  status err(std::string_view what) const { return status::error(fmt::format("{}:{}: {}", file_, number_, what)); }
 
   // Single-valued keys may appear once per file: two lines for the same key are a mistake (which wins?).
   status once(std::string key) {
@@ -201,9 +201,11 @@ class rules_parser {
   status hca_fw_min(std::string_view key, const std::vector<std::string_view>& args) {
     if (args.size() != 2) return err("'hca_fw.min' takes MAJOR VERSION|none (e.g. hca_fw.min 28 28.39.1002)");
     std::uint64_t major = 0;
-    if (!parse_u64(args[0], major)) return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
+    if (!parse_u64(args[0], major))
+      return err(fmt::format("'{}' is not a firmware major number", escape_line(args[0], 32)));
     auto it = rules_.hca_families.find(major);
-    if (it == rules_.hca_families.end()) return err(fmt::format("'hca_fw.min {}': no hca_family {} declared", major, major));
+    if (it == rules_.hca_families.end())
+      return err(fmt::format("'hca_fw.min {}': no hca_family {} declared", major, major));
     if (auto s = once(fmt::format("hca_fw.min {}", major)); !s) return s;
     if (auto s = version_value(key, args[1], it->second.min); !s) return s;
     if (it->second.min && it->second.min->parts.front() != major) {
@@ -216,7 +218,7 @@ class rules_parser {
   status driver_version_min(std::string_view key, const std::vector<std::string_view>& args) {
     if (auto s = want_args(key, args, 1, "VERSION|none"); !s) return s;
     if (auto s = once(std::string(key)); !s) return s;
-    auto& field = key == "gpu_driver.min" ? rules_.gpu_driver_min
+    auto& field = key == "gpu_driver.min"    ? rules_.gpu_driver_min
                   : key == "cuda_driver.min" ? rules_.cuda_driver_min
                                              : rules_.nccl_min;
     return version_value(key, args[0], field);
@@ -307,7 +309,8 @@ class rules_parser {
   status hugepages_reserved(std::string_view key, const std::vector<std::string_view>& args) {
     if (auto s = want_args(key, args, 1, "PERCENT%|none"); !s) return s;
     if (auto s = once(std::string(key)); !s) return s;
-    auto& field = key == "hugepages.reserved_max" ? rules_.hugepages_reserved_max_pct : rules_.hugepages_reserved_warn_pct;
+    auto& field = key == "hugepages.reserved_max" ? rules_.hugepages_reserved_max_pct
+                                                  : rules_.hugepages_reserved_warn_pct;
     if (args[0] == "none") {
       field.reset();
       return status::ok();
@@ -326,7 +329,8 @@ class rules_parser {
     if (auto s = want_args(key, args, 1, "PAGES"); !s) return s;
     if (auto s = once(std::string(key)); !s) return s;
     std::uint64_t n = 0;
-    if (!parse_u64(args[0], n)) return err(fmt::format("'{}': '{}' is not a page count", key, escape_line(args[0], 32)));
+    if (!parse_u64(args[0], n))
+      return err(fmt::format("'{}': '{}' is not a page count", key, escape_line(args[0], 32)));
     rules_.hugepages_free_min = n;
     return status::ok();
   }
@@ -448,7 +452,8 @@ result<matrix_rules> load_matrix_rules(const std::string& path) {
   std::error_code ec;
   auto st = std::filesystem::status(path, ec);
   if (ec) return status::from_errno(fmt::format("read rules {}", path), ec.value());
-  if (!std::filesystem::is_regular_file(st)) return status::error(fmt::format("read rules {}: not a regular file", path));
+  if (!std::filesystem::is_regular_file(st))
+    return status::error(fmt::format("read rules {}: not a regular file", path));
   auto size = std::filesystem::file_size(path, ec);
   if (ec) return status::from_errno(fmt::format("read rules {}", path), ec.value());
   if (size > k_max_rules_file) return status::error(fmt::format("read rules {}: larger than 1 MiB", path));

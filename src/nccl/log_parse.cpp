@@ -79,7 +79,8 @@ std::optional<nccl_init_timing> parse_timings(std::string_view rest) {
       std::string_view item = trim(inside.substr(0, comma));
       std::size_t sp = item.rfind(' ');
       if (sp != std::string_view::npos) {
-        if (auto v = to_double(item.substr(sp + 1))) t.parts.emplace_back(escape_line(trim(item.substr(0, sp)), 64), *v);
+        if (auto v = to_double(item.substr(sp + 1)))
+          t.parts.emplace_back(escape_line(trim(item.substr(0, sp)), 64), *v);
       }
       if (comma == std::string_view::npos) break;
       inside.remove_prefix(comma + 1);
@@ -134,7 +135,8 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
                  !std::isdigit(static_cast<unsigned char>(devs[next + 1]))) {
             next = devs.find('[', next + 1);
           }
-          std::string_view entry = trim(devs.substr(close + 1, next == std::string_view::npos ? std::string_view::npos : next - close - 1));
+          std::string_view entry = trim(
+              devs.substr(close + 1, next == std::string_view::npos ? std::string_view::npos : next - close - 1));
           add_distinct(f.ib_devices, escape_line(entry, 128));
           devs = next == std::string_view::npos ? std::string_view{} : devs.substr(next);
         } else {
@@ -166,7 +168,8 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
   }
   // "Enabled for HCA" only says the HCA could; the channels say whether NCCL used it. NET channels without
   // "/GDRDMA" move through host bounce buffers (the memlock-charged path).
-  if (std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t.starts_with("NET/"); })) {
+  if (std::any_of(f.transports.begin(), f.transports.end(),
+                  [](const std::string& t) { return t.starts_with("NET/"); })) {
     f.gdr = channel_gdr;
   } else {
     f.gdr = hca_gdr;

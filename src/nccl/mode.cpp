@@ -29,7 +29,8 @@ nccl_mode_choice choose_nccl_mode(int visible_gpus, int step_nodes) {
     return {std::nullopt, "no GPU visible to this task (CUDA_VISIBLE_DEVICES, /proc/driver/nvidia/gpus)"};
   }
   if (step_nodes >= 2) {
-    return {nccl_mode::node_pair, "the step spans " + std::to_string(step_nodes) + " nodes: one rank on each of the first two"};
+    return {nccl_mode::node_pair,
+            "the step spans " + std::to_string(step_nodes) + " nodes: one rank on each of the first two"};
   }
   if (visible_gpus >= 2) {
     return {nccl_mode::gpu_pair,

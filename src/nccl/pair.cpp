@@ -13,9 +13,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -66,7 +66,9 @@ void write_no_sigpipe(int fd, const std::string& s) {
     w = ::write(fd, s.data(), s.size());
   } while (w < 0 && errno == EINTR);
   if (w < 0 && errno == EPIPE) {
-    struct timespec zero {0, 0};
+    struct timespec zero {
+      0, 0
+    };
     while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
     }
   }
@@ -133,7 +135,8 @@ bool env_has(const std::vector<std::string>& env, std::string_view key) {
 
 std::string env_get(const std::vector<std::string>& env, std::string_view key) {
   for (const auto& e : env) {
-    if (e.size() > key.size() && e.compare(0, key.size(), key) == 0 && e[key.size()] == '=') return e.substr(key.size() + 1);
+    if (e.size() > key.size() && e.compare(0, key.size(), key) == 0 && e[key.size()] == '=')
+      return e.substr(key.size() + 1);
   }
   return {};
 }
@@ -377,7 +380,9 @@ class pair_run {
   // that kept the pipe and writes on must not hold the loop (64 reads pass 1 MiB, the most a pipe can buffer).
   void drain_ctl(rank_proc& p) {
     for (int i = 0; i < 64 && p.reaped && p.ctl >= 0; ++i) {
-      struct pollfd f {p.ctl, POLLIN, 0};
+      struct pollfd f {
+        p.ctl, POLLIN, 0
+      };
       int n = ::poll(&f, 1, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;  // nothing more now; a descendant may still hold the pipe (the main loop reads on)

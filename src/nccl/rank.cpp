@@ -99,13 +99,16 @@ class rank_run {
       return false;
     }
     bool all = resolve(cuda, "cuInit", cuda_.init) && resolve(cuda, "cuDriverGetVersion", cuda_.driver_get_version) &&
-               resolve(cuda, "cuDeviceGetCount", cuda_.device_get_count) && resolve(cuda, "cuDeviceGet", cuda_.device_get) &&
+               resolve(cuda, "cuDeviceGetCount", cuda_.device_get_count) &&
+               resolve(cuda, "cuDeviceGet", cuda_.device_get) &&
                resolve(cuda, "cuDeviceGetPCIBusId", cuda_.device_get_pci_bus_id) &&
                resolve(cuda, "cuDevicePrimaryCtxRetain", cuda_.primary_ctx_retain) &&
                resolve(cuda, "cuDevicePrimaryCtxRelease_v2", cuda_.primary_ctx_release) &&
-               resolve(cuda, "cuCtxSetCurrent", cuda_.ctx_set_current) && resolve(cuda, "cuMemAlloc_v2", cuda_.mem_alloc) &&
-               resolve(cuda, "cuMemFree_v2", cuda_.mem_free) && resolve(cuda, "cuMemcpyHtoD_v2", cuda_.memcpy_htod) &&
-               resolve(cuda, "cuMemcpyDtoH_v2", cuda_.memcpy_dtoh) && resolve(cuda, "cuStreamCreate", cuda_.stream_create) &&
+               resolve(cuda, "cuCtxSetCurrent", cuda_.ctx_set_current) &&
+               resolve(cuda, "cuMemAlloc_v2", cuda_.mem_alloc) && resolve(cuda, "cuMemFree_v2", cuda_.mem_free) &&
+               resolve(cuda, "cuMemcpyHtoD_v2", cuda_.memcpy_htod) &&
+               resolve(cuda, "cuMemcpyDtoH_v2", cuda_.memcpy_dtoh) &&
+               resolve(cuda, "cuStreamCreate", cuda_.stream_create) &&
                resolve(cuda, "cuStreamSynchronize", cuda_.stream_synchronize) &&
                resolve(cuda, "cuStreamDestroy_v2", cuda_.stream_destroy) &&
                resolve(cuda, "cuGetErrorString", cuda_.get_error_string);
@@ -129,7 +132,8 @@ class rank_run {
     }
     resolve(nccl, "ncclGetLastError", nccl_.get_last_error);  // optional (2.13+)
     Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(nccl_.get_version), &info) != 0 && info.dli_fname) r_.nccl_library = info.dli_fname;
+    if (::dladdr(reinterpret_cast<void*>(nccl_.get_version), &info) != 0 && info.dli_fname)
+      r_.nccl_library = info.dli_fname;
     nccl_.get_version(&r_.nccl_version);
     cuda_.driver_get_version(&r_.cuda_driver_version);
     return true;
@@ -147,7 +151,8 @@ class rank_run {
     stage("id");
     std::string line;
     if (!detail::read_line(a_.id_fd, line, 4096) || !line.starts_with("id ") ||
-        !hex_decode(std::string_view(line).substr(3), reinterpret_cast<unsigned char*>(id_.internal), sizeof id_.internal)) {
+        !hex_decode(std::string_view(line).substr(3), reinterpret_cast<unsigned char*>(id_.internal),
+                    sizeof id_.internal)) {
       r_.error = "no NCCL unique id from rank 0 (it failed or stopped before ncclGetUniqueId returned)";
       return false;
     }
@@ -223,8 +228,9 @@ class rank_run {
 
   bool all_reduce() {
     stage("allreduce");
-    if (nccl_failed("ncclAllReduce", nccl_.all_reduce(reinterpret_cast<const void*>(send_), reinterpret_cast<void*>(recv_),
-                                                      a_.count, detail::k_nccl_float32, detail::k_nccl_sum, comm_, stream_))) {
+    if (nccl_failed("ncclAllReduce",
+                    nccl_.all_reduce(reinterpret_cast<const void*>(send_), reinterpret_cast<void*>(recv_), a_.count,
+                                     detail::k_nccl_float32, detail::k_nccl_sum, comm_, stream_))) {
       nccl_.comm_abort(comm_);
       return false;
     }
@@ -258,8 +264,8 @@ class rank_run {
       }
     }
     if (r_.mismatches > 0) {
-      r_.error = fmt::format("all-reduce result wrong in {} of {} elements (first at {}: {} instead of {})", r_.mismatches,
-                             a_.count, r_.first_bad_index, r_.first_bad_value, r_.expected);
+      r_.error = fmt::format("all-reduce result wrong in {} of {} elements (first at {}: {} instead of {})",
+                             r_.mismatches, a_.count, r_.first_bad_index, r_.first_bad_value, r_.expected);
     }
     return r_.mismatches == 0;
   }

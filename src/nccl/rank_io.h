@@ -23,5 +23,4 @@ class control_writer {
 // newline or when the line exceeds `max`.
 bool read_line(int fd, std::string& out, std::size_t max);
 
-
 }  // namespace mrcheck::detail

@@ -34,7 +34,9 @@ bool read_line_timed(int fd, std::string& out, int timeout_ms) {
   out.clear();
   auto until = clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     int n = ::poll(&p, 1, ms_until(until, timeout_ms));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -68,7 +70,9 @@ int connect_timed(const struct addrinfo* ai, int timeout_ms) {
   if (fd < 0) return -1;
   int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
   if (rc != 0 && errno == EINPROGRESS) {
-    struct pollfd p {fd, POLLOUT, 0};
+    struct pollfd p {
+      fd, POLLOUT, 0
+    };
     if (::poll(&p, 1, timeout_ms) == 1) {
       int err = 0;
       socklen_t len = sizeof err;
@@ -120,7 +124,9 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
       ::close(listener);
       return status::error(fmt::format("nccl rendezvous: no peer of this job step reached port {} in time", rv.port));
     }
-    struct pollfd p {listener, POLLIN, 0};
+    struct pollfd p {
+      listener, POLLIN, 0
+    };
     int n = ::poll(&p, 1, wait);
     if (n < 0 && errno != EINTR) {
       int e = errno;
@@ -161,12 +167,14 @@ result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id
       struct addrinfo* res = nullptr;
       std::string service = std::to_string(port);
       int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
-      if (gai != 0) return status::error(fmt::format("nccl rendezvous: resolve {}: {}", host.substr(0, 64), ::gai_strerror(gai)));
+      if (gai != 0)
+        return status::error(fmt::format("nccl rendezvous: resolve {}: {}", host.substr(0, 64), ::gai_strerror(gai)));
       for (struct addrinfo* ai = res; ai; ai = ai->ai_next) {
         int fd = connect_timed(ai, std::max(1, ms_until(deadline, 1000)));
         if (fd < 0) continue;
         std::string reply;
-        if (send_line(fd, hello) && read_line_timed(fd, reply, std::max(1, ms_until(deadline, 2000))) && reply == "ok") {
+        if (send_line(fd, hello) && read_line_timed(fd, reply, std::max(1, ms_until(deadline, 2000))) &&
+            reply == "ok") {
           ::freeaddrinfo(res);
           return rendezvous{fd, port, k};
         }

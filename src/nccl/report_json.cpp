@@ -41,17 +41,17 @@ T integer_field(const nlohmann::json& j, const char* key, T def, bool required =
   if (!required && !j.contains(key)) return def;
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer()) {
-    throw nlohmann::json::type_error::create(302, std::string(key) + " must be an integer, but is " + v.type_name(), &v);
+    throw nlohmann::json::type_error::create(302, std::string(key) + " must be an integer, but is " + v.type_name(),
+                                             &v);
   }
   bool fits = false;
   if (v.is_number_unsigned()) {
     fits = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
   } else {
     auto s = v.get<std::int64_t>();
-    fits = std::numeric_limits<T>::is_signed
-               ? s >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-                     s <= static_cast<std::int64_t>(std::numeric_limits<T>::max())
-               : s >= 0;
+    fits = std::numeric_limits<T>::is_signed ? s >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                                   s <= static_cast<std::int64_t>(std::numeric_limits<T>::max())
+                                             : s >= 0;
   }
   if (!fits) throw nlohmann::json::out_of_range::create(406, std::string(key) + " is out of range", &v);
   return v.get<T>();
@@ -79,7 +79,8 @@ void from_json(const nlohmann::json& j, nccl_rank_report& r) {
   r.expected = j.value("expected", 0.0);
   r.phases_ms.clear();
   if (j.contains("phases")) {
-    for (const auto& p : j.at("phases")) r.phases_ms.emplace_back(p.at("phase").get<std::string>(), p.at("ms").get<double>());
+    for (const auto& p : j.at("phases"))
+      r.phases_ms.emplace_back(p.at("phase").get<std::string>(), p.at("ms").get<double>());
   }
 }
 
@@ -88,7 +89,8 @@ namespace {
 std::string version_text(int v) {
   // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9 (nccl.h); 1000*X + 100*Y + Z before.
   if (v <= 0) return "";
-  if (v >= 10000) return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  if (v >= 10000)
+    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
   return std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
 }
 

@@ -57,7 +57,8 @@ class cuda_gpu final : public gpu_memory {
     int v = 0;
     if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev_) == CUDA_SUCCESS) dmabuf_ = v != 0;
     v = 0;
-    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, dev_) == CUDA_SUCCESS) gdr_ = v != 0;
+    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, dev_) == CUDA_SUCCESS)
+      gdr_ = v != 0;
   }
   ~cuda_gpu() override {
     api_.primary_ctx_release(dev_);

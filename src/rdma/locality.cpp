@@ -72,7 +72,8 @@ std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const std::string
       }
     }
     std::string bdf = ent.path().filename().string();
-    std::transform(bdf.begin(), bdf.end(), bdf.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(bdf.begin(), bdf.end(), bdf.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     gpus.emplace_back(minor, bdf);
   }
   std::sort(gpus.begin(), gpus.end());

@@ -142,7 +142,8 @@ void probe_dmabuf(verbs_api& v, verbs_pd pd, const std::string& device, log_sink
     return;
   }
   d.err = mr.error().err();
-  d.support = (d.err == EOPNOTSUPP || d.err == EPROTONOSUPPORT) ? dmabuf_support::unsupported : dmabuf_support::supported;
+  d.support = (d.err == EOPNOTSUPP || d.err == EPROTONOSUPPORT) ? dmabuf_support::unsupported
+                                                                : dmabuf_support::supported;
 }
 
 void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, const reg_path& path,
@@ -169,7 +170,8 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
   pm.buffers = 1;
   pm.call = path.call;
   pm.access = path.access;
-  log(sink, log_level::verbose, "mr_gpu: calling {} on {} with GPU memory ({})", path.call, device, format_bytes(bytes));
+  log(sink, log_level::verbose, "mr_gpu: calling {} on {} with GPU memory ({})", path.call, device,
+      format_bytes(bytes));
   auto t0 = clock::now();
   auto* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(*ptr));
   auto mr = path.iova2 ? v.reg_mr_iova2(pd, p, bytes, *ptr, path.access) : v.reg_mr(pd, p, bytes, path.access);
@@ -201,7 +203,8 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
     g.dmabuf_handle_error = fd.error().message();
   } else {
     db.attempted = true;
-    log(sink, log_level::verbose, "mr_gpu: calling ibv_reg_dmabuf_mr on {} (fd {}, {})", device, *fd, format_bytes(bytes));
+    log(sink, log_level::verbose, "mr_gpu: calling ibv_reg_dmabuf_mr on {} (fd {}, {})", device, *fd,
+        format_bytes(bytes));
     t0 = clock::now();
     auto dmr = v.reg_dmabuf_mr(pd, 0, bytes, *ptr, *fd, path.access);
     db.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t0);
@@ -224,7 +227,9 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
 
 std::string hca_pci_bdf(const std::string& sys_root, const std::string& name) {
   std::error_code ec;
-  auto target = std::filesystem::read_symlink(std::filesystem::path(sys_root) / "sys/class/infiniband" / name / "device", ec);
+  auto target = std::filesystem::read_symlink(std::filesystem::path(sys_root) / "sys/class/infiniband" / name /
+                                                  "device",
+                                              ec);
   if (ec) return "";
   return target.filename().string();
 }
@@ -274,8 +279,10 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
         continue;
       }
       auto ports = verbs->query_ports(*ctx);
-      if (ports) c.ports = *ports;
-      else o.selection.skipped.push_back(fmt::format("{}: {}", n, ports.error().message()));
+      if (ports)
+        c.ports = *ports;
+      else
+        o.selection.skipped.push_back(fmt::format("{}: {}", n, ports.error().message()));
       status st = verbs->close_device(*ctx);
       (void)st;
       candidates.push_back(std::move(c));
@@ -283,7 +290,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   }
 
   o.gpu_bdfs = gpu != nullptr && !gpu->pci_bdf().empty() ? std::vector<std::string>{gpu->pci_bdf()}
-                                                          : visible_gpu_bdfs(env, req.proc_root);
+                                                         : visible_gpu_bdfs(env, req.proc_root);
   nccl_hca_filter filter = parse_nccl_ib_hca(env.get("NCCL_IB_HCA"));
   auto pre_skipped = std::move(o.selection.skipped);
   o.selection = select_hcas(candidates, filter, req.device, o.gpu_bdfs, hwloc_locality());
@@ -306,7 +313,8 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.relaxed_ordering = path.iova2;
   // GPU buffer: what NCCL puts in GPU memory per connection with GDR, capped so the probe stays cheap; the
   // registration path, not the byte count, is what this check tests (DMA-BUF MRs are not charged to memlock).
-  std::uint64_t gpu_bytes = round_up(std::min<std::uint64_t>(std::max<std::uint64_t>(o.estimate.buff_simple, ps), 64ull << 20),
+  std::uint64_t gpu_bytes = round_up(std::min<std::uint64_t>(std::max<std::uint64_t>(o.estimate.buff_simple, ps),
+                                                             64ull << 20),
                                      2ull << 20);
 
   for (const auto& choice : o.selection.chosen) {

@@ -43,7 +43,7 @@ std::optional<std::uint64_t> meminfo_value(std::string_view text, std::string_vi
 }
 
 bool exists(const char* path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path, &st) == 0;
 }
 
@@ -65,9 +65,10 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     // launcher". Parsed by the one parser of that variable (parse_propagated_limit).
     auto prop = parse_propagated_limit(o.slurm_rlimit_memlock);
     if (prop && prop->value == o.memlock_soft) {
-      e.memlock_hop = fmt::format("the submitting shell: srun/sbatch propagated its `ulimit -l` as SLURM_RLIMIT_MEMLOCK={} "
-                                  "(PropagateResourceLimits), which slurmstepd applied to the task{}",
-                                  o.slurm_rlimit_memlock, e.memlock_hop.empty() ? "" : "; chain: " + e.memlock_hop);
+      e.memlock_hop = fmt::format(
+          "the submitting shell: srun/sbatch propagated its `ulimit -l` as SLURM_RLIMIT_MEMLOCK={} "
+          "(PropagateResourceLimits), which slurmstepd applied to the task{}",
+          o.slurm_rlimit_memlock, e.memlock_hop.empty() ? "" : "; chain: " + e.memlock_hop);
     }
   }
   // What this very process had when it registered - the numbers the kernel compared.
@@ -177,8 +178,10 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
   if (!o.load_error.is_ok()) j["library_error"] = o.load_error.message();
   j["ibv_reg_mr_iova2"] = o.iova2;
   j["ibv_reg_dmabuf_mr"] = o.dmabuf_symbol;
-  j["memlock"] = {{"soft", o.memlock_soft == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_soft)},
-                  {"hard", o.memlock_hard == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_hard)}};
+  j["memlock"] = {{"soft",
+                   o.memlock_soft == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_soft)},
+                  {"hard",
+                   o.memlock_hard == k_unlimited ? nlohmann::json("unlimited") : nlohmann::json(o.memlock_hard)}};
   j["root"] = o.is_root;
   j["devices"] = o.devices;
   j["gpus"] = o.gpu_bdfs;
@@ -192,14 +195,10 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
                           {"errno_name", std::string(errno_name(h.dmabuf.err))},
                           {"support", std::string(to_string(h.dmabuf.support))}};
     if (h.gpu.attempted) {
-      hj["gpu"] = {{"cuda_device", h.gpu.cuda_device},
-                   {"pci_bdf", h.gpu.pci_bdf},
-                   {"driver_version", h.gpu.driver_version},
-                   {"dmabuf_supported", h.gpu.dmabuf_attr},
-                   {"gdr_supported", h.gpu.gdr_attr},
-                   {"bytes", h.gpu.bytes},
-                   {"peermem", attempt_json(h.gpu.peermem)},
-                   {"dmabuf", attempt_json(h.gpu.dmabuf)}};
+      hj["gpu"] = {{"cuda_device", h.gpu.cuda_device},       {"pci_bdf", h.gpu.pci_bdf},
+                   {"driver_version", h.gpu.driver_version}, {"dmabuf_supported", h.gpu.dmabuf_attr},
+                   {"gdr_supported", h.gpu.gdr_attr},        {"bytes", h.gpu.bytes},
+                   {"peermem", attempt_json(h.gpu.peermem)}, {"dmabuf", attempt_json(h.gpu.dmabuf)}};
       if (!h.gpu.dmabuf_handle_error.empty()) hj["gpu"]["dmabuf_handle_error"] = h.gpu.dmabuf_handle_error;
       if (!h.gpu.error.empty()) hj["gpu"]["error"] = h.gpu.error;
     }

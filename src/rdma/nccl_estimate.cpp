@@ -41,9 +41,9 @@ void read_nccl_conf(const std::string& path, nccl_env& env) {
 constexpr std::int64_t k_default_ll = 8 * 512 * 8 * 16;
 constexpr std::int64_t k_default_ll128 = 120 * 640 * 8 * 8;
 constexpr std::int64_t k_default_simple = 1 << 22;
-constexpr int k_maxchannels = 64;           // [N] src/include/device.h l.86
+constexpr int k_maxchannels = 64;                  // [N] src/include/device.h l.86
 constexpr std::int64_t k_p2p_net_chunk = 1 << 17;  // [N] src/init.cc l.704
-constexpr int k_shared_steps = 16;          // [N] src/transport/net.cc NCCL_SHARED_STEPS
+constexpr int k_shared_steps = 16;                 // [N] src/transport/net.cc NCCL_SHARED_STEPS
 
 std::uint64_t round_pages(std::uint64_t n) {
   constexpr std::uint64_t page = 4096;
@@ -82,13 +82,16 @@ std::int64_t nccl_param(const nccl_env& env, std::string_view name, std::int64_t
   char* end = nullptr;
   long long value = std::strtoll(v->c_str(), &end, 0);
   if (errno != 0) {
-    if (notes) notes->push_back(fmt::format("{}={} is out of range; NCCL ignores it and uses {}", name, escape_line(*v, 64), def));
+    if (notes)
+      notes->push_back(
+          fmt::format("{}={} is out of range; NCCL ignores it and uses {}", name, escape_line(*v, 64), def));
     return def;
   }
   if (notes && end != nullptr && *end != '\0') {
-    notes->push_back(fmt::format("{}={} is read by NCCL as {} (strtoll stops at '{}'; NCCL takes plain numbers, "
-                                 "no K/M suffix)",
-                                 name, escape_line(*v, 64), value, escape_line(std::string_view(end, 1))));
+    notes->push_back(
+        fmt::format("{}={} is read by NCCL as {} (strtoll stops at '{}'; NCCL takes plain numbers, "
+                    "no K/M suffix)",
+                    name, escape_line(*v, 64), value, escape_line(std::string_view(end, 1))));
   }
   return value;
 }
@@ -114,7 +117,8 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   // Sizes are the user's numbers: past 1 TiB a buffer can never be allocated (NCCL fails before registering),
   // and the sums below (x 2 x channels) would wrap 64 bits. Estimate with 1 TiB and say so.
   constexpr std::int64_t k_max_buffer = std::int64_t{1} << 40;
-  for (auto [name, v] : {std::pair<const char*, std::int64_t*>{"NCCL_LL_BUFFSIZE", &ll}, {"NCCL_LL128_BUFFSIZE", &ll128},
+  for (auto [name, v] : {std::pair<const char*, std::int64_t*>{"NCCL_LL_BUFFSIZE", &ll},
+                         {"NCCL_LL128_BUFFSIZE", &ll128},
                          {"NCCL_BUFFSIZE", &simple}}) {
     if (*v > k_max_buffer) {
       notes.push_back(fmt::format("{}={} is more than any buffer NCCL can allocate; estimated with 1 TiB", name, *v));
@@ -135,7 +139,8 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   std::int64_t max_ch = nccl_param(env, "NCCL_MAX_NRINGS", -2, &notes);
   if (auto v = nccl_param(env, "NCCL_MAX_NCHANNELS", -2, &notes); v != -2) max_ch = v;
   int min_channels = min_ch == -2 ? 0 : static_cast<int>(std::clamp<std::int64_t>(min_ch, 0, k_maxchannels));
-  int max_channels = max_ch == -2 ? k_maxchannels : static_cast<int>(std::clamp<std::int64_t>(max_ch, 1, k_maxchannels));
+  int max_channels = max_ch == -2 ? k_maxchannels
+                                  : static_cast<int>(std::clamp<std::int64_t>(max_ch, 1, k_maxchannels));
   int search = std::min(k_maxchannels, 2 * e.hcas * 2);
   int channels = std::min(search, max_channels);
   channels = std::max(channels, min_channels);
@@ -143,14 +148,16 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   e.channels_from = fmt::format("estimate: NCCL's search finds ~2 per NIC x {} HCA{}, doubled = {}", e.hcas,
                                 e.hcas == 1 ? "" : "s", search);
   if (min_ch != -2 || max_ch != -2) {
-    e.channels_from += fmt::format("; clamped to NCCL_MIN_NCHANNELS={} .. NCCL_MAX_NCHANNELS={}", min_channels, max_channels);
+    e.channels_from += fmt::format("; clamped to NCCL_MIN_NCHANNELS={} .. NCCL_MAX_NCHANNELS={}", min_channels,
+                                   max_channels);
   }
   e.inputs.push_back(fmt::format("channels={} ({})", e.channels, e.channels_from));
 
   // Send/recv (p2p) shared buffers: p2pnChannels * NCCL_SHARED_STEPS * p2pChunkSize per direction
   // ([N] src/transport/net.cc sharedNetBuffersInit, src/graph/paths.cc ncclTopoComputeP2pChannels).
   std::int64_t max_p2p = nccl_param(env, "NCCL_MAX_P2P_NCHANNELS", k_maxchannels, &notes);
-  e.p2p_channels = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(e.channels, max_p2p), 1, k_maxchannels));
+  e.p2p_channels = static_cast<int>(
+      std::clamp<std::int64_t>(std::min<std::int64_t>(e.channels, max_p2p), 1, k_maxchannels));
   e.p2p_chunk = nccl_param(env, "NCCL_P2P_NET_CHUNKSIZE", k_p2p_net_chunk, &notes);
   // init.cc l.721: chunk * NCCL_STEPS <= SIMPLE buffer. Compared by division: the chunk is the user's number and
   // chunk * 8 overflows for |chunk| > 2^60 (same result as NCCL's product wherever that does not overflow).
@@ -160,9 +167,10 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   e.p2p_bytes = 2ull * static_cast<std::uint64_t>(e.p2p_channels) * k_shared_steps *
                 static_cast<std::uint64_t>(std::max<std::int64_t>(e.p2p_chunk, 0));
   if (e.nchannels_per_net_peer > 0) {
-    e.inputs.push_back(fmt::format("NCCL_NCHANNELS_PER_NET_PEER={} (more connections per send/recv peer; they share "
-                                   "the same p2p buffers, so no more bytes)",
-                                   e.nchannels_per_net_peer));
+    e.inputs.push_back(
+        fmt::format("NCCL_NCHANNELS_PER_NET_PEER={} (more connections per send/recv peer; they share "
+                    "the same p2p buffers, so no more bytes)",
+                    e.nchannels_per_net_peer));
   }
 
   // Paths that change what is registered.
@@ -247,8 +255,9 @@ bool nccl_hca_filter::matches(std::string_view device, int port) const {
   return in_list != exclude;
 }
 
-hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca_filter& filter, std::string_view device,
-                          const std::vector<std::string>& gpu_bdfs, const locality_fn& locality) {
+hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca_filter& filter,
+                          std::string_view device, const std::vector<std::string>& gpu_bdfs,
+                          const locality_fn& locality) {
   hca_selection sel;
   // Usable ports per HCA, by NCCL's rules.
   std::vector<hca_choice> usable;
@@ -260,7 +269,8 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
     std::vector<std::string> why_not;
     for (const auto& p : h.ports) {
       if (!p.usable_by_nccl()) {
-        why_not.push_back(fmt::format("port {} {}/{}", p.number, port_state_name(p.state), link_layer_name(p.link_layer)));
+        why_not.push_back(
+            fmt::format("port {} {}/{}", p.number, port_state_name(p.state), link_layer_name(p.link_layer)));
         continue;
       }
       if (device.empty() && !filter.matches(h.name, p.number)) {
@@ -270,8 +280,9 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
       c.ports.push_back(p.number);
     }
     if (c.ports.empty()) {
-      sel.skipped.push_back(fmt::format("{}: no port NCCL would use ({})", h.name,
-                                        why_not.empty() ? std::string("no ports") : fmt::format("{}", fmt::join(why_not, ", "))));
+      sel.skipped.push_back(
+          fmt::format("{}: no port NCCL would use ({})", h.name,
+                      why_not.empty() ? std::string("no ports") : fmt::format("{}", fmt::join(why_not, ", "))));
       continue;
     }
     usable.push_back(std::move(c));
@@ -313,8 +324,8 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
       }
     }
     if (!pick.empty()) {
-      sel.rule = fmt::format("the HCAs nearest to the task's GPU{} ({}) in the PCI tree", gpu_bdfs.size() == 1 ? "" : "s",
-                             fmt::join(gpu_bdfs, ", "));
+      sel.rule = fmt::format("the HCAs nearest to the task's GPU{} ({}) in the PCI tree",
+                             gpu_bdfs.size() == 1 ? "" : "s", fmt::join(gpu_bdfs, ", "));
       for (std::size_t i = 0; i < usable.size(); ++i) {
         if (pick.count(i) == 0) {
           sel.skipped.push_back(fmt::format("{}: farther from the GPUs than the chosen HCAs", usable[i].name));

@@ -291,7 +291,8 @@ result<std::unique_ptr<verbs_api>> load_verbs(const std::string& library) { retu
 #else  // !MRCHECK_HAVE_VERBS_H
 
 result<std::unique_ptr<verbs_api>> load_verbs(const std::string& library) {
-  return status::error(fmt::format("load {}: mrcheck was built without <infiniband/verbs.h> (libibverbs-dev)", library));
+  return status::error(
+      fmt::format("load {}: mrcheck was built without <infiniband/verbs.h> (libibverbs-dev)", library));
 }
 
 #endif

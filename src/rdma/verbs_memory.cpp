@@ -126,8 +126,8 @@ result<verbs_mr> memory_verbs::reg_mr_iova2(verbs_pd pd, void* addr, std::size_t
   return reg_common("ibv_reg_mr_iova2", pd, reinterpret_cast<std::uintptr_t>(addr), length, iova, access, -1);
 }
 
-result<verbs_mr> memory_verbs::reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length,
-                                             std::uint64_t iova, int fd, unsigned access) {
+result<verbs_mr> memory_verbs::reg_dmabuf_mr(verbs_pd pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
+                                             int fd, unsigned access) {
   if (!dmabuf_) return status::from_errno("ibv_reg_dmabuf_mr (not exported)", EOPNOTSUPP);
   return reg_common("ibv_reg_dmabuf_mr", pd, offset, length, iova, access, fd);
 }

@@ -57,7 +57,8 @@ std::vector<std::string> failure_lines(const report& r) {
   for (const auto& c : r.checks) {
     if (c.result == verdict::pass || c.result == verdict::skip) continue;
     std::string upper(to_string(c.result));
-    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char ch) { return static_cast<char>(ch - 32); });
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+                   [](unsigned char ch) { return static_cast<char>(ch - 32); });
     std::string line = fmt::format("mrcheck: {}: {}: {}", c.id, upper, c.summary);
     if (!c.hint.empty()) line += fmt::format(" (fix: {})", c.hint);
     lines.push_back(std::move(line));

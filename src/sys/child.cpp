@@ -93,7 +93,8 @@ std::set<pid_t> children_of(pid_t self) {
     char buf[4096];
     ssize_t n;
     text.clear();
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20)) text.append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20))
+      text.append(buf, static_cast<std::size_t>(n));
     ::close(fd);
     return true;
   };
@@ -152,7 +153,9 @@ std::size_t kill_descendants(const std::set<pid_t>& before, clock::time_point un
         pid_t w = ::waitpid(p, nullptr, WNOHANG);
         if (w == p || (w < 0 && errno != EINTR)) break;
         if (clock::now() >= until) return killed;
-        struct timespec ts {0, 2 * 1000 * 1000};
+        struct timespec ts {
+          0, 2 * 1000 * 1000
+        };
         ::nanosleep(&ts, nullptr);
       }
     }
@@ -181,7 +184,8 @@ bool drain(int fd, std::string& buf, std::size_t max, bool& truncated) {
 }  // namespace
 
 std::string child_outcome::describe() const {
-  if (timed_out) return fmt::format("timed out after {:.1f} s and was killed", static_cast<double>(elapsed.count()) / 1000.0);
+  if (timed_out)
+    return fmt::format("timed out after {:.1f} s and was killed", static_cast<double>(elapsed.count()) / 1000.0);
   if (signaled) return fmt::format("killed by SIG{}", signal_name(term_signal));
   if (exited) return fmt::format("exit {}", exit_code);
   return "did not run";
@@ -276,7 +280,8 @@ result<spawned_child> spawn_child(const child_spec& spec) {
       if (lifted[i] < 0) child_fail("fcntl", errno);
     }
     int lifted_exec = -1;
-    if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0) child_fail("fcntl exec fd", errno);
+    if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0)
+      child_fail("fcntl exec fd", errno);
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull < 0) child_fail("open /dev/null", errno);
     if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
@@ -310,7 +315,9 @@ result<spawned_child> spawn_child(const child_spec& spec) {
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_fail("chdir", errno);
     // Limits first, while still privileged: raising a hard limit needs CAP_SYS_RESOURCE, lowering never does.
     for (const auto& l : spec.rlimits) {
-      struct rlimit rl {l.soft, l.hard};
+      struct rlimit rl {
+        l.soft, l.hard
+      };
       if (::setrlimit(l.resource, &rl) != 0) child_fail("setrlimit", errno);
     }
     if (spec.gid || spec.uid) {
@@ -435,7 +442,9 @@ result<child_outcome> run_child(const child_spec& spec) {
     int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
     if (r < 0 && errno != EINTR) {
       if (!killed) kill_child();
-      struct timespec ts {0, 5 * 1000 * 1000};
+      struct timespec ts {
+        0, 5 * 1000 * 1000
+      };
       ::nanosleep(&ts, nullptr);
     }
     for (int i = 0; i < 2; ++i) {

@@ -78,7 +78,8 @@ result<std::string> sysroot::read_value(std::string_view path) const {
   auto r = read(path);
   if (!r) return r;
   std::string& s = r.value();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\0')) {
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\0')) {
     s.pop_back();
   }
   return r;

@@ -31,7 +31,8 @@ result<std::uint64_t> parse_bytes(std::string_view text) {
   if (t.empty()) return status::error("empty size");
   std::uint64_t n = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-  if (ec == std::errc::result_out_of_range) return status::error(fmt::format("size '{}' is too large", escape_line(t, 64)));
+  if (ec == std::errc::result_out_of_range)
+    return status::error(fmt::format("size '{}' is too large", escape_line(t, 64)));
   if (ec != std::errc() || ptr == t.data()) {
     return status::error(fmt::format("'{}' is not a size (bytes, with K/M/G/T, or unlimited)", escape_line(t, 64)));
   }

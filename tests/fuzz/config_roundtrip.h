@@ -36,9 +36,9 @@ inline std::vector<std::string> config_items(const config& c) {
 inline bool same_policy(const config& a, const config& b) {
   return a.default_checks == b.default_checks && a.memlock_min == b.memlock_min && a.enforce == b.enforce &&
          a.on_fail == b.on_fail && a.on_error == b.on_error && a.allow_user_off == b.allow_user_off &&
-         a.probe_timeout == b.probe_timeout && a.nccl_timeout == b.nccl_timeout &&
-         a.verbs_library == b.verbs_library && a.helper == b.helper && a.report_dir == b.report_dir &&
-         a.state_dir == b.state_dir && a.rules == b.rules && a.prometheus_textfile == b.prometheus_textfile;
+         a.probe_timeout == b.probe_timeout && a.nccl_timeout == b.nccl_timeout && a.verbs_library == b.verbs_library &&
+         a.helper == b.helper && a.report_dir == b.report_dir && a.state_dir == b.state_dir && a.rules == b.rules &&
+         a.prometheus_textfile == b.prometheus_textfile;
 }
 
 // Invariants every accepted config must meet whatever the text was: bounded timeouts, absolute paths without
@@ -60,7 +60,8 @@ inline void check_config_invariants(const config& c) {
   MRCHECK_FUZZ_REQUIRE(abs_clean(c.rules, true), c.rules);
   MRCHECK_FUZZ_REQUIRE(abs_clean(c.prometheus_textfile, true), c.prometheus_textfile);
   MRCHECK_FUZZ_REQUIRE(!c.verbs_library.empty(), "verbs_library empty");
-  if (c.verbs_library.find('/') != std::string::npos) MRCHECK_FUZZ_REQUIRE(abs_clean(c.verbs_library, false), c.verbs_library);
+  if (c.verbs_library.find('/') != std::string::npos)
+    MRCHECK_FUZZ_REQUIRE(abs_clean(c.verbs_library, false), c.verbs_library);
   MRCHECK_FUZZ_REQUIRE(!c.default_checks.off, c.default_checks.to_string());
 }
 

@@ -2,6 +2,9 @@
 // the small helpers the harnesses need to feed text to parsers that want a file.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -10,9 +13,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 namespace mrcheck::fuzz {
 
@@ -23,8 +23,8 @@ namespace mrcheck::fuzz {
   std::abort();
 }
 
-#define MRCHECK_FUZZ_REQUIRE(cond, detail) \
-  do {                                     \
+#define MRCHECK_FUZZ_REQUIRE(cond, detail)                 \
+  do {                                                     \
     if (!(cond)) ::mrcheck::fuzz::broken(#cond, (detail)); \
   } while (0)
 

@@ -5,8 +5,8 @@
 // re-parse from their items to the same policy.
 #include "config_roundtrip.h"
 
-#include <cctype>
 #include <fmt/format.h>
+#include <cctype>
 
 namespace {
 

@@ -85,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!est.ib_disabled) {
     MRCHECK_FUZZ_REQUIRE(est.connections == est.channels * est.net_peers * 2, std::to_string(est.connections));
   }
-  MRCHECK_FUZZ_REQUIRE(est.per_connection >= est.buff_ll && est.per_connection >= est.buff_simple, "per_connection wrapped");
+  MRCHECK_FUZZ_REQUIRE(est.per_connection >= est.buff_ll && est.per_connection >= est.buff_simple,
+                       "per_connection wrapped");
   for (const auto& n : est.notes) MRCHECK_FUZZ_REQUIRE(fuzz::printable_ascii(n), n);
   for (const auto& i : est.inputs) MRCHECK_FUZZ_REQUIRE(fuzz::printable_ascii(i), i);
   MRCHECK_FUZZ_REQUIRE(fuzz::printable_ascii(est.formula), est.formula);

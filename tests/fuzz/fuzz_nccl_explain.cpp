@@ -13,7 +13,8 @@
 
 namespace {
 
-void check(const mrcheck::nccl_log_scanner& s, const mrcheck::node_evidence& ev, const mrcheck::evidence_origin& origin) {
+void check(const mrcheck::nccl_log_scanner& s, const mrcheck::node_evidence& ev,
+           const mrcheck::evidence_origin& origin) {
   using mrcheck::fuzz::printable_ascii;
   auto findings = mrcheck::explain_groups(s, ev, origin);
   MRCHECK_FUZZ_REQUIRE(findings.size() == s.groups().size(), "one finding per group");

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   MRCHECK_FUZZ_REQUIRE(f.raw.size() <= 256, "raw longer than 256");
   for (const auto& it : f.items) {
     MRCHECK_FUZZ_REQUIRE(!it.prefix.empty() && it.prefix.size() <= 15, it.prefix);
-    MRCHECK_FUZZ_REQUIRE(it.prefix.find(',') == std::string::npos && it.prefix.find(':') == std::string::npos, it.prefix);
+    MRCHECK_FUZZ_REQUIRE(it.prefix.find(',') == std::string::npos && it.prefix.find(':') == std::string::npos,
+                         it.prefix);
   }
   if (f.items.empty()) {
     MRCHECK_FUZZ_REQUIRE(f.matches("mlx5_0", 1) != f.exclude, "empty list must match everything");

@@ -33,8 +33,8 @@ bool same_event(const std::optional<mrcheck::nccl_event>& a, const std::optional
   return a->what.what == b->what.what && a->what.call == b->what.call && a->what.err == b->what.err &&
          a->what.wc_status == b->what.wc_status && a->what.peer == b->what.peer && a->host == b->host &&
          a->what.transport == b->what.transport && a->what.provider == b->what.provider &&
-         a->what.detail == b->what.detail && a->what.log_memlock == b->what.log_memlock &&
-         a->pid == b->pid && a->rank == b->rank && a->text == b->text;
+         a->what.detail == b->what.detail && a->what.log_memlock == b->what.log_memlock && a->pid == b->pid &&
+         a->rank == b->rank && a->text == b->text;
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // invariants and re-parse to the same policy.
 #include "config_roundtrip.h"
 
-#include <cctype>
 #include <fmt/format.h>
+#include <cctype>
 
 namespace {
 

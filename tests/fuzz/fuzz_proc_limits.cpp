@@ -29,9 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (r->soft == k_unlimited || r->hard == k_unlimited) {
     MRCHECK_FUZZ_REQUIRE(text.find("unlimited") != std::string_view::npos, "unlimited from a number");
   }
-  std::string rebuilt = fmt::format("Limit                     Soft Limit           Hard Limit           Units     \n"
-                                    "Max locked memory         {:<20} {:<20} bytes     \n",
-                                    kernel_line(r->soft), kernel_line(r->hard));
+  std::string rebuilt = fmt::format(
+      "Limit                     Soft Limit           Hard Limit           Units     \n"
+      "Max locked memory         {:<20} {:<20} bytes     \n",
+      kernel_line(r->soft), kernel_line(r->hard));
   auto again = parse_memlock_from_limits(rebuilt);
   MRCHECK_FUZZ_REQUIRE(again && *again == *r, rebuilt);
   return 0;

@@ -23,10 +23,14 @@ std::optional<std::string> unescape(std::string_view s) {
       continue;
     }
     if (++i == s.size()) return std::nullopt;
-    if (s[i] == '\\') out += '\\';
-    else if (s[i] == '"') out += '"';
-    else if (s[i] == 'n') out += '\n';
-    else return std::nullopt;
+    if (s[i] == '\\')
+      out += '\\';
+    else if (s[i] == '"')
+      out += '"';
+    else if (s[i] == 'n')
+      out += '\n';
+    else
+      return std::nullopt;
   }
   return out;
 }

@@ -38,7 +38,9 @@ struct restore_engine {
 
 void make_core_throw() {
   auto& e = current_engine();
-  e.load_config = [](std::span<const std::string_view>, std::string_view) -> mrcheck::result<mrcheck::config> { boom(); };
+  e.load_config = [](std::span<const std::string_view>, std::string_view) -> mrcheck::result<mrcheck::config> {
+    boom();
+  };
   e.submit = [](const mrcheck::config&, const mrcheck::submit_inputs&,
                 const mrcheck::sysroot&) -> mrcheck::result<mrcheck::submit_plan> { boom(); };
   e.privileged = [](const mrcheck::config&, const mrcheck::task_facts&, const mrcheck::sysroot&, mrcheck::rlimit_ops&,
@@ -103,7 +105,7 @@ struct load_counter {
   load_counter() {
     loads = 0;
     current_engine().load_config = [](std::span<const std::string_view> a,
-                                       std::string_view o) -> mrcheck::result<mrcheck::config> {
+                                      std::string_view o) -> mrcheck::result<mrcheck::config> {
       ++loads;
       return mrcheck::parse_config_args(a, o);
     };
@@ -277,7 +279,7 @@ TEST(SpankHooks, EnforceRewritesTheJobsSlurmRlimitMemlock) {
   current_engine() = engine{};
   // A minimum this process already has: enforcement changes no rlimit, but the propagated 64 KiB must go.
   ASSERT_EQ(call_init({"default_checks=memlock", "memlock_min=1M", "enforce=yes"}), 0);
-  struct rlimit rl{};
+  struct rlimit rl {};
   ::getrlimit(RLIMIT_MEMLOCK, &rl);
   if (rl.rlim_cur < (1u << 20)) GTEST_SKIP() << "this process has less than 1 MiB of memlock";
   fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"] = "65536";
@@ -359,7 +361,7 @@ TEST(SpankHooks, FailingVerdictEndsTheTaskItself) {
   fake_spank::reset(S_CTX_REMOTE);
   current_engine() = engine{};
   current_engine().end_task = [](int status) { ended.push_back(status); };
-  struct rlimit rl{};
+  struct rlimit rl {};
   ::getrlimit(RLIMIT_MEMLOCK, &rl);
   if (rl.rlim_max == RLIM_INFINITY) GTEST_SKIP() << "no finite hard memlock limit to fail against";
   // A minimum above this process's hard limit, no enforcement: the memlock check fails.

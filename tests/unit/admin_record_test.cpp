@@ -33,7 +33,8 @@ TEST(admin_record, memlock_token_names_the_limit_and_the_hop) {
   st.prediction.start = {64 * 1024, 8 << 20};
   st.prediction.hop = memlock_hop::submit_host;
   report rep;
-  rep.checks.push_back({"memlock", verdict::fail, "task will start with memlock soft 64 KiB < required 8 MiB", "", "fix"});
+  rep.checks.push_back(
+      {"memlock", verdict::fail, "task will start with memlock soft 64 KiB < required 8 MiB", "", "fix"});
   rep.checks.push_back({"mr_host", verdict::fail, "ibv_reg_mr: ENOMEM | injected; x", "", ""});
   rep.checks.push_back({"dmabuf", verdict::skip, "no GPU", "", ""});
   node_record r = make_node_record(2, "node2", st, rep);
@@ -69,8 +70,10 @@ TEST(admin_record, encode_decode_round_trip_and_strictness) {
   EXPECT_FALSE(decode_node_record("not json"));
   EXPECT_FALSE(decode_node_record(R"({"v":2,"node_id":1,"node":"a","checks":[]})"));
   EXPECT_FALSE(decode_node_record(R"({"v":1,"node_id":-1,"node":"a","checks":[]})"));
-  EXPECT_FALSE(decode_node_record(R"({"v":1,"node_id":1,"node":"a","checks":[{"id":"Mem lock","verdict":"pass","token":"x"}]})"));
-  EXPECT_FALSE(decode_node_record(R"({"v":1,"node_id":1,"node":"a","checks":[{"id":"memlock","verdict":"great","token":"x"}]})"));
+  EXPECT_FALSE(decode_node_record(
+      R"({"v":1,"node_id":1,"node":"a","checks":[{"id":"Mem lock","verdict":"pass","token":"x"}]})"));
+  EXPECT_FALSE(decode_node_record(
+      R"({"v":1,"node_id":1,"node":"a","checks":[{"id":"memlock","verdict":"great","token":"x"}]})"));
   EXPECT_FALSE(decode_node_record(std::string(k_node_record_max + 1, ' ')));
   // A token from a tampered task is re-escaped: no separator, no newline survives decoding.
   auto evil = decode_node_record(
@@ -120,24 +123,28 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
   EXPECT_EQ(format_step_record("batch", 1, {got[0]}, {}), "mrcheck: batch: pass on 1 node");
   EXPECT_EQ(format_step_record("step 1", 2, {}, {"a"}), "mrcheck: step 1: no report from a,node index 1");
   // Node 0's task began checking and ended without its record (issue 21: a cancelled step).
-  EXPECT_EQ(format_step_record("step 4", 2, {}, {"n1", "n2"}, true), "mrcheck: step 4: cancelled; no report from n1,n2");
+  EXPECT_EQ(format_step_record("step 4", 2, {}, {"n1", "n2"}, true),
+            "mrcheck: step 4: cancelled; no report from n1,n2");
   EXPECT_EQ(format_step_record("step 5", 3, {got[2]}, {"node1", "node2", "node3"}, true),
             "mrcheck: step 5: cancelled; pass on 1 node; no report from node1,node2");
   // The same finding on several nodes is one item; worst first.
   std::vector<node_record> many = {rec(0, "a", {{"mr_host", verdict::warn, "mr_host (slow)"}}),
                                    rec(1, "b", {fail_memlock()}), rec(2, "c", {fail_memlock()})};
-  EXPECT_EQ(format_step_record("step 2", 3, many, {}),
-            "mrcheck: step 2: FAIL memlock=64KiB (submit-host propagation) on b,c; WARN mr_host (slow) on a per the job's "
-            "probe");
+  EXPECT_EQ(
+      format_step_record("step 2", 3, many, {}),
+      "mrcheck: step 2: FAIL memlock=64KiB (submit-host propagation) on b,c; WARN mr_host (slow) on a per the job's "
+      "probe");
   // Issue 21: what the job's own probe said is marked as such, failing or passing.
-  std::vector<node_record> probed = {rec(0, "a", {pass_memlock(), {"mr_host", verdict::pass, "mr_host"},
-                                                  {"nccl_pair", verdict::pass, "nccl_pair"}}),
-                                     rec(1, "b", {pass_memlock(), {"mr_host", verdict::fail, "mr_host (ENOMEM)"}})};
-  EXPECT_EQ(format_step_record("step 5", 2, probed, {}),
-            "mrcheck: step 5: FAIL mr_host (ENOMEM) on b per the job's probe; pass on 1 node (mr_host,nccl_pair per the "
-            "job's probe)");
+  std::vector<node_record> probed =
+      {rec(0, "a", {pass_memlock(), {"mr_host", verdict::pass, "mr_host"}, {"nccl_pair", verdict::pass, "nccl_pair"}}),
+       rec(1, "b", {pass_memlock(), {"mr_host", verdict::fail, "mr_host (ENOMEM)"}})};
+  EXPECT_EQ(
+      format_step_record("step 5", 2, probed, {}),
+      "mrcheck: step 5: FAIL mr_host (ENOMEM) on b per the job's probe; pass on 1 node (mr_host,nccl_pair per the "
+      "job's probe)");
   // The container helper's checks are the job's word too: its image's libraries ran in it (issue 18).
-  std::vector<node_record> contained = {rec(0, "a", {pass_memlock(), {"container_mr", verdict::fail, "container_mr (ENOMEM)"}})};
+  std::vector<node_record> contained = {
+      rec(0, "a", {pass_memlock(), {"container_mr", verdict::fail, "container_mr (ENOMEM)"}})};
   EXPECT_EQ(format_step_record("step 6", 1, contained, {}),
             "mrcheck: step 6: FAIL container_mr (ENOMEM) on a per the job's probe");
   // Node ids out of range are ignored; hostile names cannot add items or records.
@@ -274,12 +281,13 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
   // A user's process (unprivileged source port) saying the right hello with a forged record is refused.
   std::thread user([&] {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a {};
+    sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(l->port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    std::string msg = fmt::format("mrcheck-admin 1 {}.3\n{}\n", job, encode_node_record(rec(1, "node2", {pass_memlock()})));
+    std::string msg = fmt::format("mrcheck-admin 1 {}.3\n{}\n", job,
+                                  encode_node_record(rec(1, "node2", {pass_memlock()})));
     ASSERT_EQ(::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL), static_cast<ssize_t>(msg.size()));
     char buf[16];
     ::recv(fd, buf, sizeof buf, 0);

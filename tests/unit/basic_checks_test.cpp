@@ -44,7 +44,8 @@ TEST(basic_checks, memlock_fail_names_the_hop) {
 
 TEST(basic_checks, memlock_threshold_from_config_and_soft_only_hint) {
   node_facts f;
-  f.chain = {proc(30, "bash", 64 << 10, 8 << 20), proc(20, "sshd", 8 << 20, 8 << 20), proc(1, "init", 8 << 20, 8 << 20)};
+  f.chain = {proc(30, "bash", 64 << 10, 8 << 20), proc(20, "sshd", 8 << 20, 8 << 20),
+             proc(1, "init", 8 << 20, 8 << 20)};
   mark_lowered(f.chain);
   config c;
   c.memlock_min = 8 << 20;
@@ -90,7 +91,7 @@ TEST(basic_checks, max_map_count_thresholds) {
 
 TEST(basic_checks, hugepages_branches) {
   const matrix_rules c = default_matrix_rules();
-  EXPECT_EQ(check_hugepages(fixture("gpu_h200"), c).result, verdict::pass);        // none reserved
+  EXPECT_EQ(check_hugepages(fixture("gpu_h200"), c).result, verdict::pass);          // none reserved
   EXPECT_EQ(check_hugepages(fixture("hca_ofed_peermem"), c).result, verdict::pass);  // 512 of 1024 free
   auto used = check_hugepages(fixture("hca_inbox_open"), c);
   EXPECT_EQ(used.result, verdict::warn);

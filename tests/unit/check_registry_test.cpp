@@ -91,8 +91,8 @@ TEST(CheckRegistry, FrontEndsSelectTheirGroupsInTheirOrder) {
   check_groups all;
   all.memlock = all.mr = all.nccl = true;
   EXPECT_EQ(strings(selected_ids(plugin_selection(all, true))),
-            (std::vector<std::string>{"memlock", "mr_host", "dmabuf", "mr_gpu", "container", "container_mr", "nccl_pair",
-                                      "container_nccl"}));
+            (std::vector<std::string>{"memlock", "mr_host", "dmabuf", "mr_gpu", "container", "container_mr",
+                                      "nccl_pair", "container_nccl"}));
   EXPECT_EQ(strings(selected_ids(plugin_selection(all, false))), (std::vector<std::string>{"memlock"}));
   check_groups mr_only;
   mr_only.mr = true;

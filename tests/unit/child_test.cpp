@@ -39,9 +39,7 @@ TEST(run_child, execs_a_descriptor_and_runs_before_exec) {
   s.argv[0] = "/not/there/sh";
   s.exec_fd = fd;
   static int ran = 0;
-  s.before_exec = [](const void* arg) noexcept -> int {
-    return *static_cast<const int*>(arg);
-  };
+  s.before_exec = [](const void* arg) noexcept -> int { return *static_cast<const int*>(arg); };
   s.before_exec_arg = &ran;
   auto o = run_child(s);
   ASSERT_TRUE(o.is_ok());
@@ -53,7 +51,8 @@ TEST(run_child, execs_a_descriptor_and_runs_before_exec) {
   o = run_child(s);
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 127);
-  EXPECT_NE(o->err.find("mrcheck: child: join the task's container: No such file or directory"), std::string::npos) << o->err;
+  EXPECT_NE(o->err.find("mrcheck: child: join the task's container: No such file or directory"), std::string::npos)
+      << o->err;
   ::close(fd);
 }
 
@@ -114,7 +113,8 @@ TEST(run_child, relative_path_refused) {
 // Issue 21: a child that leaves a detached grandchild (own session, SIGTERM ignored) holding its output pipes.
 // The wait is for the child's exit, not for the pipes; the grandchild comes back to us (subreaper) and is killed.
 TEST(run_child, a_detached_grandchild_holding_the_pipes_neither_delays_nor_survives) {
-  auto s = sh("setsid sh -c 'trap \"\" TERM HUP; echo $$ > /proc/self/fd/1; exec sleep 100' & sleep 0.2; echo done", 20000);
+  auto s = sh("setsid sh -c 'trap \"\" TERM HUP; echo $$ > /proc/self/fd/1; exec sleep 100' & sleep 0.2; echo done",
+              20000);
   auto t0 = std::chrono::steady_clock::now();
   auto o = run_child(s);
   auto took = std::chrono::steady_clock::now() - t0;

@@ -54,8 +54,9 @@ TEST(container_judge, matching_image_passes) {
 }
 
 TEST(container_judge, no_libibverbs_fails_where_the_host_has_rdma) {
-  std::string out = "ctprobe=1\ndev_infiniband=present uverbs0\nsys_infiniband=present mlx5_0\n"
-                    "verbs=none libibverbs.so.1: cannot open shared object file: No such file or directory\nend=1\n";
+  std::string out =
+      "ctprobe=1\ndev_infiniband=present uverbs0\nsys_infiniband=present mlx5_0\n"
+      "verbs=none libibverbs.so.1: cannot open shared object file: No such file or directory\nend=1\n";
   auto v = judge_container(ran(out), host_with_hca(), pyxis(), false);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].result, verdict::fail);
@@ -67,8 +68,9 @@ TEST(container_judge, no_libibverbs_fails_where_the_host_has_rdma) {
 
 TEST(container_judge, kernel_abi_warning_is_a_failure_with_the_rdma_core_fix) {
   auto v = judge_container(
-      ran(good(), "libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1) for device "
-                  "/sys/class/infiniband/mlx5_0\n"),
+      ran(good(),
+          "libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1) for device "
+          "/sys/class/infiniband/mlx5_0\n"),
       host_with_hca(), pyxis(), false);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].result, verdict::fail);
@@ -87,7 +89,8 @@ TEST(container_judge, devices_hidden_by_mellanox_visible_devices) {
 
 TEST(container_judge, dev_infiniband_missing_gets_the_runtime_fix) {
   std::string out = good();
-  out.replace(out.find("dev_infiniband=present uverbs0,rdma_cm"), 38, "dev_infiniband=missing No such file or directory");
+  out.replace(out.find("dev_infiniband=present uverbs0,rdma_cm"), 38,
+              "dev_infiniband=missing No such file or directory");
   out.replace(out.find("devices=1 mlx5_0"), 16, "devices=0 ");
   auto v = judge_container(ran(out), host_with_hca(), {container_runtime::podman, "x"}, false);
   EXPECT_EQ(v[0].result, verdict::fail);
@@ -168,7 +171,8 @@ TEST(container_judge, helper_failures_are_verdicts) {
   EXPECT_EQ(judge_container(cut, host_with_hca(), pyxis(), false)[0].result, verdict::error);
 
   ctprobe_run twice = ran("ctprobe=1\nverbs=a\nverbs=b\nend=1\n");
-  EXPECT_NE(judge_container(twice, host_with_hca(), pyxis(), false)[0].summary.find("printed twice"), std::string::npos);
+  EXPECT_NE(judge_container(twice, host_with_hca(), pyxis(), false)[0].summary.find("printed twice"),
+            std::string::npos);
 }
 
 // The helper runs the image's libraries, which may print on its stdout: its report is taken only in the shape
@@ -186,7 +190,8 @@ TEST(container_judge, the_helpers_report_is_taken_only_in_its_known_shape) {
   refused(good("nccl=2.18.3 /x\r\x1b[2Jgone\n"), "control bytes");
   refused(good("nccl=" + std::string(5000, 'x') + "\n"), "a line of");
   // A byte count that is not one is shown escaped, never parsed into an exception.
-  auto odd = judge_container(ran(good("").replace(good("").find("reg=ok 0 mlx5_0 67108864"), 24, "reg=ok 0 mlx5_0 lots")),
+  auto odd = judge_container(ran(good("").replace(good("").find("reg=ok 0 mlx5_0 67108864"), 24,
+                                                  "reg=ok 0 mlx5_0 lots")),
                              host_with_hca(), pyxis(), false);
   ASSERT_NE(find(odd, "container_mr"), nullptr);
   EXPECT_NE(find(odd, "container_mr")->summary.find("registered lots on mlx5_0"), std::string::npos);
@@ -214,7 +219,8 @@ TEST(container_runtime, each_from_what_it_leaves) {
     return guess_runtime(s).runtime;
   };
   EXPECT_EQ(g({"PYXIS_VERSION=0.24.0"}, {}), container_runtime::pyxis);
-  EXPECT_EQ(g({"_SLURM_SPANK_OPTION_pyxis_container_image=nvcr.io#nvidia/pytorch:25.01-py3"}, {}), container_runtime::pyxis);
+  EXPECT_EQ(g({"_SLURM_SPANK_OPTION_pyxis_container_image=nvcr.io#nvidia/pytorch:25.01-py3"}, {}),
+            container_runtime::pyxis);
   EXPECT_EQ(g({"ENROOT_ROOTFS=/x"}, {}), container_runtime::enroot);
   EXPECT_EQ(g({"APPTAINER_CONTAINER=/x.sif"}, {}), container_runtime::apptainer);
   EXPECT_EQ(g({}, {"/.singularity.d"}), container_runtime::apptainer);

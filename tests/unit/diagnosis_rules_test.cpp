@@ -24,9 +24,9 @@ bool any_contains(const std::vector<std::string>& lines, std::string_view needle
 }
 
 TEST(diagnosis_cause, strings_round_trip_and_match_the_documented_list) {
-  const char* documented[] = {"memlock",         "capability",         "pinning_resources",
-                              "rdma_stack_mismatch", "gpu_peer_memory", "dmabuf_unsupported",
-                              "duplicate_gpu",   "no_rdma_device",     "unknown"};
+  const char* documented[] = {"memlock",         "capability",         "pinning_resources", "rdma_stack_mismatch",
+                              "gpu_peer_memory", "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
+                              "unknown"};
   ASSERT_EQ(std::size(documented), k_all_causes.size());
   for (std::size_t i = 0; i < k_all_causes.size(); ++i) {
     EXPECT_EQ(to_string(k_all_causes[i]), documented[i]);
@@ -406,7 +406,7 @@ TEST(diagnosis_errno, names_and_glibc_messages_map_both_ways) {
   EXPECT_FALSE(errno_from_message("").has_value());
   EXPECT_EQ(errno_message_in("ibv_reg_mr_iova2 failed with error Cannot allocate memory"), 12);
   EXPECT_EQ(errno_message_in("open /dev/infiniband: No such device or address (x)"), 6);  // not 19
-  EXPECT_EQ(errno_message_in("cannot allocate memory"), 0);  // strerror's case only
+  EXPECT_EQ(errno_message_in("cannot allocate memory"), 0);                               // strerror's case only
   EXPECT_EQ(errno_message_in(""), 0);
   // Every message is found inside a line, and the answer is the longest message the line holds.
   for (int e = 1; e < 134; ++e) {
@@ -440,8 +440,7 @@ TEST(diagnosis_helpers, dpkg_status_tells_ofed_from_inbox) {
                                         &v),
             rdma_flavour::inbox);
   EXPECT_EQ(v, "44.0-2");
-  EXPECT_EQ(user_stack_from_dpkg_status("Package: libibverbs1\nVersion: 2410mlnx54-1.2410068\n"),
-            rdma_flavour::ofed);
+  EXPECT_EQ(user_stack_from_dpkg_status("Package: libibverbs1\nVersion: 2410mlnx54-1.2410068\n"), rdma_flavour::ofed);
   EXPECT_EQ(user_stack_from_dpkg_status("Package: rdma-core\nVersion: 2307mlnx47-1\n"), rdma_flavour::ofed);
   EXPECT_EQ(user_stack_from_dpkg_status("Package: libfoo\nVersion: mlnx\n"), rdma_flavour::unknown);
 }

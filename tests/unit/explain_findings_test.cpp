@@ -57,7 +57,8 @@ TEST(explain_findings, evidence_applies_only_to_the_hosts_in_the_log) {
   EXPECT_EQ(f[0].diag.what, cause::memlock);
   EXPECT_FALSE(f[0].diag.confirmed);
   bool hint = false;
-  for (const auto& line : f[0].diag.evidence) hint |= line.find("PropagateResourceLimitsExcept=MEMLOCK") != std::string::npos;
+  for (const auto& line : f[0].diag.evidence)
+    hint |= line.find("PropagateResourceLimitsExcept=MEMLOCK") != std::string::npos;
   EXPECT_TRUE(hint);
 
   // A --root tree is the node the user chose: its evidence applies whatever the log's host names.
@@ -69,7 +70,8 @@ TEST(explain_findings, evidence_applies_only_to_the_hosts_in_the_log) {
 
 TEST(explain_findings, a_fatal_error_is_explained_by_the_warning_before_it) {
   nccl_log_scanner s = scan_lines({
-      "n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : Connection refused",
+      "n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : Connection "
+      "refused",
       "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
   });
   std::vector<finding> f = explain_groups(s, node_evidence{}, evidence_origin{});
@@ -109,7 +111,8 @@ TEST(explain_findings, text_orders_cause_why_evidence_fix_fallback) {
 TEST(explain_findings, json_schema_is_stable) {
   nccl_log_scanner s = scan_lines({
       "[rank2]: h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Bad address",
-      "h:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12, opcode 0, len 0, vendor err 129",
+      "h:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12, opcode 0, len 0, vendor err "
+      "129",
       "nothing to see",
   });
   evidence_origin origin;
@@ -121,9 +124,10 @@ TEST(explain_findings, json_schema_is_stable) {
   EXPECT_EQ(j.at("evidence_from").at("root"), false);
   const auto& f = j.at("findings");
   ASSERT_EQ(f.size(), 2u);
-  for (const char* key : {"cause", "confirmed", "kind", "call", "errno", "errno_name", "wc_status", "count", "lines",
-                          "ranks", "ranks_truncated", "hosts", "processes", "consequences", "example", "summary",
-                          "evidence", "evidence_applies", "fix", "fallback"}) {
+  for (const char* key : {"cause",     "confirmed",    "kind",    "call",    "errno",           "errno_name",
+                          "wc_status", "count",        "lines",   "ranks",   "ranks_truncated", "hosts",
+                          "processes", "consequences", "example", "summary", "evidence",        "evidence_applies",
+                          "fix",       "fallback"}) {
     EXPECT_TRUE(f[0].contains(key)) << key;
     EXPECT_TRUE(f[1].contains(key)) << key;
   }

@@ -33,17 +33,20 @@ bool any_contains(const std::vector<std::string>& lines, std::string_view needle
 // aws_ofi_nccl_44_enable_endpoint.log, aws_ofi_nccl_24_open_av.log, aws_ofi_nccl_1020_getinfo_container.log
 TEST(explain_ofi, net_ofi_steps_name_the_libfabric_call_and_errno) {
   nccl_event e = must_parse(
-      "create_nccl_ofi_component:496 NCCL WARN NET/OFI Couldn't enable endpoint. RC: -12, ERROR: Cannot allocate memory");
+      "create_nccl_ofi_component:496 NCCL WARN NET/OFI Couldn't enable endpoint. RC: -12, ERROR: Cannot allocate "
+      "memory");
   EXPECT_EQ(e.what.call, "fi_enable");
   EXPECT_EQ(e.what.err, ENOMEM);
   EXPECT_EQ(e.what.transport, "ofi");
-  e = must_parse("ip-172-32-45-165:72593:73427 [7] create_nccl_ofi_component:459 NCCL WARN NET/OFI Couldn't open AV. "
-                 "RC: -22, ERROR: Invalid argument");
+  e = must_parse(
+      "ip-172-32-45-165:72593:73427 [7] create_nccl_ofi_component:459 NCCL WARN NET/OFI Couldn't open AV. "
+      "RC: -22, ERROR: Invalid argument");
   EXPECT_EQ(e.what.call, "fi_av_open");
   EXPECT_EQ(e.what.err, EINVAL);
   EXPECT_EQ(e.host, "ip-172-32-45-165");
-  e = must_parse("[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI "
-                 "fi_getinfo() call failed: No data available");
+  e = must_parse(
+      "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI "
+      "fi_getinfo() call failed: No data available");
   EXPECT_EQ(e.what.call, "fi_getinfo");
   EXPECT_EQ(e.what.err, ENODATA);
   // An INFO line of the plugin is not a failure.
@@ -78,15 +81,17 @@ TEST(explain_ofi, libfabric_efa_registration_with_unlimited_memlock_is_the_efa_p
   EXPECT_NE(d.fix.find("huge pages"), std::string::npos) << d.fix;
   EXPECT_NE(d.summary.find("EFA device's limit"), std::string::npos) << d.summary;
   // Other libfabric warnings are not failures (aws/libfabric #3: a provider that found no device).
-  EXPECT_FALSE(parse_nccl_line("libfabric:72089:ofi_mrail:fabric:mrail_get_core_info():277<warn> "
-                               "OFI_MRAIL_ADDR_STRC env variable not set!"));
+  EXPECT_FALSE(
+      parse_nccl_line("libfabric:72089:ofi_mrail:fabric:mrail_get_core_info():277<warn> "
+                      "OFI_MRAIL_ADDR_STRC env variable not set!"));
   EXPECT_FALSE(parse_nccl_line("libfabric:1:2::efa:mr:efa_mr_reg_impl():835<info> Registered memory of size 1"));
 }
 
 // awsome_203_ofi_einval.log
 TEST(explain_ofi, registration_einval_is_the_old_efa_installer_with_new_nccl) {
-  nccl_event e = must_parse("register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type = 2) for "
-                            "device 4. RC: -22, Error: Invalid argument");
+  nccl_event e = must_parse(
+      "register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type = 2) for "
+      "device 4. RC: -22, Error: Invalid argument");
   diagnosis d = diagnose(e.what, node_evidence{});
   EXPECT_EQ(d.what, cause::rdma_stack_mismatch);
   EXPECT_FALSE(d.confirmed);
@@ -243,7 +248,8 @@ TEST(explain_failures, warnings_without_a_failure_after_them_stay_clean) {
 
 // nccl_210_socket_creation.log (NCCL <= 2.4 header without "NCCL")
 TEST(explain_failures, socket_creation_failure_names_the_address_family) {
-  nccl_event e = must_parse("include/socket.h:344 WARN Socket creation failed : Address family not supported by protocol");
+  nccl_event e = must_parse(
+      "include/socket.h:344 WARN Socket creation failed : Address family not supported by protocol");
   EXPECT_EQ(e.what.what, failure::kind::fatal_warning);
   EXPECT_EQ(e.what.call, "socket");
   EXPECT_EQ(e.what.err, EAFNOSUPPORT);

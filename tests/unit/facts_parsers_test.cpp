@@ -59,8 +59,9 @@ TEST(facts_pci, none_and_garbage) {
 }
 
 TEST(facts_meminfo, parses_and_refuses) {
-  auto m = parse_meminfo("MemTotal:       16318464 kB\nMemAvailable:    8000000 kB\nHugePages_Total:       4\n"
-                         "HugePages_Free:        1\nHugepagesize:    1048576 kB\n");
+  auto m = parse_meminfo(
+      "MemTotal:       16318464 kB\nMemAvailable:    8000000 kB\nHugePages_Total:       4\n"
+      "HugePages_Free:        1\nHugepagesize:    1048576 kB\n");
   ASSERT_TRUE(m.is_ok());
   EXPECT_EQ(m->mem_total, 16318464ull << 10);
   EXPECT_EQ(m->total, 4u);
@@ -86,7 +87,8 @@ TEST(facts_nvidia, open_and_proprietary) {
   auto a = parse_nvidia_version("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.86.15  Release Build\n");
   ASSERT_TRUE(a.is_ok());
   EXPECT_EQ(a->version, "570.86.15");
-  auto p = parse_nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n");
+  auto p = parse_nvidia_version(
+      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n");
   ASSERT_TRUE(p.is_ok());
   EXPECT_EQ(p->version, "550.54.15");
   EXPECT_EQ(p->flavour, nvidia_flavour::proprietary);
@@ -115,7 +117,7 @@ TEST(facts_misc, pid_files_conf_and_library_names) {
 
 TEST(facts_libraries, dlopen_libibverbs_on_this_host) {
   auto l = load_library("libibverbs.so.1", {"ibv_reg_mr_iova2@IBVERBS_1.8", "ibv_reg_dmabuf_mr@IBVERBS_1.12",
-                                             "ibv_reg_mr_iova2@IBVERBS_9.9", "no_such_symbol"});
+                                            "ibv_reg_mr_iova2@IBVERBS_9.9", "no_such_symbol"});
   if (!l) GTEST_SKIP() << "libibverbs.so.1 not installed: " << l.error().message();
   char buf[PATH_MAX];
   ASSERT_NE(::realpath(l->path.c_str(), buf), nullptr);
@@ -205,8 +207,9 @@ TEST(FactsParsers, EfaInstallerRecord) {
   EXPECT_EQ(f->installer_version, "1.8.3");
   EXPECT_EQ(f->libfabric_version, "1.9.0amzn1.1");
   EXPECT_TRUE(f->ofi_nccl_version.empty());
-  auto rpm = parse_efa_installer("# EFA installer version: 1.38.0\nlibfabric-aws-2.0.0amzn1.0-1.amzn2023.x86_64 "
-                                 "libnccl-ofi-1.13.2-1.amzn2023.x86_64\n");
+  auto rpm = parse_efa_installer(
+      "# EFA installer version: 1.38.0\nlibfabric-aws-2.0.0amzn1.0-1.amzn2023.x86_64 "
+      "libnccl-ofi-1.13.2-1.amzn2023.x86_64\n");
   ASSERT_TRUE(rpm.is_ok());
   EXPECT_EQ(rpm->libfabric_version, "2.0.0amzn1.0");
   EXPECT_EQ(rpm->ofi_nccl_version, "1.13.2");

@@ -162,7 +162,7 @@ TEST_F(facts_chain, hard_limit_drop_counts_and_unknown_never_marks) {
   EXPECT_FALSE((*c)[0].lowered);  // its parent's limits are unknown
   EXPECT_FALSE((*c)[1].memlock.is_ok());
   EXPECT_FALSE((*c)[1].lowered);
-  EXPECT_TRUE((*c)[2].lowered);   // hard limit dropped at sshd
+  EXPECT_TRUE((*c)[2].lowered);  // hard limit dropped at sshd
 }
 
 TEST_F(facts_chain, vanished_ancestor_ends_the_chain) {

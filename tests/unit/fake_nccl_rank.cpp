@@ -141,8 +141,8 @@ int fake_rank_main(const nccl_rank_args& a, const std::string& spec) {
     r.mismatches = a.count;
     r.first_bad_index = 0;
     r.first_bad_value = a.rank + 1;
-    r.error = fmt::format("all-reduce result wrong in {} of {} elements (first at 0: {} instead of {})", a.count, a.count,
-                          a.rank + 1, r.expected);
+    r.error = fmt::format("all-reduce result wrong in {} of {} elements (first at 0: {} instead of {})", a.count,
+                          a.count, a.rank + 1, r.expected);
     return result(1);
   }
   ctl.line("stage destroy");

@@ -19,8 +19,8 @@ nccl_estimate estimate_with(std::vector<std::string> kv) {
 constexpr std::int64_t k_simple = 4194304;
 
 TEST(FuzzFixNcclEstimate, HugeChunkIsCappedAtTheSimpleBufferOverSteps) {
-  for (std::int64_t chunk : {std::numeric_limits<std::int64_t>::max(), std::int64_t{1} << 62,
-                             (std::int64_t{1} << 61) + 1}) {
+  for (std::int64_t chunk :
+       {std::numeric_limits<std::int64_t>::max(), std::int64_t{1} << 62, (std::int64_t{1} << 61) + 1}) {
     nccl_estimate e = estimate_with({"NCCL_P2P_NET_CHUNKSIZE=" + std::to_string(chunk)});
     EXPECT_EQ(e.p2p_chunk, k_simple / 8) << chunk;
     EXPECT_EQ(e.p2p_bytes, 2ull * 4 * 16 * (k_simple / 8)) << chunk;
@@ -39,7 +39,8 @@ TEST(FuzzFixNcclEstimate, HugeBuffersAreEstimatedAtOneTebibyteWithoutWrapping) {
   EXPECT_GE(e.host_bytes, e.per_connection);
   EXPECT_GE(e.host_bytes, e.dmabuf_host_bytes);
   bool noted = false;
-  for (const auto& n : e.notes) noted = noted || n.find("NCCL_BUFFSIZE=" + max + " is more than any buffer") != std::string::npos;
+  for (const auto& n : e.notes)
+    noted = noted || n.find("NCCL_BUFFSIZE=" + max + " is more than any buffer") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 

@@ -49,7 +49,8 @@ node_facts healthy() {
   f.memory_peers = true;
   f.memory_peer_clients = {"nv_mem", "nv_mem_nc"};
   f.nvidia = nvidia_driver_fact{"580.82.09", nvidia_flavour::open,
-                                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.82.09  Release Build", ""};
+                                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.82.09  Release Build",
+                                ""};
   gpu_fact g;
   g.pci_bdf = "0000:1b:00.0";
   g.device_id = "0x2335";
@@ -346,7 +347,8 @@ TEST(MatrixGpudirect, DmabufNeedsKernelVerbsAndCuda) {
   f.modules.erase("nvidia_peermem");
   f.memory_peer_clients.clear();
   f.libibverbs->symbols["ibv_reg_dmabuf_mr@IBVERBS_1.12"] = false;
-  EXPECT_EQ(check_gpudirect(f, rules()).summary, "no nvidia_peermem and no DMA-BUF (libibverbs lacks ibv_reg_dmabuf_mr)");
+  EXPECT_EQ(check_gpudirect(f, rules()).summary,
+            "no nvidia_peermem and no DMA-BUF (libibverbs lacks ibv_reg_dmabuf_mr)");
   f = healthy();
   f.modules.erase("nvidia_peermem");
   f.memory_peer_clients.clear();

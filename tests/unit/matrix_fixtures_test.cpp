@@ -60,7 +60,8 @@ INSTANTIATE_TEST_SUITE_P(
     Trees, MatrixFixture,
     ::testing::Values(
         fixture_case{"matrix_inbox_under_ofed", "rdma_stack",
-                     "mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4"},
+                     "mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space "
+                     "OFED-internal-24.10-1.1.4"},
         fixture_case{"matrix_ofed_under_inbox", "rdma_stack",
                      "mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"},
         fixture_case{"matrix_hca_fw_old", "hca_fw", "mrcheck: hca_fw: mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012"},
@@ -69,7 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
         fixture_case{"matrix_gpu_driver_old", "gpu_driver", "mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"},
         fixture_case{"matrix_slurmd_memlock_8m", "slurmd_memlock",
                      "mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"},
-        fixture_case{"matrix_max_map_count_low", "max_map_count", "mrcheck: max_map_count: vm.max_map_count 16384 < 65530"},
+        fixture_case{"matrix_max_map_count_low", "max_map_count",
+                     "mrcheck: max_map_count: vm.max_map_count 16384 < 65530"},
         fixture_case{"matrix_hugepages_hog", "hugepages",
                      "mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
 
@@ -117,7 +119,8 @@ TEST(MatrixFixtureTrees, AlignedTreePassesEveryRule) {
 }
 
 TEST(MatrixFixtureTrees, RealH200CaptureDrainsNothing) {
-  if (!std::filesystem::is_directory(std::string(MRCHECK_FIXTURES_DIR) + "/gpu_h200")) GTEST_SKIP() << "no gpu_h200 capture";
+  if (!std::filesystem::is_directory(std::string(MRCHECK_FIXTURES_DIR) + "/gpu_h200"))
+    GTEST_SKIP() << "no gpu_h200 capture";
   auto j = judge_tree("gpu_h200");
   EXPECT_EQ(j.action.what, desired_action::kind::resume);
   // What the capture shows (its README): open 580 driver, H200 BAR1 256 GiB, no RDMA device.

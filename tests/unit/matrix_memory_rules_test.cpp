@@ -73,7 +73,8 @@ TEST(MatrixMemoryRules, DefaultsAndOverrides) {
 }
 
 TEST(MatrixMemoryRules, BadValuesAreErrorsWithFileAndLine) {
-  EXPECT_EQ(error_of("max_map_count.min lots\n"), "rules.conf:1: 'max_map_count.min': 'lots' is not a map count (0 to 2147483647)");
+  EXPECT_EQ(error_of("max_map_count.min lots\n"),
+            "rules.conf:1: 'max_map_count.min': 'lots' is not a map count (0 to 2147483647)");
   EXPECT_EQ(error_of("max_map_count.min 2147483648\n"),
             "rules.conf:1: 'max_map_count.min': '2147483648' is not a map count (0 to 2147483647)");
   EXPECT_EQ(error_of("max_map_count.recommended -1\n"),
@@ -153,17 +154,19 @@ TEST(MatrixMemoryChecks, HugepagesReservedShareEdges) {
   auto d = default_matrix_rules();
   // 100 GiB of memory = 51200 pages of 2 MiB; 90% = 46080 pages, 50% = 25600 pages.
   const std::uint64_t mem = 100 * k_gib;
-  auto at = [&](std::uint64_t pages, std::uint64_t free) { return check_hugepages(with_hugepages(mem, pages, free), d); };
+  auto at = [&](std::uint64_t pages, std::uint64_t free) {
+    return check_hugepages(with_hugepages(mem, pages, free), d);
+  };
   auto none = at(0, 0);
   EXPECT_EQ(none.id, "hugepages");
   EXPECT_EQ(none.result, verdict::pass);
-  EXPECT_EQ(at(25600, 10).result, verdict::pass);   // exactly 50%: not above
-  auto warn = at(25601, 10);                        // just above 50%
+  EXPECT_EQ(at(25600, 10).result, verdict::pass);  // exactly 50%: not above
+  auto warn = at(25601, 10);                       // just above 50%
   EXPECT_EQ(warn.result, verdict::warn);
   EXPECT_EQ(warn.summary, "25601 hugepages (50.0 GiB) reserved = 50% of memory > 50%") << warn.summary;
   EXPECT_FALSE(warn.hint.empty());
-  EXPECT_EQ(at(46080, 10).result, verdict::warn);   // exactly 90%
-  auto fail = at(46081, 10);                        // just above 90%
+  EXPECT_EQ(at(46080, 10).result, verdict::warn);  // exactly 90%
+  auto fail = at(46081, 10);                       // just above 90%
   EXPECT_EQ(fail.result, verdict::fail);
   EXPECT_NE(fail.summary.find("reserved = 90% of memory > 90%"), std::string::npos) << fail.summary;
   EXPECT_NE(fail.hint.find("vm.nr_hugepages"), std::string::npos);

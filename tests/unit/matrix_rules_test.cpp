@@ -85,7 +85,8 @@ TEST(MatrixRules, ErrorsNameFileAndLine) {
   EXPECT_EQ(error_of("bar1 warn\nbar1 fail\n"), "rules.conf:2: 'bar1' is set twice");
   EXPECT_EQ(error_of("hca_fw.min 40 40.1.1\n"), "rules.conf:1: 'hca_fw.min 40': no hca_family 40 declared");
   EXPECT_EQ(error_of("hca_fw.min 28 22.1.1\n"), "rules.conf:1: 'hca_fw.min 28': version 22.1.1 belongs to major 22");
-  EXPECT_EQ(error_of("gpu_driver.min 5x\n"), "rules.conf:1: 'gpu_driver.min': '5x' is not a dotted version (digits and dots)");
+  EXPECT_EQ(error_of("gpu_driver.min 5x\n"),
+            "rules.conf:1: 'gpu_driver.min': '5x' is not a dotted version (digits and dots)");
   EXPECT_EQ(error_of("gpu_memory 0xzz 80G\n"), "rules.conf:1: '0xzz' is not a PCI device id (4 hex digits)");
   EXPECT_EQ(error_of("gpu_memory 2335 lots\n"), "rules.conf:1: 'gpu_memory 0x2335': 'lots' is not a memory size");
   EXPECT_EQ(error_of("bar1\n"), "rules.conf:1: 'bar1' takes fail|warn|off (got 0 values)");
@@ -154,7 +155,7 @@ TEST(MatrixRules, ShippedFileEqualsBuiltInDefaults) {
 
 TEST(MatrixSlurmConf, PropagationRules) {
   auto p = [](const char* text) { return parse_slurm_conf(text, "slurm.conf").memlock_propagated(); };
-  EXPECT_TRUE(p("ClusterName=x\n"));                                       // default ALL
+  EXPECT_TRUE(p("ClusterName=x\n"));  // default ALL
   EXPECT_FALSE(p("PropagateResourceLimitsExcept=MEMLOCK\n"));
   EXPECT_FALSE(p("propagateresourcelimitsexcept=NOFILE,memlock # comment\n"));
   EXPECT_TRUE(p("PropagateResourceLimitsExcept=NOFILE,CORE\n"));
@@ -162,7 +163,7 @@ TEST(MatrixSlurmConf, PropagationRules) {
   EXPECT_TRUE(p("PropagateResourceLimits=ALL\n"));
   EXPECT_FALSE(p("PropagateResourceLimits=NOFILE,CORE\n"));
   EXPECT_TRUE(p("PropagateResourceLimits=CORE,MEMLOCK\n"));
-  EXPECT_TRUE(p("#PropagateResourceLimitsExcept=MEMLOCK\n"));              // commented out
+  EXPECT_TRUE(p("#PropagateResourceLimitsExcept=MEMLOCK\n"));                                      // commented out
   EXPECT_FALSE(p("PropagateResourceLimitsExcept=CORE\nPropagateResourceLimitsExcept=MEMLOCK\n"));  // last wins
 }
 

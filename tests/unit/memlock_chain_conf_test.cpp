@@ -15,9 +15,8 @@ namespace {
 class MemlockChainConf : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("mrcheck_conf_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("mrcheck_conf_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_ / "etc/slurm/conf.d");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -40,7 +39,8 @@ TEST_F(MemlockChainConf, DefaultIsAllPropagated) {
 }
 
 TEST_F(MemlockChainConf, ExceptMemlockInAnIncludedFileWins) {
-  write("etc/slurm/slurm.conf", "include conf.d/limits.conf\n# PropagateResourceLimitsExcept=NONE\nTaskProlog=/x/tp.sh\n");
+  write("etc/slurm/slurm.conf",
+        "include conf.d/limits.conf\n# PropagateResourceLimitsExcept=NONE\nTaskProlog=/x/tp.sh\n");
   write("etc/slurm/conf.d/limits.conf", "  propagateresourcelimitsexcept=NOFILE,MEMLOCK   # the fix\n");
   auto c = read();
   ASSERT_TRUE(c) << c.error().message();
@@ -110,9 +110,9 @@ TEST_F(MemlockChainConf, IncludeCyclesGlobsAndMissingFilesAreProblemsNotErrors) 
 TEST(SlurmConfText, CommentsEscapesContinuationsQuotesAndObjectLines) {
   slurm_conf_settings c;
   parse_slurm_conf_text(
-      "Prolog=/a\\#b # comment\n"                     // `\#` is a literal '#'
-      "Epilog=/x\\\\#c\n"                             // `\\` then a comment
-      "PropagateResourceLimits=CORE,\\\nMEMLOCK\n"     // continued line: the value is glued back
+      "Prolog=/a\\#b # comment\n"                   // `\#` is a literal '#'
+      "Epilog=/x\\\\#c\n"                           // `\\` then a comment
+      "PropagateResourceLimits=CORE,\\\nMEMLOCK\n"  // continued line: the value is glued back
       "  SlurmdPidFile = \"/run/with space.pid\"  UsePAM=1\n"
       "NodeName=n1 TaskProlog=/not/global CPUs=2\n"
       "taskprolog=/last/wins junk\n",

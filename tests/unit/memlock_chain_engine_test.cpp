@@ -81,7 +81,7 @@ TEST(MemlockChainEngine, SbatchCarriesTheRequestAndTheRecord) {
   EXPECT_EQ(rec->tool, "sbatch");
   ASSERT_FALSE(rec->chain.empty());
   EXPECT_EQ(rec->chain.front().pid, ::getpid());
-  struct rlimit r{};
+  struct rlimit r {};
   ::getrlimit(RLIMIT_MEMLOCK, &r);
   EXPECT_EQ(*rec->sent, format_propagated_limit(r.rlim_cur == RLIM_INFINITY ? k_unlimited : r.rlim_cur));
 }
@@ -164,17 +164,29 @@ TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
 
 // Issue 21, finding 3: the probe child's whole environment.
 TEST(MemlockChainEngine, TheProbeEnvironmentKeepsOnlyWhatNcclCudaAndVerbsRead) {
-  std::vector<std::string> job = {"LD_PRELOAD=/home/u/evil.so", "LD_LIBRARY_PATH=/home/u/lib", "LD_AUDIT=/x.so",
-                                  "PATH=/home/u/bin:/usr/bin", "NCCL_IB_HCA=mlx5_0", "NCCL_NET_PLUGIN=aws-ofi",
-                                  "NCCL_TUNER_PLUGIN=/home/u/tuner.so", "CUDA_VISIBLE_DEVICES=0,1",
-                                  "RDMAV_FORK_SAFE=1", "MLX5_SHUT_UP_BF=1", "SLURM_JOB_ID=42", "SLURM_CONF=/home/u/s.conf",
-                                  "HOME=/home/u", "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem", "PYTHONPATH=/x", "GCONV_PATH=/x"};
+  std::vector<std::string> job = {"LD_PRELOAD=/home/u/evil.so",
+                                  "LD_LIBRARY_PATH=/home/u/lib",
+                                  "LD_AUDIT=/x.so",
+                                  "PATH=/home/u/bin:/usr/bin",
+                                  "NCCL_IB_HCA=mlx5_0",
+                                  "NCCL_NET_PLUGIN=aws-ofi",
+                                  "NCCL_TUNER_PLUGIN=/home/u/tuner.so",
+                                  "CUDA_VISIBLE_DEVICES=0,1",
+                                  "RDMAV_FORK_SAFE=1",
+                                  "MLX5_SHUT_UP_BF=1",
+                                  "SLURM_JOB_ID=42",
+                                  "SLURM_CONF=/home/u/s.conf",
+                                  "HOME=/home/u",
+                                  "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem",
+                                  "PYTHONPATH=/x",
+                                  "GCONV_PATH=/x"};
   auto env = probe_environment(job, "/etc/slurm/slurm.conf");
   auto has = [&](std::string_view e) { return std::find(env.begin(), env.end(), e) != env.end(); };
   EXPECT_TRUE(has("PATH=/usr/bin:/bin"));
   EXPECT_TRUE(has("SLURM_CONF=/etc/slurm/slurm.conf"));
-  for (const char* kept : {"NCCL_IB_HCA=mlx5_0", "NCCL_NET_PLUGIN=aws-ofi", "CUDA_VISIBLE_DEVICES=0,1", "RDMAV_FORK_SAFE=1",
-                           "MLX5_SHUT_UP_BF=1", "SLURM_JOB_ID=42", "HOME=/home/u", "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem"}) {
+  for (const char* kept :
+       {"NCCL_IB_HCA=mlx5_0", "NCCL_NET_PLUGIN=aws-ofi", "CUDA_VISIBLE_DEVICES=0,1", "RDMAV_FORK_SAFE=1",
+        "MLX5_SHUT_UP_BF=1", "SLURM_JOB_ID=42", "HOME=/home/u", "MRCHECK_FAKE_IBV_INJECT=reg_mr=enomem"}) {
     EXPECT_TRUE(has(kept)) << kept;
   }
   for (const auto& e : env) {
@@ -240,11 +252,13 @@ TEST(MemlockChainEngine, AProbeReportIsTakenOnlyInItsKnownShape) {
   EXPECT_NE(rs[0].summary.find("unknown check id 'mr_host\\x0aINJECTED'"), std::string::npos) << rs[0].summary;
   rs = run(R"({"checks":[{"id":"nccl_pair","verdict":"fail","summary":"x"}]})");  // not the mr probe's
   EXPECT_EQ(rs[0].result, verdict::error);
-  rs = run(R"({"checks":[{"id":"mr_host","verdict":"pass","summary":"a"},{"id":"mr_host","verdict":"fail","summary":"b"}]})");
+  rs = run(
+      R"({"checks":[{"id":"mr_host","verdict":"pass","summary":"a"},{"id":"mr_host","verdict":"fail","summary":"b"}]})");
   EXPECT_EQ(rs[0].result, verdict::error);
   EXPECT_NE(rs[0].summary.find("twice"), std::string::npos) << rs[0].summary;
   std::string many = R"({"checks":[)";
-  for (int i = 0; i < 100; ++i) many += std::string(i ? "," : "") + R"({"id":"mr_host","verdict":"fail","summary":"x"})";
+  for (int i = 0; i < 100; ++i)
+    many += std::string(i ? "," : "") + R"({"id":"mr_host","verdict":"fail","summary":"x"})";
   rs = run(many + "]}");
   EXPECT_EQ(rs[0].result, verdict::error);
   rs = run(R"({"checks":[{"id":"mr_host","verdict":"fail","summary":")" + std::string(5000, 'a') +
@@ -292,7 +306,7 @@ TEST(MemlockChainPostExecWatch, SeesTheLimitAChildExecsWith) {
     ::prctl(15 /* PR_SET_NAME */, "slurmstepd", 0, 0, 0);
     char c;
     if (::read(go[0], &c, 1) != 1) ::_exit(2);
-    struct rlimit r{};
+    struct rlimit r {};
     ::getrlimit(RLIMIT_MEMLOCK, &r);
     r.rlim_cur = 65536;
     ::setrlimit(RLIMIT_MEMLOCK, &r);
@@ -302,7 +316,7 @@ TEST(MemlockChainPostExecWatch, SeesTheLimitAChildExecsWith) {
   ::close(go[0]);
   ::usleep(50 * 1000);
   ASSERT_EQ(::write(go[1], "x", 1), 1);
-  struct rlimit mine{};
+  struct rlimit mine {};
   ::getrlimit(RLIMIT_MEMLOCK, &mine);
   memlock_limit predicted{mine.rlim_cur == RLIM_INFINITY ? k_unlimited : mine.rlim_cur,
                           mine.rlim_max == RLIM_INFINITY ? k_unlimited : mine.rlim_max};

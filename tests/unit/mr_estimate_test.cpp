@@ -11,7 +11,7 @@ namespace {
 
 nccl_env env_of(std::vector<std::string> kv) { return load_nccl_env(kv, "", "/nonexistent/nccl.conf"); }
 
-constexpr std::uint64_t k_ll = 524288;     // 8 * 512 * 8 * 16
+constexpr std::uint64_t k_ll = 524288;      // 8 * 512 * 8 * 16
 constexpr std::uint64_t k_ll128 = 4915200;  // 120 * 640 * 8 * 8
 constexpr std::uint64_t k_simple = 4194304;
 

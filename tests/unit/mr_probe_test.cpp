@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <unistd.h>
+#include <cerrno>
 
 namespace mrcheck {
 namespace {
@@ -265,7 +265,7 @@ TEST(MrProbe, LibraryThatDoesNotLoad) {
                                     gpu_probe_result{}, log);
   auto checks = mr_probe_checks(o, user_evidence(k_unlimited));
   EXPECT_EQ(checks[0].result.result, verdict::skip);  // no rdma-core: NCCL cannot use IB either
-  o.explicit_library = true;                           // the admin named a path: that is a broken setup
+  o.explicit_library = true;                          // the admin named a path: that is a broken setup
   checks = mr_probe_checks(o, user_evidence(k_unlimited));
   EXPECT_EQ(checks[0].result.result, verdict::error);
 }

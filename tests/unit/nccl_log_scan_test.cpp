@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace mrcheck {
 namespace {
@@ -46,8 +46,7 @@ TEST(nccl_log_line, errno_as_numbers_and_other_messages) {
   EXPECT_EQ(must_parse("h:1:2 [0] NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not supported")
                 .what.err,
             EOPNOTSUPP);
-  EXPECT_EQ(must_parse("h:1:2 [0] NCCL WARN Call to ibv_modify_qp failed with error No such device").what.err,
-            ENODEV);
+  EXPECT_EQ(must_parse("h:1:2 [0] NCCL WARN Call to ibv_modify_qp failed with error No such device").what.err, ENODEV);
   EXPECT_EQ(must_parse("h:1:2 [0] NCCL WARN Call to posix_fallocate failed : No space left on device").what.err,
             ENOSPC);
   // Old NCCL printed no errno.
@@ -72,34 +71,41 @@ TEST(nccl_log_line, errno_in_text_forms) {
 }
 
 TEST(nccl_log_line, launcher_prefixes_give_ranks_and_hosts) {
-  nccl_event srun = must_parse("12: gpu3:99:100 [1] NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot "
-                               "allocate memory");
+  nccl_event srun = must_parse(
+      "12: gpu3:99:100 [1] NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot "
+      "allocate memory");
   EXPECT_EQ(srun.rank, 12);
   EXPECT_EQ(srun.host, "gpu3");
-  nccl_event padded = must_parse("  3: gpu3:99:100 [1] NCCL WARN Call to ibv_create_cq failed with error Cannot "
-                                 "allocate memory");
+  nccl_event padded = must_parse(
+      "  3: gpu3:99:100 [1] NCCL WARN Call to ibv_create_cq failed with error Cannot "
+      "allocate memory");
   EXPECT_EQ(padded.rank, 3);
-  nccl_event torch = must_parse("[rank3]: misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
-                                "Invalid argument");
+  nccl_event torch = must_parse(
+      "[rank3]: misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
+      "Invalid argument");
   EXPECT_EQ(torch.rank, 3);
-  nccl_event ompi = must_parse("[1,5]<stdout>:smc-gpu-03:29883:30404 [0] init.cc:497 NCCL WARN Duplicate GPU "
-                               "detected : rank 5 and rank 0 both on CUDA device 1000");
+  nccl_event ompi = must_parse(
+      "[1,5]<stdout>:smc-gpu-03:29883:30404 [0] init.cc:497 NCCL WARN Duplicate GPU "
+      "detected : rank 5 and rank 0 both on CUDA device 1000");
   EXPECT_EQ(ompi.rank, 5);
   EXPECT_EQ(ompi.host, "smc-gpu-03");
   EXPECT_EQ(ompi.what.what, failure::kind::duplicate_gpu);
-  nccl_event pdsh = must_parse("10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL "
-                               "WARN NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: "
-                               "Cannot allocate memory");
+  nccl_event pdsh = must_parse(
+      "10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL "
+      "WARN NET/OFI Unable to register memory (type = 1) for device 0. RC: 12, Error: "
+      "Cannot allocate memory");
   EXPECT_EQ(pdsh.host, "ip-10-0-87-143");
   EXPECT_EQ(pdsh.what.call, "fi_mr_regattr");
   EXPECT_EQ(pdsh.what.err, ENOMEM);
-  nccl_event stamped = must_parse("[2025-03-01 10:00:01] 2025-03-01T10:00:01.123Z n1:7:8 [0] NCCL WARN Call to "
-                                  "ibv_reg_mr failed with error Bad address");
+  nccl_event stamped = must_parse(
+      "[2025-03-01 10:00:01] 2025-03-01T10:00:01.123Z n1:7:8 [0] NCCL WARN Call to "
+      "ibv_reg_mr failed with error Bad address");
   EXPECT_EQ(stamped.host, "n1");
   EXPECT_EQ(stamped.what.err, EFAULT);
   // "RuntimeError: " is not a host.
-  nccl_event rt = must_parse("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL "
-                             "version 2.10.3");
+  nccl_event rt = must_parse(
+      "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL "
+      "version 2.10.3");
   EXPECT_EQ(rt.host, "");
   EXPECT_EQ(rt.what.what, failure::kind::system_error);
 }
@@ -116,20 +122,23 @@ TEST(nccl_log_line, completion_errors_carry_wc_status_not_errno) {
       "error 12, opcode 32753, len 0, vendor err 129 (Recv) localGid ::ffff:10.1.1.1 remoteGids ::ffff:10.1.1.2");
   EXPECT_EQ(peer.what.wc_status, 12);
   EXPECT_EQ(peer.what.peer, "10.1.1.2<42911>");
-  nccl_event status = must_parse("n:1:2 [0] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<1234> with "
-                                 "status=5 opcode=0 len=0 vendor err 249 (Send)");
+  nccl_event status = must_parse(
+      "n:1:2 [0] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<1234> with "
+      "status=5 opcode=0 len=0 vendor err 249 (Send)");
   EXPECT_EQ(status.what.wc_status, 5);
 }
 
 TEST(nccl_log_line, no_device_dmabuf_register_and_wrappers) {
   EXPECT_EQ(must_parse("nccl-tests:286:286 [0] NCCL INFO NET/IB : No device found.").what.what,
             failure::kind::no_device);
-  nccl_event ucx = must_parse("[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: "
-                              "ibv_create_cq() failed: Cannot allocate memory. Please set max locked memory");
+  nccl_event ucx = must_parse(
+      "[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: "
+      "ibv_create_cq() failed: Cannot allocate memory. Please set max locked memory");
   EXPECT_EQ(ucx.what.call, "ibv_create_cq");
   EXPECT_EQ(ucx.what.err, ENOMEM);
-  nccl_event ms = must_parse("mscclpp._mscclpp.IbError: (14, 'ibv_reg_mr failed (errno 14) (Ib failure: Bad "
-                             "address)')");
+  nccl_event ms = must_parse(
+      "mscclpp._mscclpp.IbError: (14, 'ibv_reg_mr failed (errno 14) (Ib failure: Bad "
+      "address)')");
   EXPECT_EQ(ms.what.call, "ibv_reg_mr");
   EXPECT_EQ(ms.what.err, EFAULT);
   nccl_event dma = must_parse("n:1:2 [0] NCCL WARN NET/IB : DMA-BUF registration failed: Operation not supported");
@@ -185,8 +194,9 @@ TEST(nccl_log_scanner, groups_repeats_and_lists_ranks_and_hosts) {
 TEST(nccl_log_scanner, system_error_after_unrecognised_warnings_makes_the_first_one_the_finding) {
   // Issue 20: the warning NCCL failed on is the finding (with its call and errno), not a bare "system error".
   nccl_log_scanner s;
-  s.feed_line("n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : "
-              "Connection refused");
+  s.feed_line(
+      "n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : "
+      "Connection refused");
   s.feed_line("n:1:3 [0] NCCL WARN some other warning");
   auto ev = s.feed_line("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error");
   ASSERT_TRUE(ev.has_value());
@@ -314,8 +324,9 @@ TEST(nccl_log_stream, large_log_streams_in_bounded_memory) {
       chunk += fmt::format("{}: node{:03}:{}:{} [{}] NCCL INFO Channel {:02}/32 : 0[0] -> 1[1] via NET/IB/0/GDRDMA\n",
                            i % 64, i % 16, 1000 + i % 64, 2000 + i, i % 8, i % 32);
     }
-    chunk += "7: node007:1007:2007 [7] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
-             "Cannot allocate memory\n";
+    chunk +=
+        "7: node007:1007:2007 [7] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
+        "Cannot allocate memory\n";
     std::size_t total = 0;
     while (total < (64u << 20)) {
       const char* p = chunk.data();

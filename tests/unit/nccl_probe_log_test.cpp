@@ -69,7 +69,8 @@ TEST(nccl_probe_log, fake_hca_enomem_names_the_call_and_the_path) {
   EXPECT_FALSE(*f.gdr);
   EXPECT_NE(f.gdr_note.find("distance 8 > 5"), std::string::npos) << f.gdr_note;
   bool found = false;
-  for (const auto& w : f.warnings) found = found || w == "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory";
+  for (const auto& w : f.warnings)
+    found = found || w == "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory";
   EXPECT_TRUE(found);
   EXPECT_TRUE(f.init_timings.size() == 1);
 }

@@ -3,11 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <set>
-#include <unistd.h>
 
 namespace mrcheck {
 namespace {
@@ -61,7 +61,7 @@ TEST_F(visible_gpus, counts_proc_entries_and_honours_cuda_visible_devices) {
   EXPECT_EQ(count(""), 0);
   EXPECT_EQ(count("-1"), 0);
   EXPECT_EQ(count("NoDevFiles"), 0);
-  EXPECT_EQ(count("0,-1,1"), 1);   // CUDA stops at the first invalid entry
+  EXPECT_EQ(count("0,-1,1"), 1);  // CUDA stops at the first invalid entry
   EXPECT_EQ(count("GPU-ead38cae-d25b-47be-121a-d591df6291ef"), 1);
 }
 

@@ -93,7 +93,8 @@ TEST_F(nccl_pair, replays_a_real_pass_and_reports_transport_and_timings) {
   EXPECT_EQ(out.log.transports, std::vector<std::string>{"NET/Socket"});
   EXPECT_EQ(out.log.init_timings.size(), 2u);
   // The job's NCCL settings are reported; the debug routing is ours.
-  EXPECT_NE(std::find(out.user_nccl_env.begin(), out.user_nccl_env.end(), "NCCL_IB_HCA=mlx5_0"), out.user_nccl_env.end());
+  EXPECT_NE(std::find(out.user_nccl_env.begin(), out.user_nccl_env.end(), "NCCL_IB_HCA=mlx5_0"),
+            out.user_nccl_env.end());
   EXPECT_NE(std::find(out.env_set.begin(), out.env_set.end(), "NCCL_DEBUG=INFO"), out.env_set.end());
   // The job asked for mlx5_0 (NCCL_IB_HCA) but NCCL found no device and silently took TCP: a warning, explained.
   check_result c = judge_nccl_pair(out);
@@ -119,7 +120,8 @@ TEST_F(nccl_pair, registration_failure_is_explained_by_the_diagnosis) {
   nccl_pair_outcome out = run_nccl_pair(o_);
   check_result c = judge_nccl_pair(out);
   EXPECT_EQ(c.result, verdict::fail);
-  EXPECT_NE(c.summary.find("Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"), std::string::npos)
+      << c.summary;
   EXPECT_FALSE(c.hint.empty());
   EXPECT_EQ(out.log.transports, std::vector<std::string>{"NET/IB"});
 }
@@ -132,7 +134,8 @@ TEST_F(nccl_pair, memlock_enomem_from_a_real_run_is_found_on_plain_ibv_reg_mr) {
   check_result c = judge_nccl_pair(out);
   EXPECT_EQ(c.result, verdict::fail);
   // NCCL's first MR is the small fifo one, registered with plain ibv_reg_mr (docs/facts/verbs-and-nccl.md §3).
-  EXPECT_NE(c.summary.find("Call to ibv_reg_mr failed with error Cannot allocate memory"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("Call to ibv_reg_mr failed with error Cannot allocate memory"), std::string::npos)
+      << c.summary;
   EXPECT_NE(c.summary.find("ENOMEM"), std::string::npos) << c.summary;
 }
 
@@ -146,7 +149,8 @@ TEST_F(nccl_pair, a_hang_after_a_warning_names_the_warning) {
   EXPECT_TRUE(out.timed_out);
   check_result c = judge_nccl_pair(out);
   EXPECT_EQ(c.result, verdict::fail);
-  EXPECT_NE(c.summary.find("Call to ibv_post_recv failed with error Operation not supported"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("Call to ibv_post_recv failed with error Operation not supported"), std::string::npos)
+      << c.summary;
   EXPECT_NE(c.detail.find("timed out"), std::string::npos) << c.detail;
 }
 
@@ -233,7 +237,8 @@ TEST_F(nccl_pair, exit_without_result_is_a_failure_not_a_pass) {
 
 // The real rank code on a machine without CUDA (CI): libcuda.so.1 is missing -> skip, never a pass or a fail.
 TEST_F(nccl_pair, real_rank_without_cuda_skips) {
-  if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/libcuda.so.1") || std::filesystem::exists("/usr/lib64/libcuda.so.1")) {
+  if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/libcuda.so.1") ||
+      std::filesystem::exists("/usr/lib64/libcuda.so.1")) {
     tag_.clear();
     GTEST_SKIP() << "libcuda.so.1 is installed here: the GPU tests (tests/gpu/nccl_*) cover this machine";
   }
@@ -384,7 +389,17 @@ TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
   std::string tag = unique_tag();
   child_spec s;
-  s.argv = {k_mrcheck, "probe", "nccl", "--timeout", "60s", "--stand-in", k_fake_rank, "--spec0", "action=hang,tag=" + tag, "--spec1", "action=hang,tag=" + tag};
+  s.argv = {k_mrcheck,
+            "probe",
+            "nccl",
+            "--timeout",
+            "60s",
+            "--stand-in",
+            k_fake_rank,
+            "--spec0",
+            "action=hang,tag=" + tag,
+            "--spec1",
+            "action=hang,tag=" + tag};
   s.env = {"PATH=/usr/bin:/bin"};
   s.timeout = std::chrono::milliseconds(700);
   auto o = run_child(s);
@@ -402,8 +417,11 @@ TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
 TEST(nccl_probe_cli, json_report_and_exit_codes) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
   child_spec s;
-  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--stand-in", k_fake_rank, "--spec0", "log=" + k_logs + "h200_local_pair_socket_rank0.log",
-            "--spec1", "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
+  s.argv = {k_mrcheck,    "probe",
+            "nccl",       "--json",
+            "--stand-in", k_fake_rank,
+            "--spec0",    "log=" + k_logs + "h200_local_pair_socket_rank0.log",
+            "--spec1",    "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
   s.env = {"PATH=/usr/bin:/bin"};
   s.timeout = std::chrono::seconds(20);
   auto o = run_child(s);
@@ -418,7 +436,8 @@ TEST(nccl_probe_cli, json_report_and_exit_codes) {
   EXPECT_EQ(j.at("timings").at("nccl_init").size(), 2u);
   EXPECT_FALSE(j.at("gdr").get<bool>());
 
-  s.argv = {k_mrcheck, "probe", "nccl", "--json", "--timeout", "300ms", "--stand-in", k_fake_rank, "--spec0", "action=hang", "--spec1", "action=hang"};
+  s.argv = {k_mrcheck,    "probe",     "nccl",    "--json",      "--timeout", "300ms",
+            "--stand-in", k_fake_rank, "--spec0", "action=hang", "--spec1",   "action=hang"};
   o = run_child(s);
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 1);

@@ -119,7 +119,9 @@ TEST(PrologPlan, FailDrainsErrorDependsOnPolicyElseResume) {
   EXPECT_EQ(d.reason, "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)");
 }
 
-desired_action drain_want() { return {desired_action::kind::drain, "mrcheck: hca_fw: mlx5_0 fw 28.33.1000 < 28.35.1012"}; }
+desired_action drain_want() {
+  return {desired_action::kind::drain, "mrcheck: hca_fw: mlx5_0 fw 28.33.1000 < 28.35.1012"};
+}
 desired_action resume_want() { return {desired_action::kind::resume, ""}; }
 
 TEST(PrologApply, DrainsAnIdleNode) {

@@ -41,15 +41,15 @@ TEST(PrologLibraryFacts, SameAsCollectFactsOnThisHost) {
   EXPECT_EQ(describe(split.nccl_version), describe(whole.nccl_version));
   // The JSON a dump records is the same too.
   EXPECT_EQ(libraries_to_json(split).dump(), libraries_to_json([&] {
-              node_facts w;
-              w.libibverbs = whole.libibverbs;
-              w.libcuda = whole.libcuda;
-              w.libnccl = whole.libnccl;
-              w.cuda_driver_version = whole.cuda_driver_version;
-              w.nccl_version = whole.nccl_version;
-              return w;
-            }())
-                                                .dump());
+                                               node_facts w;
+                                               w.libibverbs = whole.libibverbs;
+                                               w.libcuda = whole.libcuda;
+                                               w.libnccl = whole.libnccl;
+                                               w.cuda_driver_version = whole.cuda_driver_version;
+                                               w.nccl_version = whole.nccl_version;
+                                               return w;
+                                             }())
+                                                 .dump());
 }
 
 TEST(PrologLibraryFacts, AMissingVerbsLibraryIsAnErrorNotACrash) {

@@ -35,7 +35,8 @@ TEST(readme_config_keys, table_lists_exactly_the_accepted_keys) {
   std::set<std::string> keys;
   for (const auto& k : mrcheck::config_keys()) keys.insert(std::string(k.key));
   for (const auto& k : keys) EXPECT_TRUE(rows.count(k)) << "README.md's configuration table lacks `" << k << "`";
-  for (const auto& r : rows) EXPECT_TRUE(keys.count(r)) << "README.md's configuration table lists `" << r << "`, which the parser refuses";
+  for (const auto& r : rows)
+    EXPECT_TRUE(keys.count(r)) << "README.md's configuration table lists `" << r << "`, which the parser refuses";
 }
 
 }  // namespace
