@@ -71,10 +71,17 @@ fi
 say "source: $tarball ($(tar -tzf "$tarball" | grep -vc '/$') files from $how)"
 cp "$spec" "$topdir/SPECS/"
 
+macros=(--load "$src/packaging/debian-rpm.macros")
+# rpm 4.20 adds the debuginfo package itself and refuses the older %install redefinition (debian-rpm.macros).
+rpm_version=$(rpm --version | awk '{print $3}')
+if [[ $(printf '%s\n' 4.20 "$rpm_version" | sort -V | head -n1) != 4.20 ]]; then
+  macros+=(--load "$src/packaging/debian-rpm-pre420.macros")
+fi
+
 t0=$SECONDS
 say "rpmbuild -ba mrcheck.spec for Slurm $slurm_version ($(nproc) jobs; log $build/rpmbuild.log)"
 if ! rpmbuild -ba --nodeps \
-    --load "$src/packaging/debian-rpm.macros" \
+    "${macros[@]}" \
     --define "_topdir $topdir" \
     --define "slurm_version $slurm_version" \
     --define "packager ${MRCHECK_RPM_PACKAGER:-mrcheck maintainers <root@localhost>}" \
