@@ -62,14 +62,19 @@ check "a source RPM beside it: ${srpm##*/}" test -f "$srpm"
 # --- rpmlint -------------------------------------------------------------------------------------------------
 # rpmlint 2 prints "N packages and M specfiles checked; E errors, W warnings, ..." last.
 lint_out=$work/rpmlint.out
-# The no-manual-page-for-binary filter is for rpmlint before 2.5 only (packaging/mrcheck.rpmlintrc says why);
-# a later rpmlint (Debian 13's 2.7, in the 24.11 and 26.05 roots) would report it as an unused filter.
-rpmlintrc=$src/packaging/mrcheck.rpmlintrc
+# Filters marked "# only: where-reported" (packaging/mrcheck.rpmlintrc says why each is one) match messages only
+# some rpmlint installations give; elsewhere rpmlint would call them unused. A first pass without them shows
+# what this rpmlint reports; each is kept only if a message of that pass matches it.
 lint_version=$(rpmlint --version 2>/dev/null | grep -Eo '[0-9]+\.[0-9]+(\.[0-9]+)?' | head -n1)
-if [[ -n $lint_version && $(printf '%s\n' 2.5 "$lint_version" | sort -V | head -n1) == 2.5 ]]; then
-  rpmlintrc=$work/mrcheck.rpmlintrc
-  grep -v '^addFilter(r"no-manual-page-for-binary' "$src/packaging/mrcheck.rpmlintrc" >"$rpmlintrc"
-fi
+rpmlintrc=$work/mrcheck.rpmlintrc
+grep -v '# only: where-reported$' "$src/packaging/mrcheck.rpmlintrc" >"$rpmlintrc"
+rpmlint -c "$src/packaging/rpmlint.toml" -r "$rpmlintrc" "$src/packaging/mrcheck.spec" "$rpm" ${srpm:+"$srpm"} \
+  >"$work/rpmlint.first" 2>&1
+while IFS= read -r line; do
+  regex=$(sed -n 's/^addFilter(r"\(.*\)")  *# only: where-reported$/\1/p' <<<"$line")
+  [[ -n $regex ]] && grep -Eq -- "$regex" "$work/rpmlint.first" && printf '%s\n' "$line" >>"$rpmlintrc"
+done < <(grep '# only: where-reported$' "$src/packaging/mrcheck.rpmlintrc")
+echo "rpmlint $lint_version; filters kept: $(grep -c '^addFilter' "$rpmlintrc") of $(grep -c '^addFilter' "$src/packaging/mrcheck.rpmlintrc")"
 rpmlint -c "$src/packaging/rpmlint.toml" -r "$rpmlintrc" "$src/packaging/mrcheck.spec" "$rpm" ${srpm:+"$srpm"} >"$lint_out" 2>&1
 cat "$lint_out"
 summary=$(grep -E '[0-9]+ errors?, [0-9]+ warnings?' "$lint_out" | tail -n1)
