@@ -24,7 +24,7 @@ set +e
 bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-up.sh" --netns "$MRCHECK_SLURM_DIR" >&2
 UP=$?
 set -e
-((UP != 77)) || e2e_skip "slurm-up.sh --netns skipped (no ip or no CAP_NET_ADMIN)"
+((UP != 77)) || e2e_skip "slurm-up.sh --netns skipped (its reason is above: no ip, no CAP_NET_ADMIN, or a chroot)"
 ((UP == 0)) || { e2e_log "FAIL: slurm-up.sh --netns failed"; exit 1; }
 # shellcheck disable=SC1091
 source "$MRCHECK_SLURM_DIR/env.sh"

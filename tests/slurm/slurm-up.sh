@@ -49,6 +49,13 @@ if ((want_netns)); then
         say "skip: --netns needs CAP_NET_ADMIN (ip netns add failed)"
         exit 77
     fi
+    # `ip -n` enters a namespace by remounting / as a slave first, which fails where / is not a mount point: in
+    # a chroot such as the Slurm release legs' (scripts/slurm-release.sh), with "mount --make-rslave /" failed.
+    if ! ip -n "${probe_ns}" link set lo up 2>/dev/null; then
+        ip netns del "${probe_ns}" 2>/dev/null || true
+        say "skip: --netns cannot enter a network namespace here (ip -n failed: / is not a mount point, e.g. in a chroot)"
+        exit 77
+    fi
     ip netns del "${probe_ns}" 2>/dev/null || true
 fi
 
