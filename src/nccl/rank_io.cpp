@@ -66,18 +66,22 @@ result<nccl_rank_args> parse_nccl_rank_args(const std::vector<std::string>& a) {
 
 namespace mrcheck::detail {
 
-void control_writer::line(std::string_view text) const {
-  std::string s(text);
-  s.push_back('\n');
+void write_all(int fd, std::string_view s) {
   const char* p = s.data();
   std::size_t n = s.size();
   while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
+    ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     p += w;
     n -= static_cast<std::size_t>(w);
   }
+}
+
+void control_writer::line(std::string_view text) const {
+  std::string s(text);
+  s.push_back('\n');
+  write_all(fd_, s);
 }
 
 bool read_line(int fd, std::string& out, std::size_t max) {

@@ -9,6 +9,9 @@
 
 namespace mrcheck::detail {
 
+// Writes all of `s` to `fd`, retrying after EINTR and short writes; stops quietly at an error (the reader is gone).
+void write_all(int fd, std::string_view s);
+
 // Writes whole lines ("stage init\n") to the control fd; errors (the orchestrator is gone) are ignored.
 class control_writer {
  public:

@@ -48,26 +48,17 @@ std::string spec_value(std::string_view spec, std::string_view key, std::string_
   return std::string(fallback);
 }
 
-void write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 void copy_file_to_stdout(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     std::string msg = fmt::format("mrcheck: fake rank: open {}: {}\n", path, std::strerror(errno));
-    write_all(STDERR_FILENO, msg.data(), msg.size());
+    write_all(STDERR_FILENO, msg);
     return;
   }
   char buf[8192];
   ssize_t r;
-  while ((r = ::read(fd, buf, sizeof buf)) > 0) write_all(STDOUT_FILENO, buf, static_cast<std::size_t>(r));
+  while ((r = ::read(fd, buf, sizeof buf)) > 0)
+    write_all(STDOUT_FILENO, std::string_view(buf, static_cast<std::size_t>(r)));
   ::close(fd);
 }
 
@@ -125,7 +116,7 @@ int fake_rank_main(const nccl_rank_args& a, const std::string& spec) {
   if (action == "exit") return 0;
   if (action == "flood") {
     std::string chunk(64 * 1024, 'x');
-    for (int i = 0; i < 32; ++i) write_all(STDOUT_FILENO, chunk.data(), chunk.size());
+    for (int i = 0; i < 32; ++i) write_all(STDOUT_FILENO, chunk);
   }
   if (action == "fail") {
     r.stage = "init";
