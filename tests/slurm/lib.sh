@@ -67,11 +67,12 @@ pid_of() {
 # a stopped daemon can linger as one). Builtins only: these run in polling loops.
 proc_alive() {
     local comm="" stat=""
-    read -r comm <"/proc/$1/comm" 2>/dev/null || return 1
+    # 2>/dev/null first: redirections apply left to right, and a gone PID must not print an error.
+    read -r comm 2>/dev/null <"/proc/$1/comm" || return 1
     # Debian 13 and later: the daemons are NAME-wlm behind /etc/alternatives, and one that re-executes itself
     # (slurmctld on `scontrol reconfigure`, 23.11 and later) runs under that name.
     [[ "${comm}" == "$2" || "${comm}" == "$2-wlm" ]] || return 1
-    read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
     stat="${stat##*) }"
     [[ "${stat:0:1}" != "Z" ]]
 }
