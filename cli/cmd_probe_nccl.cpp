@@ -70,28 +70,29 @@ int run_rank(const args& a) {
 
 const char* env_or_null(const char* name) { return std::getenv(name); }
 
-}  // namespace
-
-int cmd_probe_nccl(const args& a) {
-  for (const auto& x : a) {
-    if (x == "--rank") return run_rank(a);
-    if (x == "--help" || x == "-h") {
-      fmt::print("{}", k_help);
-      return k_exit_ok;
-    }
-  }
+// What the command line (and the step's environment) asks for.
+struct nccl_command {
   nccl_pair_options o;
-  o.env = current_environment();
   bool json = false;
   std::optional<nccl_mode> mode;
+  int node_id = 0;  // SLURM_NODEID
+};
+
+// The defaults a job step gives: job and step ids, this node's place, the peer (the first host of the step).
+void defaults_from_slurm(nccl_command& cmd) {
+  nccl_pair_options& o = cmd.o;
   if (const char* j = env_or_null("SLURM_JOB_ID")) o.job_id = to_u64(j).value_or(0);
   if (const char* s = env_or_null("SLURM_STEP_ID")) o.step_id = to_u64(s).value_or(0);
-  int node_id = 0;
-  if (const char* n = env_or_null("SLURM_NODEID")) node_id = to_int(n, 0, INT_MAX).value_or(0);
-  o.pair_rank = std::min(node_id, 2);
+  if (const char* n = env_or_null("SLURM_NODEID")) cmd.node_id = to_int(n, 0, INT_MAX).value_or(0);
+  o.pair_rank = std::min(cmd.node_id, 2);
   for (const char* list : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
     if (const char* v = env_or_null(list); v && o.peer.empty()) o.peer = first_host_of_nodelist(v);
   }
+}
+
+// The options, over the defaults. Returns the exit code of a usage error, or nothing.
+std::optional<int> parse_options(const args& a, nccl_command& cmd) {
+  nccl_pair_options& o = cmd.o;
   for (std::size_t i = 0; i < a.size(); ++i) {
     std::string_view k = a[i];
     auto value = [&]() -> std::optional<std::string_view> {
@@ -99,12 +100,13 @@ int cmd_probe_nccl(const args& a) {
       return std::string_view(a[++i]);
     };
     if (k == "--json") {
-      json = true;
+      cmd.json = true;
     } else if (k == "--verbose" || k == "-v") {
       o.verbose = true;
     } else if (k == "--mode") {
       auto v = value();
-      if (!v || !(mode = parse_nccl_mode(*v))) return usage_error("--mode must be local-pair, gpu-pair or node-pair");
+      if (!v || !(cmd.mode = parse_nccl_mode(*v)))
+        return usage_error("--mode must be local-pair, gpu-pair or node-pair");
     } else if (k == "--timeout") {
       auto v = value();
       if (!v) return usage_error("--timeout needs SECONDS");
@@ -144,9 +146,47 @@ int cmd_probe_nccl(const args& a) {
       return usage_error(fmt::format("unknown option '{}' (see --help)", escape_line(k, 64)));
     }
   }
+  return std::nullopt;
+}
+
+// The report, as JSON or text (with the ranks' output and the detail when verbose or not a pass).
+void print_result(const nccl_command& cmd, const report& rep, const std::optional<nccl_pair_outcome>& outcome) {
+  if (cmd.json) {
+    nlohmann::json j = report_to_json(rep);
+    if (outcome) add_nccl_pair_json(j, *outcome, cmd.o.verbose);
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  if (cmd.o.verbose && outcome) {
+    for (const auto& r : outcome->ranks) {
+      fmt::print(stderr, "mrcheck: nccl_pair: rank {} output ({}):\n{}{}", r.rank, r.describe(), r.out, r.err);
+    }
+  }
+  fmt::print("{}", to_text(rep));
+  if (!rep.checks.empty() && !rep.checks.front().detail.empty() && (cmd.o.verbose || rep.overall() != verdict::pass)) {
+    fmt::print("\n{}\n", rep.checks.front().detail);
+  }
+}
+
+}  // namespace
+
+int cmd_probe_nccl(const args& a) {
+  for (const auto& x : a) {
+    if (x == "--rank") return run_rank(a);
+    if (x == "--help" || x == "-h") {
+      fmt::print("{}", k_help);
+      return k_exit_ok;
+    }
+  }
+  nccl_command cmd;
+  nccl_pair_options& o = cmd.o;
+  o.env = current_environment();
+  defaults_from_slurm(cmd);
+  if (auto rc = parse_options(a, cmd)) return *rc;
 
   report rep;
   std::optional<nccl_pair_outcome> outcome;
+  std::optional<nccl_mode>& mode = cmd.mode;
   if (!mode) {
     bool fake = !o.stand_in.program.empty();
     nccl_mode_choice choice = fake
@@ -161,7 +201,7 @@ int cmd_probe_nccl(const args& a) {
   if (mode == nccl_mode::node_pair && o.pair_rank > 1) {
     // Only the first task of the first two nodes pairs up; the others have nothing to do.
     rep.checks.push_back({"nccl_pair", verdict::skip,
-                          fmt::format("node-pair runs on the step's first two nodes; this is node {}", node_id), "",
+                          fmt::format("node-pair runs on the step's first two nodes; this is node {}", cmd.node_id), "",
                           ""});
     mode.reset();
   }
@@ -171,22 +211,7 @@ int cmd_probe_nccl(const args& a) {
     outcome = run_nccl_pair(o);
     rep.checks.push_back(judge_nccl_pair(*outcome));
   }
-
-  if (json) {
-    nlohmann::json j = report_to_json(rep);
-    if (outcome) add_nccl_pair_json(j, *outcome, o.verbose);
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    if (o.verbose && outcome) {
-      for (const auto& r : outcome->ranks) {
-        fmt::print(stderr, "mrcheck: nccl_pair: rank {} output ({}):\n{}{}", r.rank, r.describe(), r.out, r.err);
-      }
-    }
-    fmt::print("{}", to_text(rep));
-    if (!rep.checks.empty() && !rep.checks.front().detail.empty() && (o.verbose || rep.overall() != verdict::pass)) {
-      fmt::print("\n{}\n", rep.checks.front().detail);
-    }
-  }
+  print_result(cmd, rep, outcome);
   switch (rep.overall()) {
     case verdict::fail: return k_probe_exit_fail;
     case verdict::error: return k_probe_exit_error;

@@ -253,22 +253,21 @@ void write_report(const collect_args& a, const own_message& m) {
   if (!s) logf("mrcheck: admin: {}", s.message());
 }
 
-int collect(const collect_args& a) {
-  auto start = clock::now();
-  std::string step = step_label(a.step);
-  std::optional<admin_listener> listener;
-  bool node0 = a.node_id == 0;
-  if (a.admin_comment && node0 && a.nnodes > 1) {
-    auto l = admin_listener::open(a.job, a.step);
-    if (l) {
-      listener.emplace(std::move(*l));
-    } else {
-      logf("mrcheck: admin: job {} {}: {}", a.job, step, l.error().message());
-    }
-  }
+// What the step's tasks handed in: this node's own message and, on node 0, the other nodes' records.
+struct collected {
   own_message own;
-  std::string buf;
   std::vector<node_record> others;
+};
+
+// Reads this node's record from fd 3 and, on node 0, the other nodes' records from the listener, until all are
+// in or time is up (own: a.own; then a.timeout more; a.timeout at most once slurmstepd has gone).
+collected gather(const collect_args& a, std::optional<admin_listener>& listener, clock::time_point start) {
+  const std::string step = step_label(a.step);
+  const bool node0 = a.node_id == 0;
+  collected c;
+  own_message& own = c.own;
+  std::vector<node_record>& others = c.others;
+  std::string buf;
   std::optional<clock::time_point> deadline;  // node 0: own record + report_timeout
   auto own_deadline = start + a.own;
   bool pipe_open = true;
@@ -323,31 +322,38 @@ int collect(const collect_args& a) {
       }
     }
   }
-  ::close(k_record_fd);
-  write_report(a, own);
-  if (!a.admin_comment) return 0;
-  if (!node0) {
-    if (!own.record) return 0;  // this node did not check the step: nothing to hand in
+  return c;
+}
+
+// Not node 0: hand this node's record to node 0. Returns the exit code.
+int hand_in(const collect_args& a, const own_message& own) {
+  const std::string step = step_label(a.step);
+  if (!own.record) return 0;  // this node did not check the step: nothing to hand in
 #ifdef MRCHECK_HAVE_SLURM
-    slurm_api::init();
-    // Node 0 is the first node of the step's list (Slurm numbers a step's nodes in list order).
-    std::vector<std::string> first = slurm_api::expand_hostlist(a.nodelist, 1);
-    if (first.empty()) {
-      logf("mrcheck: admin: job {} {}: no step node list: cannot reach node 0", a.job, step);
-      return 1;
-    }
-    std::string host = slurm_api::node_address(first.front());
-#else
-    std::string host = first_host_of_nodelist(a.nodelist);
-#endif
-    auto s = admin_send_record(host, a.job, a.step, *own.record, clock::now() + a.timeout);
-    if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
-    return s ? 0 : 1;
+  slurm_api::init();
+  // Node 0 is the first node of the step's list (Slurm numbers a step's nodes in list order).
+  std::vector<std::string> first = slurm_api::expand_hostlist(a.nodelist, 1);
+  if (first.empty()) {
+    logf("mrcheck: admin: job {} {}: no step node list: cannot reach node 0", a.job, step);
+    return 1;
   }
+  std::string host = slurm_api::node_address(first.front());
+#else
+  std::string host = first_host_of_nodelist(a.nodelist);
+#endif
+  auto s = admin_send_record(host, a.job, a.step, *own.record, clock::now() + a.timeout);
+  if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
+  return s ? 0 : 1;
+}
+
+// Node 0: the step's record of every node into the job's AdminComment. Returns the exit code.
+int write_step_record(const collect_args& a, collected& c) {
+  const std::string step = step_label(a.step);
+  const own_message& own = c.own;
   // Not checked here; or checked, but the task ended before its record (cancelled, killed): then a record says so.
   bool cancelled = !own.record && own.began;
-  if (!own.record && others.empty() && !cancelled) return 0;
-  std::vector<node_record> all = std::move(others);
+  if (!own.record && c.others.empty() && !cancelled) return 0;
+  std::vector<node_record> all = std::move(c.others);
   if (own.record) all.push_back(*own.record);
 #ifdef MRCHECK_HAVE_SLURM
   slurm_api::init();
@@ -371,6 +377,25 @@ int collect(const collect_args& a) {
   logf("mrcheck: admin: job {} {}: built without libslurm, AdminComment not written", a.job, step);
   return 1;
 #endif
+}
+
+int collect(const collect_args& a) {
+  auto start = clock::now();
+  std::optional<admin_listener> listener;
+  bool node0 = a.node_id == 0;
+  if (a.admin_comment && node0 && a.nnodes > 1) {
+    auto l = admin_listener::open(a.job, a.step);
+    if (l) {
+      listener.emplace(std::move(*l));
+    } else {
+      logf("mrcheck: admin: job {} {}: {}", a.job, step_label(a.step), l.error().message());
+    }
+  }
+  collected c = gather(a, listener, start);
+  ::close(k_record_fd);
+  write_report(a, c.own);
+  if (!a.admin_comment) return 0;
+  return node0 ? write_step_record(a, c) : hand_in(a, c.own);
 }
 
 }  // namespace

@@ -26,36 +26,45 @@ std::string_view release_number(std::string_view release) {
   while (i < release.size() && !(release[i] >= '0' && release[i] <= '9')) ++i;
   return release.substr(i);
 }
+// The kernel side, in words for the summary.
+struct kernel_side {
+  bool ofed = false;
+  std::string desc = "no mlx5_core";
+};
 
-}  // namespace
+// The user side: whether its flavour is known, whether it is OFED's, in words for the summary.
+struct user_side {
+  bool known = false;
+  bool ofed = false;
+  std::string desc;
+  std::string unknown_why;  // what could not be read, when !known
+  std::optional<std::string> ofed_release;
+};
 
-check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const matrix_facts* extra) {
-  if (r.rdma_stack == rule_action::off) return skipped(k_id, "rule off");
-  const kmodule_fact* mlx = loaded_module(f, "mlx5_core");
-  const kmodule_fact* ib = loaded_module(f, "ib_core");
-  if (!mlx && !has_rdma_devices(f)) return skipped(k_id, "no mlx5_core loaded and no RDMA device");
-
-  std::vector<std::string> detail;
-  std::string kernel = f.kernel_release ? clean(*f.kernel_release) : std::string("unknown");
-  detail.push_back(fmt::format("kernel {}", kernel));
-
-  // Kernel side. OFED keeps MODULE_VERSION (the OFED release) and is built out of tree (taint O); current
-  // inbox mlx5_core has no version file (or the kernel release) and no taint.
-  bool kernel_ofed = false;
-  std::string kernel_desc = "no mlx5_core";
+// Kernel side. OFED keeps MODULE_VERSION (the OFED release) and is built out of tree (taint O); current
+// inbox mlx5_core has no version file (or the kernel release) and no taint.
+kernel_side read_kernel_side(const node_facts& f, const kmodule_fact* mlx, const kmodule_fact* ib,
+                             std::vector<std::string>& detail) {
+  kernel_side k;
   if (mlx) {
     bool version_says_ofed = mlx->version && !mlx->version->empty() &&
                              (!f.kernel_release || *mlx->version != *f.kernel_release);
-    kernel_ofed = version_says_ofed || has_taint(*mlx, 'O');
-    kernel_desc = kernel_ofed ? fmt::format("OFED mlx5_core {}", mlx->version ? clean(*mlx->version) : "(no version)")
-                              : "inbox mlx5_core";
+    k.ofed = version_says_ofed || has_taint(*mlx, 'O');
+    k.desc = k.ofed ? fmt::format("OFED mlx5_core {}", mlx->version ? clean(*mlx->version) : "(no version)")
+                    : "inbox mlx5_core";
     detail.push_back(fmt::format("mlx5_core: version {}, taint '{}'", mlx->version ? clean(*mlx->version) : "(none)",
                                  clean(mlx->taint, 16)));
   }
   if (ib) detail.push_back(fmt::format("ib_core: taint '{}'", clean(ib->taint, 16)));
   detail.push_back(fmt::format("memory_peers (PeerDirect ib_core): {}", f.memory_peers ? "yes" : "no"));
+  return k;
+}
 
-  // User side: what the loader picks, else the library files on disk, else ofed_info alone.
+// User side: what the loader picks, else the library files on disk, else ofed_info alone; the package database
+// last.
+user_side read_user_side(const node_facts& f, const matrix_rules& r, const matrix_facts* extra,
+                         std::vector<std::string>& detail) {
+  user_side u;
   std::vector<std::string> user_versions;
   if (f.libibverbs) {
     std::string v = f.libibverbs->version;
@@ -71,8 +80,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     for (const auto& v : user_versions) shown.push_back(clean(v));
     detail.push_back(fmt::format("rdma-core on disk: {}", join(shown, ", ")));
   }
-  std::optional<std::string> ofed_release = extra ? extra->ofed_user_release : std::nullopt;
-  if (ofed_release) detail.push_back(fmt::format("ofed_info: {}", clean(*ofed_release)));
+  u.ofed_release = extra ? extra->ofed_user_release : std::nullopt;
+  if (u.ofed_release) detail.push_back(fmt::format("ofed_info: {}", clean(*u.ofed_release)));
   bool marker = false;
   for (const auto& v : user_versions) {
     for (const auto& m : r.ofed_user_markers) {
@@ -84,8 +93,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
       if (!m.empty() && f.libibverbs->path.find(m) != std::string::npos) marker = true;
     }
   }
-  bool user_known = ofed_release.has_value() || !user_versions.empty();
-  bool user_ofed = ofed_release.has_value() || marker;
+  u.known = u.ofed_release.has_value() || !user_versions.empty();
+  u.ofed = u.ofed_release.has_value() || marker;
   // The package database knows which build is installed even when the library's file name cannot tell
   // (MLNX/DOCA-OFED's libibverbs.so.1.14.N.0 looks like upstream's).
   const bool pkg_known = f.rdma_packages.is_ok() && !f.rdma_packages->libibverbs_package.empty();
@@ -99,31 +108,33 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   } else if (has_rdma_devices(f)) {
     detail.push_back(fmt::format("package database: {}", clean(f.rdma_packages.error().message(), 200)));
   }
-  if (pkg_known && f.rdma_packages->ofed && !user_ofed) {
-    user_ofed = true;
+  if (pkg_known && f.rdma_packages->ofed && !u.ofed) {
+    u.ofed = true;
     marker = true;
   }
   const std::string first_version = !user_versions.empty() ? user_versions.front()
                                     : pkg_known            ? f.rdma_packages->libibverbs_version
                                                            : std::string();
-  if (!user_known && pkg_known) user_known = true;
-  std::string user_desc = ofed_release ? clean(*ofed_release)
-                          : marker     ? fmt::format("OFED rdma-core {}", clean(first_version))
-                          : user_known ? fmt::format("distro rdma-core {}", clean(first_version))
-                                       : "unknown";
-  std::string unknown_why;
-  if (!user_known) {
-    unknown_why = fmt::format(
+  if (!u.known && pkg_known) u.known = true;
+  u.desc = u.ofed_release ? clean(*u.ofed_release)
+           : marker       ? fmt::format("OFED rdma-core {}", clean(first_version))
+           : u.known      ? fmt::format("distro rdma-core {}", clean(first_version))
+                          : "unknown";
+  if (!u.known) {
+    u.unknown_why = fmt::format(
         "no libibverbs loaded ({}), no libibverbs.so.1.* in the library directories, no /usr/bin/ofed_info, package "
         "database: {}",
         f.libibverbs ? "loaded" : clean(f.libibverbs.error().message(), 120),
         f.rdma_packages ? "no libibverbs package" : clean(f.rdma_packages.error().message(), 160));
-    detail.push_back("user space: not determined: " + unknown_why);
+    detail.push_back("user space: not determined: " + u.unknown_why);
   }
+  return u;
+}
 
-  // Other NIC families: each device's rdma-core provider, and what the node says about its modules.
-  std::vector<std::string> problems;
-  std::string hint;
+// Other NIC families: each device's rdma-core provider, and what the node says about its modules. Returns the
+// families seen; a device without its provider is a problem (the first one's fix is the hint).
+std::vector<std::string> check_families(const node_facts& f, std::vector<std::string>& detail,
+                                        std::vector<std::string>& problems, std::string& hint) {
   std::vector<std::string> families;
   if (f.rdma_devices) {
     for (const auto& d : *f.rdma_devices) {
@@ -154,6 +165,11 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
       }
     }
   }
+  return families;
+}
+
+// The providers, the EFA installer, libfabric and its environment: listed, not judged.
+void list_userspace_extras(const node_facts& f, std::vector<std::string>& detail) {
   if (!f.verbs_providers.empty()) {
     std::vector<std::string> shown;
     for (const auto& p : f.verbs_providers) shown.push_back(clean(p, 32));
@@ -174,7 +190,12 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     if (k.starts_with("FI_") || k.starts_with("OFI_NCCL_"))
       detail.push_back(fmt::format("{}={}", clean(k, 64), clean(v, 128)));
   }
+}
 
+// The kernel side against the user side, and the kernel's uverbs ABI against what rdma-core supports.
+void check_stack_match(const node_facts& f, const matrix_rules& r, const kmodule_fact* mlx, const kmodule_fact* ib,
+                       const std::string& kernel, const kernel_side& ks, const user_side& us,
+                       std::vector<std::string>& detail, std::vector<std::string>& problems, std::string& hint) {
   if (mlx && ib && has_taint(*mlx, 'O') != has_taint(*ib, 'O')) {
     problems.push_back(fmt::format("mlx5_core ({}) and ib_core ({}) from different stacks",
                                    has_taint(*mlx, 'O') ? "out-of-tree" : "inbox",
@@ -183,8 +204,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
         "reinstall the OFED kernel modules for this kernel (or remove them all) so ib_core and mlx5_core match, then "
         "reboot";
   }
-  if (mlx && user_known && !kernel_ofed && user_ofed) {
-    problems.push_back(fmt::format("inbox mlx5_core (kernel {}) under OFED user space {}", kernel, user_desc));
+  if (mlx && us.known && !ks.ofed && us.ofed) {
+    problems.push_back(fmt::format("inbox mlx5_core (kernel {}) under OFED user space {}", kernel, us.desc));
     if (hint.empty()) {
       hint = fmt::format(
           "rebuild the OFED kernel modules for kernel {} (mlnxofedinstall --add-kernel-support or the "
@@ -192,8 +213,8 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
           kernel);
     }
   }
-  if (mlx && user_known && kernel_ofed && !user_ofed) {
-    problems.push_back(fmt::format("{} under {}", kernel_desc, user_desc));
+  if (mlx && us.known && ks.ofed && !us.ofed) {
+    problems.push_back(fmt::format("{} under {}", ks.desc, us.desc));
     if (hint.empty())
       hint =
           "install the OFED user space (rdma-core, libibverbs) of the same release as the kernel modules, or remove "
@@ -210,10 +231,32 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   } else if (has_rdma_devices(f)) {
     detail.push_back(fmt::format("uverbs ABI: {}", clean(f.uverbs_abi.error().message(), 128)));
   }
+}
+
+}  // namespace
+
+check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const matrix_facts* extra) {
+  if (r.rdma_stack == rule_action::off) return skipped(k_id, "rule off");
+  const kmodule_fact* mlx = loaded_module(f, "mlx5_core");
+  const kmodule_fact* ib = loaded_module(f, "ib_core");
+  if (!mlx && !has_rdma_devices(f)) return skipped(k_id, "no mlx5_core loaded and no RDMA device");
+
+  std::vector<std::string> detail;
+  std::string kernel = f.kernel_release ? clean(*f.kernel_release) : std::string("unknown");
+  detail.push_back(fmt::format("kernel {}", kernel));
+  const kernel_side ks = read_kernel_side(f, mlx, ib, detail);
+  const user_side us = read_user_side(f, r, extra, detail);
+
+  std::vector<std::string> problems;
+  std::string hint;
+  const std::vector<std::string> families = check_families(f, detail, problems, hint);
+  list_userspace_extras(f, detail);
+  check_stack_match(f, r, mlx, ib, kernel, ks, us, detail, problems, hint);
 
   // Secondary: both sides OFED but of different releases (the modules say 5.8-1, ofed_info says 5.8-3).
+  const std::optional<std::string>& ofed_release = us.ofed_release;
   bool version_mismatch = false;
-  if (mlx && kernel_ofed && mlx->version && ofed_release && problems.empty()) {
+  if (mlx && ks.ofed && mlx->version && ofed_release && problems.empty()) {
     std::string_view kv = *mlx->version;
     std::string_view uv = release_number(*ofed_release);
     if (!kv.empty() && !uv.starts_with(kv)) {
@@ -222,7 +265,7 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     }
   }
 
-  std::string stacks = fmt::format("{}, user space {}", kernel_desc, user_desc);
+  std::string stacks = fmt::format("{}, user space {}", ks.desc, us.desc);
   if (!mlx) {
     std::string fams = families.empty() ? std::string("unknown") : join(families, ", ");
     stacks = fmt::format("{} device(s), rdma-core providers {}", fams,
@@ -231,11 +274,11 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
   if (!problems.empty()) {
     return make(k_id, verdict_for(r.rdma_stack), problems.front(), join(detail, "\n"), hint);
   }
-  if (mlx && !user_known) {
-    return make(k_id, verdict::warn, fmt::format("{}, user-space flavour unknown", kernel_desc), join(detail, "\n"),
+  if (mlx && !us.known) {
+    return make(k_id, verdict::warn, fmt::format("{}, user-space flavour unknown", ks.desc), join(detail, "\n"),
                 fmt::format("mrcheck could not tell the rdma-core flavour ({}); run `ofed_info -s` and `dpkg -l "
                             "libibverbs1` or `rpm -q libibverbs` on the node",
-                            unknown_why));
+                            us.unknown_why));
   }
   if (version_mismatch && r.rdma_stack_ofed_version != rule_action::off) {
     return make(k_id, verdict_for(r.rdma_stack_ofed_version),

@@ -13,31 +13,70 @@
 
 namespace mrcheck {
 
-probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
-  probe_check c;
-  c.result.id = "mr_gpu";
+namespace {
+
+// The cases where there is nothing to register: CUDA skipped or broken, the probe did not run, NCCL registers no
+// memory or no GPU memory. Returns true when one of them decided `c`.
+bool not_applicable(probe_check& c, const mr_probe_outcome& o, const node_evidence& e) {
   if (!o.gpu_setup.skip_reason.empty()) {
     c.result.result = verdict::skip;
     c.result.summary = o.gpu_setup.skip_reason;
-    return c;
+    return true;
   }
   if (!o.gpu_setup.error.empty()) {
     c.result.result = verdict::error;
     c.result.summary = fmt::format("CUDA could not be set up: {}", o.gpu_setup.error);
-    return c;
+    return true;
   }
-  if (!detail::probe_ran(c, o, e)) return c;
+  if (!detail::probe_ran(c, o, e)) return true;
   if (o.estimate.ib_disabled) {
     c.result.result = verdict::skip;
     c.result.summary = fmt::format("{}: NCCL registers no memory with an HCA", o.estimate.ib_disabled_why);
-    return c;
+    return true;
   }
   if (o.estimate.gdr_off) {
     c.result.result = verdict::skip;
     c.result.summary =
         "NCCL_NET_GDR_LEVEL=LOC: GPUDirect RDMA is off, NCCL stages GPU data through host memory (see mr_host)";
-    return c;
+    return true;
   }
+  return false;
+}
+
+// Neither path is one NCCL would take; say which failed and why (the peermem EFAULT is the usual answer).
+void warn_no_gdr_path(probe_check& c, const mr_probe_outcome& o, const node_evidence& e) {
+  const hca_probe_result& h = o.hcas.front();
+  const mr_attempt& a = h.gpu.dmabuf.attempted ? h.gpu.dmabuf : h.gpu.peermem;
+  failure f;
+  f.call = a.call;
+  f.err = a.ok ? 0 : a.err;
+  f.size = a.bytes;
+  f.gpu_buffer = true;
+  if (!h.gpu.peermem.ok) {
+    f.call = h.gpu.peermem.call;
+    f.err = h.gpu.peermem.err;
+  }
+  diagnosis d = diagnose(f, e);
+  c.result.result = verdict::warn;
+  c.result.summary = fmt::format(
+      "no GPUDirect RDMA path NCCL would use: DMA-BUF {} and no nvidia_peermem ({} of GPU memory -> {}); NCCL "
+      "will stage through pinned host memory (mr_host)",
+      h.dmabuf.support == dmabuf_support::supported
+          ? (h.gpu.dmabuf_attr ? "disabled" : "not supported by the GPU driver")
+          : "not supported by the HCA stack",
+      h.gpu.peermem.call, f.err == 0 ? std::string("ok") : detail::errno_words(f.err));
+  c.result.hint = d.fix;
+  c.result.detail = fmt::format("cause={}\n", to_string(d.what)) + c.result.detail;
+  c.what = f;
+  c.diag = std::move(d);
+}
+
+}  // namespace
+
+probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
+  probe_check c;
+  c.result.id = "mr_gpu";
+  if (not_applicable(c, o, e)) return c;
 
   const hca_probe_result* bad = nullptr;
   const mr_attempt* bad_attempt = nullptr;
@@ -96,31 +135,7 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& e) {
     return c;
   }
   if (!any_gdr) {
-    // Neither path is one NCCL would take; say which failed and why (the peermem EFAULT is the usual answer).
-    const hca_probe_result& h = o.hcas.front();
-    const mr_attempt& a = h.gpu.dmabuf.attempted ? h.gpu.dmabuf : h.gpu.peermem;
-    failure f;
-    f.call = a.call;
-    f.err = a.ok ? 0 : a.err;
-    f.size = a.bytes;
-    f.gpu_buffer = true;
-    if (!h.gpu.peermem.ok) {
-      f.call = h.gpu.peermem.call;
-      f.err = h.gpu.peermem.err;
-    }
-    diagnosis d = diagnose(f, e);
-    c.result.result = verdict::warn;
-    c.result.summary = fmt::format(
-        "no GPUDirect RDMA path NCCL would use: DMA-BUF {} and no nvidia_peermem ({} of GPU memory -> {}); NCCL "
-        "will stage through pinned host memory (mr_host)",
-        h.dmabuf.support == dmabuf_support::supported
-            ? (h.gpu.dmabuf_attr ? "disabled" : "not supported by the GPU driver")
-            : "not supported by the HCA stack",
-        h.gpu.peermem.call, f.err == 0 ? std::string("ok") : detail::errno_words(f.err));
-    c.result.hint = d.fix;
-    c.result.detail = fmt::format("cause={}\n", to_string(d.what)) + c.result.detail;
-    c.what = f;
-    c.diag = std::move(d);
+    warn_no_gdr_path(c, o, e);
     return c;
   }
   c.result.result = verdict::pass;

@@ -126,6 +126,112 @@ std::string detail_of(const nccl_pair_outcome& o) {
   return join(lines, "\n");
 }
 
+// Every rank verified its all-reduce: pass, unless NCCL fell back to sockets or never used its network.
+void judge_passed(const nccl_pair_outcome& o, check_result& c) {
+  const nccl_log_facts& f = o.log;
+  std::string via = f.transports.empty() ? std::string("an unreported transport") : join(f.transports, "+");
+  const auto& rep = *o.ranks.front().report;
+  c.result = verdict::pass;
+  double init_s = 0;
+  for (const auto& t : f.init_timings) init_s = std::max(init_s, t.total_s);
+  c.summary = fmt::format("{}-rank all-reduce of {} verified via {} in {:.2f} s (init {:.2f} s, {}, NCCL {})",
+                          o.mode == nccl_mode::node_pair ? 2 : static_cast<int>(o.ranks.size()),
+                          format_bytes(rep.count * sizeof(float)), via, static_cast<double>(o.elapsed.count()) / 1000.0,
+                          init_s, to_string(o.mode), f.version.empty() ? version_text(rep.nccl_version) : f.version);
+  // NCCL falls back to TCP sockets without a warning when NET/IB finds no device (NCCL_IB_HCA=mlx5_9 on a
+  // node without mlx5_9, a container without /dev/infiniband): the job would run, at a fraction of the speed.
+  bool socket_only = !f.transports.empty() && std::all_of(f.transports.begin(), f.transports.end(),
+                                                          [](const std::string& t) { return t == "NET/Socket"; });
+  std::string ib_hca;
+  for (const auto& e : o.user_nccl_env) {
+    if (e.starts_with("NCCL_IB_HCA=")) ib_hca = e;
+  }
+  if (socket_only && f.ib_no_device && (o.rdma_devices.value_or(0) > 0 || !ib_hca.empty())) {
+    failure nodev;
+    nodev.what = failure::kind::no_device;
+    node_evidence ev = own_evidence();
+    ev.rdma_devices = o.rdma_devices;
+    diagnosis d = diagnose(nodev, ev);
+    c.result = verdict::warn;
+    c.summary += fmt::format("; but NCCL said \"NET/IB : No device found\"{}: {}",
+                             ib_hca.empty() ? "" : " with " + ib_hca, d.summary);
+    c.hint = d.fix;
+    return;
+  }
+  // The point of the probe is NCCL's network path; a pass that never touched NET proved less.
+  bool used_net = std::any_of(f.transports.begin(), f.transports.end(),
+                              [](const std::string& t) { return t.starts_with("NET/"); });
+  if (!f.transports.empty() && !used_net) {
+    c.result = verdict::warn;
+    c.summary += "; NCCL did not use its network transport, so the HCA path is untested";
+    c.hint = "unset NCCL_P2P_LEVEL/NCCL_SHM settings that keep traffic off NET, or run the node-pair mode";
+  }
+}
+
+// What went wrong with the ranks, most specific first; sets the hint where the ranks alone say what to do.
+std::string what_failed(const nccl_pair_outcome& o, std::string& hint) {
+  const nccl_rank_run* first_bad = nullptr;
+  for (const auto& r : o.ranks) {
+    bool bad = !(r.exited && r.exit_code == 0 && r.report && r.report->ok);
+    if (bad && !r.killed && (!first_bad || first_bad->killed)) first_bad = &r;
+    if (bad && !first_bad) first_bad = &r;
+  }
+  std::string what;
+  if (o.timed_out) {
+    std::vector<std::string> ws;
+    for (const auto& r : o.ranks) ws.push_back(where(r));
+    what = fmt::format("NCCL pair timed out after {:.1f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0,
+                       join(ws, "; "));
+    hint =
+        "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's "
+        "log";
+  } else if (first_bad && first_bad->report && first_bad->report->mismatches > 0) {
+    what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank,
+                       escape_line(first_bad->report->error, 200));
+    hint = "NCCL moved corrupted data: test the fabric and GPU (dcgmi diag, ib_write_bw) before running jobs here";
+  } else if (first_bad && first_bad->report && !first_bad->report->error.empty()) {
+    what = fmt::format("rank {} failed in {}: {}", first_bad->rank, stage_text(first_bad->report->stage),
+                       escape_line(first_bad->report->error, 200));
+    if (!first_bad->report->nccl_last_error.empty())
+      what += " - " + escape_line(first_bad->report->nccl_last_error, 200);
+  } else if (first_bad) {
+    what = "NCCL pair failed: " + where(*first_bad);
+    if (first_bad->signaled) hint = "the rank crashed inside CUDA/NCCL; rerun with --verbose and keep NCCL's log";
+  } else {
+    what = "NCCL pair failed";
+  }
+  for (const auto& r : o.ranks) {
+    if (r.killed && !o.timed_out) what += fmt::format("; rank {} stopped after its peer failed", r.rank);
+  }
+  return what;
+}
+
+// A rank failed or the pair timed out: NCCL's log diagnosed where it can be, else the ranks' own account.
+void judge_failed(const nccl_pair_outcome& o, check_result& c) {
+  c.result = verdict::fail;
+  std::optional<failure> fl = failure_from_logs(o);
+  std::string what = what_failed(o, c.hint);
+  if (fl) {
+    diagnosis d = diagnose(*fl, own_evidence());
+    std::string nccl_said;
+    if (fl->what == failure::kind::call && fl->err != 0) {
+      nccl_said = fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err));
+    } else if (fl->what == failure::kind::call) {
+      nccl_said = fmt::format("NCCL: Call to {} failed", fl->call);
+    } else {
+      nccl_said = "NCCL: " + std::string(to_string(d.what));
+    }
+    c.summary = fmt::format("{}: {}", nccl_said, d.summary);
+    c.detail = what + "\n" + join(d.evidence, "\n") + "\n" + c.detail;
+    c.hint = d.fix;
+  } else {
+    c.summary = what;
+    // The last warning is the one nearest the failure; earlier ones are often harmless (a missing sysfs path).
+    if (!o.log.warnings.empty()) c.summary += " (NCCL WARN " + o.log.warnings.back() + ")";
+    if (c.hint.empty()) c.hint = "rerun `mrcheck probe nccl --verbose` and `mrcheck explain` on NCCL's log";
+  }
+}
+
 }  // namespace
 
 check_result judge_nccl_pair(const nccl_pair_outcome& o) {
@@ -156,106 +262,13 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
     }
   }
 
-  const nccl_log_facts& f = o.log;
-  std::string via = f.transports.empty() ? std::string("an unreported transport") : join(f.transports, "+");
   bool all_ok = !o.ranks.empty() && std::all_of(o.ranks.begin(), o.ranks.end(), [](const nccl_rank_run& r) {
     return r.exited && r.exit_code == 0 && r.report && r.report->ok;
   });
   if (all_ok) {
-    const auto& rep = *o.ranks.front().report;
-    c.result = verdict::pass;
-    double init_s = 0;
-    for (const auto& t : f.init_timings) init_s = std::max(init_s, t.total_s);
-    c.summary = fmt::format("{}-rank all-reduce of {} verified via {} in {:.2f} s (init {:.2f} s, {}, NCCL {})",
-                            o.mode == nccl_mode::node_pair ? 2 : static_cast<int>(o.ranks.size()),
-                            format_bytes(rep.count * sizeof(float)), via,
-                            static_cast<double>(o.elapsed.count()) / 1000.0, init_s, to_string(o.mode),
-                            f.version.empty() ? version_text(rep.nccl_version) : f.version);
-    // NCCL falls back to TCP sockets without a warning when NET/IB finds no device (NCCL_IB_HCA=mlx5_9 on a
-    // node without mlx5_9, a container without /dev/infiniband): the job would run, at a fraction of the speed.
-    bool socket_only = !f.transports.empty() && std::all_of(f.transports.begin(), f.transports.end(),
-                                                            [](const std::string& t) { return t == "NET/Socket"; });
-    std::string ib_hca;
-    for (const auto& e : o.user_nccl_env) {
-      if (e.starts_with("NCCL_IB_HCA=")) ib_hca = e;
-    }
-    if (socket_only && f.ib_no_device && (o.rdma_devices.value_or(0) > 0 || !ib_hca.empty())) {
-      failure nodev;
-      nodev.what = failure::kind::no_device;
-      node_evidence ev = own_evidence();
-      ev.rdma_devices = o.rdma_devices;
-      diagnosis d = diagnose(nodev, ev);
-      c.result = verdict::warn;
-      c.summary += fmt::format("; but NCCL said \"NET/IB : No device found\"{}: {}",
-                               ib_hca.empty() ? "" : " with " + ib_hca, d.summary);
-      c.hint = d.fix;
-      return c;
-    }
-    // The point of the probe is NCCL's network path; a pass that never touched NET proved less.
-    bool used_net = std::any_of(f.transports.begin(), f.transports.end(),
-                                [](const std::string& t) { return t.starts_with("NET/"); });
-    if (!f.transports.empty() && !used_net) {
-      c.result = verdict::warn;
-      c.summary += "; NCCL did not use its network transport, so the HCA path is untested";
-      c.hint = "unset NCCL_P2P_LEVEL/NCCL_SHM settings that keep traffic off NET, or run the node-pair mode";
-    }
-    return c;
-  }
-
-  c.result = verdict::fail;
-  // What went wrong, most specific first.
-  std::optional<failure> fl = failure_from_logs(o);
-  const nccl_rank_run* first_bad = nullptr;
-  for (const auto& r : o.ranks) {
-    bool bad = !(r.exited && r.exit_code == 0 && r.report && r.report->ok);
-    if (bad && !r.killed && (!first_bad || first_bad->killed)) first_bad = &r;
-    if (bad && !first_bad) first_bad = &r;
-  }
-  std::string what;
-  if (o.timed_out) {
-    std::vector<std::string> ws;
-    for (const auto& r : o.ranks) ws.push_back(where(r));
-    what = fmt::format("NCCL pair timed out after {:.1f} s ({})", static_cast<double>(o.elapsed.count()) / 1000.0,
-                       join(ws, "; "));
-    c.hint =
-        "NCCL hangs here: check NCCL_SOCKET_IFNAME and firewalls between the ranks; rerun with --verbose for NCCL's "
-        "log";
-  } else if (first_bad && first_bad->report && first_bad->report->mismatches > 0) {
-    what = fmt::format("all-reduce gave wrong results on rank {}: {}", first_bad->rank,
-                       escape_line(first_bad->report->error, 200));
-    c.hint = "NCCL moved corrupted data: test the fabric and GPU (dcgmi diag, ib_write_bw) before running jobs here";
-  } else if (first_bad && first_bad->report && !first_bad->report->error.empty()) {
-    what = fmt::format("rank {} failed in {}: {}", first_bad->rank, stage_text(first_bad->report->stage),
-                       escape_line(first_bad->report->error, 200));
-    if (!first_bad->report->nccl_last_error.empty())
-      what += " - " + escape_line(first_bad->report->nccl_last_error, 200);
-  } else if (first_bad) {
-    what = "NCCL pair failed: " + where(*first_bad);
-    if (first_bad->signaled) c.hint = "the rank crashed inside CUDA/NCCL; rerun with --verbose and keep NCCL's log";
+    judge_passed(o, c);
   } else {
-    what = "NCCL pair failed";
-  }
-  for (const auto& r : o.ranks) {
-    if (r.killed && !o.timed_out) what += fmt::format("; rank {} stopped after its peer failed", r.rank);
-  }
-  if (fl) {
-    diagnosis d = diagnose(*fl, own_evidence());
-    std::string nccl_said;
-    if (fl->what == failure::kind::call && fl->err != 0) {
-      nccl_said = fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err));
-    } else if (fl->what == failure::kind::call) {
-      nccl_said = fmt::format("NCCL: Call to {} failed", fl->call);
-    } else {
-      nccl_said = "NCCL: " + std::string(to_string(d.what));
-    }
-    c.summary = fmt::format("{}: {}", nccl_said, d.summary);
-    c.detail = what + "\n" + join(d.evidence, "\n") + "\n" + c.detail;
-    c.hint = d.fix;
-  } else {
-    c.summary = what;
-    // The last warning is the one nearest the failure; earlier ones are often harmless (a missing sysfs path).
-    if (!f.warnings.empty()) c.summary += " (NCCL WARN " + f.warnings.back() + ")";
-    if (c.hint.empty()) c.hint = "rerun `mrcheck probe nccl --verbose` and `mrcheck explain` on NCCL's log";
+    judge_failed(o, c);
   }
   return c;
 }

@@ -193,6 +193,220 @@ check_result helper_failure(const ctprobe_run& run, std::string_view where) {
                           err.empty() ? "" : ": ", err));
 }
 
+// The image's rdma-core release: from the loaded libibverbs' file name, else from dpkg (for OFED builds whose
+// names look alike), else "unknown".
+std::string image_rdma_core(const ctprobe_view& v, const std::string& verbs_rest) {
+  std::string image_rc = rdma_core_from_soname(verbs_rest);
+  std::string dpkg = get(v, "dpkg_libibverbs1");
+  // dpkg's "1:44.0-2" is upstream 44.0: no epoch, no Debian revision.
+  std::string dpkg_upstream = dpkg.substr(dpkg.find(':') == std::string::npos ? 0 : dpkg.find(':') + 1);
+  dpkg_upstream = dpkg_upstream.substr(0, dpkg_upstream.rfind('-'));
+  return !image_rc.empty() ? image_rc : (!dpkg_upstream.empty() ? dpkg_upstream : std::string("unknown"));
+}
+
+std::string joined(const std::vector<std::string>& detail) { return fmt::format("{}", fmt::join(detail, "\n")); }
+
+// Step 1: no libibverbs in the image at all.
+check_result no_libibverbs(const std::string& verbs_rest, std::vector<std::string>& detail, bool host_has_devices,
+                           const runtime_guess& rt) {
+  std::string why =
+      "no libibverbs.so.1 in the image: NCCL then runs over TCP sockets without an error (its log says "
+      "only `NET/Socket`, and `Failed to open libibverbs.so` at NCCL_DEBUG=INFO)";
+  detail.push_back("dlopen: " + escape_line(verbs_rest, 200));
+  if (host_has_devices) {
+    return make("container", verdict::fail, why, joined(detail),
+                "install libibverbs1 and ibverbs-providers in the image (" + container_rdma_core_fix(rt.runtime) + ")");
+  }
+  return make("container", verdict::warn, why + "; this node has no RDMA device either", joined(detail),
+              "install libibverbs1 and ibverbs-providers in the image");
+}
+
+// Steps 2 and 3: the providers (present, built for this libibverbs: lib<name>-rdmav<PABI>.so, one PABI per
+// release) and libibverbs' own words on stderr. Adds the providers to the detail; a verdict ends the judging.
+std::optional<check_result> judge_providers(const ctprobe_view& v, const std::string& err, const std::string& rc_text,
+                                            std::vector<std::string>& detail, bool host_has_devices,
+                                            const runtime_guess& rt) {
+  auto [prov_present, providers] = dir_fact(v, "providers");
+  std::vector<int> pabis;
+  for (const auto& p : providers) {
+    if (auto n = provider_pabi(p)) pabis.push_back(*n);
+  }
+  std::sort(pabis.begin(), pabis.end());
+  pabis.erase(std::unique(pabis.begin(), pabis.end()), pabis.end());
+  if (prov_present) detail.push_back(fmt::format("providers: {}", join_list(providers, 8)));
+
+  // A provider that cannot drive the kernel's ABI, a provider it could not load.
+  static const std::regex abi(R"(Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\))");
+  std::smatch m;
+  if (std::regex_search(err, m, abi)) {
+    return make("container", verdict::fail,
+                fmt::format("the image's rdma-core {} cannot drive the host's kernel driver: libibverbs says `Driver "
+                            "{} does not support the kernel ABI of {} (supports {} to {})` and skips the device",
+                            escape_line(rc_text, 32), escape_line(m[1].str(), 32), m[2].str(), m[3].str(), m[4].str()),
+                joined(detail), container_rdma_core_fix(rt.runtime));
+  }
+  if (!prov_present || providers.empty()) {
+    verdict r = host_has_devices ? verdict::fail : verdict::warn;
+    return make("container", r,
+                fmt::format("the image has libibverbs (rdma-core {}) but no providers (ibverbs-providers): it finds "
+                            "no device, and NCCL falls back to TCP sockets without an error",
+                            escape_line(rc_text, 32)),
+                joined(detail), "install ibverbs-providers of the same rdma-core release");
+  }
+  if (pabis.size() > 1) {
+    return make("container", verdict::fail,
+                fmt::format("the image mixes providers of several rdma-core releases ({}): libibverbs loads only "
+                            "those of its own",
+                            join_list(providers, 4)),
+                joined(detail), container_rdma_core_fix(rt.runtime));
+  }
+  return std::nullopt;
+}
+
+// Step 4: devices inside against devices on the host. A verdict ends the judging.
+std::optional<check_result> judge_devices_inside(const ctprobe_view& v, const host_rdma_view& host,
+                                                 const runtime_guess& rt, const std::vector<std::string>& detail,
+                                                 int dev_count, const std::string& dev_names_s) {
+  if (!host.devices.empty() && dev_count == 0) {
+    auto [dev_present, dev_entries] = dir_fact(v, "dev_infiniband");
+    auto [sys_present, sys_entries] = dir_fact(v, "sys_infiniband");
+    std::string mvd = get(v, "mellanox_visible_devices");
+    std::string why;
+    if (!dev_present) {
+      why = "/dev/infiniband is not in the container";
+    } else if (v.kv.count("mellanox_visible_devices") && (mvd.empty() || mvd == "void" || mvd == "none")) {
+      why = fmt::format("MELLANOX_VISIBLE_DEVICES={} hides every HCA", escape_line(mvd, 32));
+    } else if (!sys_present || sys_entries.empty()) {
+      why = "/sys/class/infiniband is empty in the container";
+    } else {
+      why = fmt::format("libibverbs lists none of {}", join_list(sys_entries));
+    }
+    return make("container", verdict::fail,
+                fmt::format("no RDMA device in the container ({}; the host has {}): NCCL falls back to TCP sockets",
+                            why, join_list(host.devices)),
+                joined(detail), container_device_fix(rt.runtime));
+  }
+  if (dev_count < 0) {
+    return make("container", verdict::error,
+                fmt::format("libibverbs in the container: {}", escape_line(dev_names_s, 200)), joined(detail));
+  }
+  return std::nullopt;
+}
+
+// Step 5: the rdma-core release against what NCCL needs and what the host runs.
+check_result judge_rdma_core_release(const ctprobe_view& v, const host_rdma_view& host, const runtime_guess& rt,
+                                     const std::vector<std::string>& detail, const std::string& rc_text, int dev_count,
+                                     const std::string& dev_names_s) {
+  bool dmabuf = get(v, "verbs_dmabuf") == "1";
+  bool iova2 = get(v, "verbs_iova2") == "1";
+  std::string devs = dev_count > 0 ? fmt::format("{} device(s) ({})", dev_count, escape_line(dev_names_s, 96))
+                                   : "no device";
+  std::string summary = fmt::format("{}: rdma-core {} (host {}), {}", to_string(rt.runtime), escape_line(rc_text, 32),
+                                    host.rdma_core_version.empty() ? "unknown"
+                                                                   : escape_line(host.rdma_core_version, 32),
+                                    devs);
+  if (!dmabuf || !iova2) {
+    return make("container", verdict::warn,
+                summary + fmt::format(": its libibverbs has no {} (rdma-core {}), so NCCL {}",
+                                      !iova2 ? "ibv_reg_mr_iova2" : "ibv_reg_dmabuf_mr", !iova2 ? "22" : "34",
+                                      !iova2 ? "registers without relaxed ordering"
+                                             : "cannot use DMA-BUF: GPUDirect RDMA then needs nvidia_peermem on the "
+                                               "host"),
+                joined(detail), container_rdma_core_fix(rt.runtime));
+  }
+  return make("container", verdict::pass, summary, joined(detail));
+}
+
+// Step 6: the registration, inside, under the task's limits.
+std::optional<check_result> judge_registration_inside(const ctprobe_view& v, const runtime_guess& rt, int dev_count) {
+  auto reg = get(v, "reg");
+  auto [memsoft, memhard] = head(get(v, "memlock"));
+  if (reg.empty()) {
+    if (dev_count != 0) return std::nullopt;
+    return make("container_mr", verdict::skip, "no RDMA device in the container or on the host: nothing to register");
+  }
+  auto [how, rest] = head(reg);
+  auto [errs, rest2] = head(rest);
+  auto [dev, why] = head(rest2);
+  int e = major_of(errs);
+  if (how == "ok") {
+    return make("container_mr", verdict::pass,
+                fmt::format("registered {} on {} inside the container (memlock soft {})", bytes_text(why),
+                            escape_line(dev, 32), bytes_text(memsoft)));
+  }
+  std::string call = how == "open"   ? "ibv_open_device"
+                     : how == "pd"   ? "ibv_alloc_pd"
+                     : how == "mmap" ? "mmap"
+                                     : "ibv_reg_mr";
+  std::string hint = e == ENOMEM || e == EPERM ? container_memlock_fix(rt.runtime)
+                     : e == EACCES             ? container_device_fix(rt.runtime)
+                                               : container_rdma_core_fix(rt.runtime);
+  return make("container_mr", verdict::fail,
+              fmt::format("{} on {} failed inside the container with {} ({}), memlock soft {} hard {}", call,
+                          escape_line(dev, 32), errno_name(e).empty() ? std::to_string(e) : std::string(errno_name(e)),
+                          escape_line(why, 80), bytes_text(memsoft), bytes_text(memhard)),
+              {}, hint);
+}
+
+// "NCCL 2.21.5 built for CUDA 12.4": NCCL's version code is major*10000+minor*100+patch (major*1000+... before 2.9).
+std::string nccl_version_text(int ver, const std::string& ncuda) {
+  std::string nccl_text = ver > 0 ? fmt::format("NCCL {}.{}.{}", ver / 10000, ver / 100 % 100, ver % 100)
+                                  : "NCCL (version unknown)";
+  if (ver > 0 && ver < 10000) nccl_text = fmt::format("NCCL {}.{}.{}", ver / 1000, ver / 100 % 10, ver % 100);
+  if (!ncuda.empty()) nccl_text += " built for CUDA " + escape_line(ncuda, 16);
+  return nccl_text;
+}
+
+// The CUDA release NCCL was built for against the one the host's driver (version code major*1000+minor*10)
+// supports.
+check_result judge_nccl_cuda(const std::string& s, int drv, const std::string& ncuda) {
+  int drv_major = drv / 1000, drv_minor = drv % 1000 / 10;
+  int need_major = major_of(ncuda);
+  int need_minor = 0;
+  if (auto dot = ncuda.find('.'); dot != std::string::npos)
+    need_minor = major_of(std::string_view(ncuda).substr(dot + 1));
+  std::string text = fmt::format("{}; the host's driver supports CUDA {}.{}", s, drv_major, drv_minor);
+  if (need_major > 0 && need_major > drv_major) {
+    return make("container_nccl", verdict::fail,
+                text +
+                    ": NCCL's CUDA runtime needs a newer driver (`CUDA driver "
+                    "version is insufficient for CUDA runtime version`)",
+                {}, fmt::format("use an image built for CUDA {}.x or update the host's NVIDIA driver", drv_major));
+  }
+  if (need_major == drv_major && need_minor > drv_minor) {
+    return make("container_nccl", verdict::warn,
+                text + ": runs through CUDA minor version compatibility (no PTX JIT for newer code)");
+  }
+  return make("container_nccl", verdict::pass, text);
+}
+
+// Step 7: the image's NCCL against the host's CUDA driver.
+check_result judge_image_nccl(const ctprobe_view& v, const host_rdma_view& host) {
+  auto [nv, npath] = head(get(v, "nccl"));
+  auto [cd, cpath] = head(get(v, "cuda_driver"));
+  std::string ncuda = get(v, "nccl_cuda");
+  auto [plug_state, plug] = head(get(v, "nccl_net_plugin"));
+  std::string plugin_text = plug_state == "loaded" ? "net plugin " + escape_line(plug, 96)
+                                                   : "no net plugin (NCCL's own IB transport)";
+  if (nv == "none" || nv.empty()) {
+    return make("container_nccl", verdict::skip,
+                "no libnccl.so.2 on the image's library path (a Python wheel's NCCL is loaded by path and not seen)");
+  }
+  std::string nccl_text = nccl_version_text(major_of(nv), ncuda);
+  if (cd == "none" || cd.empty()) {
+    verdict r = host.nvidia_driver ? verdict::fail : verdict::skip;
+    return make("container_nccl", r,
+                fmt::format("{}, {}; no libcuda.so.1 in the container{}", nccl_text, plugin_text,
+                            host.nvidia_driver ? ": the runtime did not pass the GPU driver in"
+                                               : " (no NVIDIA driver on this node)"),
+                {},
+                host.nvidia_driver ? "pyxis/enroot: NVIDIA_VISIBLE_DEVICES (image) and the nvidia hook; Apptainer: "
+                                     "--nv; podman/docker: --device nvidia.com/gpu=all or --gpus all"
+                                   : "");
+  }
+  return judge_nccl_cuda(fmt::format("{}, {}", nccl_text, plugin_text), major_of(cd), ncuda);
+}
+
 }  // namespace
 
 std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdma_view& host, const runtime_guess& rt,
@@ -209,7 +423,6 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
     return out;
   }
   const ctprobe_view& v = *parsed;
-  const std::string& err = run.outcome.err;
   std::vector<std::string> detail;
   if (!rt.evidence.empty()) detail.push_back(fmt::format("runtime: {} ({})", to_string(rt.runtime), rt.evidence));
   detail.push_back(fmt::format("host RDMA devices: {}; /dev/infiniband on the host: {}", join_list(host.devices),
@@ -228,211 +441,31 @@ std::vector<check_result> judge_container(const ctprobe_run& run, const host_rdm
   int dev_count = -1;
   if (!dev_count_s.empty() && dev_count_s != "error") dev_count = major_of(dev_count_s);
   const bool host_has_devices = !host.devices.empty();
-
-  // rdma-core of the image, from the loaded file's name (and dpkg, for OFED builds whose names look alike).
-  std::string image_rc = rdma_core_from_soname(verbs_rest);
-  std::string dpkg = get(v, "dpkg_libibverbs1");
-  // dpkg's "1:44.0-2" is upstream 44.0: no epoch, no Debian revision.
-  std::string dpkg_upstream = dpkg.substr(dpkg.find(':') == std::string::npos ? 0 : dpkg.find(':') + 1);
-  dpkg_upstream = dpkg_upstream.substr(0, dpkg_upstream.rfind('-'));
-  std::string rc_text = !image_rc.empty() ? image_rc
-                                          : (!dpkg_upstream.empty() ? dpkg_upstream : std::string("unknown"));
+  std::string rc_text = image_rdma_core(v, verbs_rest);
 
   // 1. libibverbs itself.
   if (verbs_state == "none") {
-    std::string why =
-        "no libibverbs.so.1 in the image: NCCL then runs over TCP sockets without an error (its log says "
-        "only `NET/Socket`, and `Failed to open libibverbs.so` at NCCL_DEBUG=INFO)";
-    detail.push_back("dlopen: " + escape_line(verbs_rest, 200));
-    if (host_has_devices) {
-      out.push_back(
-          make("container", verdict::fail, why, fmt::format("{}", fmt::join(detail, "\n")),
-               "install libibverbs1 and ibverbs-providers in the image (" + container_rdma_core_fix(rt.runtime) + ")"));
-    } else {
-      out.push_back(make("container", verdict::warn, why + "; this node has no RDMA device either",
-                         fmt::format("{}", fmt::join(detail, "\n")),
-                         "install libibverbs1 and ibverbs-providers in the image"));
-    }
+    out.push_back(no_libibverbs(verbs_rest, detail, host_has_devices, rt));
     return out;  // nothing to register with
   }
+  std::string dpkg = get(v, "dpkg_libibverbs1");
   detail.push_back(fmt::format("libibverbs: {} (rdma-core {}{}); host rdma-core {}", escape_line(verbs_rest, 160),
                                escape_line(rc_text, 32), dpkg.empty() ? "" : ", dpkg " + escape_line(dpkg, 40),
                                host.rdma_core_version.empty() ? "unknown" : escape_line(host.rdma_core_version, 40)));
 
-  // 2. The providers: present, and built for this libibverbs (lib<name>-rdmav<PABI>.so, one PABI per release).
-  auto [prov_present, providers] = dir_fact(v, "providers");
-  std::vector<int> pabis;
-  for (const auto& p : providers) {
-    if (auto n = provider_pabi(p)) pabis.push_back(*n);
-  }
-  std::sort(pabis.begin(), pabis.end());
-  pabis.erase(std::unique(pabis.begin(), pabis.end()), pabis.end());
-  if (prov_present) detail.push_back(fmt::format("providers: {}", join_list(providers, 8)));
-
-  // 3. libibverbs' own words on stderr: a provider that cannot drive the kernel's ABI, a provider it could not load.
-  static const std::regex abi(R"(Driver (\S+) does not support the kernel ABI of (\d+) \(supports (\d+) to (\d+)\))");
-  std::smatch m;
-  if (std::regex_search(err, m, abi)) {
-    out.push_back(
-        make("container", verdict::fail,
-             fmt::format("the image's rdma-core {} cannot drive the host's kernel driver: libibverbs says `Driver "
-                         "{} does not support the kernel ABI of {} (supports {} to {})` and skips the device",
-                         escape_line(rc_text, 32), escape_line(m[1].str(), 32), m[2].str(), m[3].str(), m[4].str()),
-             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
+  // 2, 3. The providers; 4. devices inside against devices on the host.
+  if (auto c = judge_providers(v, run.outcome.err, rc_text, detail, host_has_devices, rt)) {
+    out.push_back(std::move(*c));
     return out;
   }
-  if (!prov_present || providers.empty()) {
-    verdict r = host_has_devices ? verdict::fail : verdict::warn;
-    out.push_back(
-        make("container", r,
-             fmt::format("the image has libibverbs (rdma-core {}) but no providers (ibverbs-providers): it finds "
-                         "no device, and NCCL falls back to TCP sockets without an error",
-                         escape_line(rc_text, 32)),
-             fmt::format("{}", fmt::join(detail, "\n")), "install ibverbs-providers of the same rdma-core release"));
+  if (auto c = judge_devices_inside(v, host, rt, detail, dev_count, dev_names_s)) {
+    out.push_back(std::move(*c));
     return out;
   }
-  if (pabis.size() > 1) {
-    out.push_back(
-        make("container", verdict::fail,
-             fmt::format("the image mixes providers of several rdma-core releases ({}): libibverbs loads only "
-                         "those of its own",
-                         join_list(providers, 4)),
-             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
-    return out;
-  }
-
-  // 4. Devices inside against devices on the host.
-  if (host_has_devices && dev_count == 0) {
-    std::string why;
-    if (!dev_present) {
-      why = "/dev/infiniband is not in the container";
-    } else if (v.kv.count("mellanox_visible_devices") && (mvd.empty() || mvd == "void" || mvd == "none")) {
-      why = fmt::format("MELLANOX_VISIBLE_DEVICES={} hides every HCA", escape_line(mvd, 32));
-    } else if (!sys_present || sys_entries.empty()) {
-      why = "/sys/class/infiniband is empty in the container";
-    } else {
-      why = fmt::format("libibverbs lists none of {}", join_list(sys_entries));
-    }
-    out.push_back(
-        make("container", verdict::fail,
-             fmt::format("no RDMA device in the container ({}; the host has {}): NCCL falls back to TCP sockets", why,
-                         join_list(host.devices)),
-             fmt::format("{}", fmt::join(detail, "\n")), container_device_fix(rt.runtime)));
-    return out;
-  }
-  if (dev_count < 0) {
-    out.push_back(make("container", verdict::error,
-                       fmt::format("libibverbs in the container: {}", escape_line(dev_names_s, 200)),
-                       fmt::format("{}", fmt::join(detail, "\n"))));
-    return out;
-  }
-
-  // 5. The rdma-core release against what NCCL needs and what the host runs.
-  bool dmabuf = get(v, "verbs_dmabuf") == "1";
-  bool iova2 = get(v, "verbs_iova2") == "1";
-  std::string devs = dev_count > 0 ? fmt::format("{} device(s) ({})", dev_count, escape_line(dev_names_s, 96))
-                                   : "no device";
-  std::string summary = fmt::format("{}: rdma-core {} (host {}), {}", to_string(rt.runtime), escape_line(rc_text, 32),
-                                    host.rdma_core_version.empty() ? "unknown"
-                                                                   : escape_line(host.rdma_core_version, 32),
-                                    devs);
-  if (!dmabuf || !iova2) {
-    out.push_back(
-        make("container", verdict::warn,
-             summary + fmt::format(": its libibverbs has no {} (rdma-core {}), so NCCL {}",
-                                   !iova2 ? "ibv_reg_mr_iova2" : "ibv_reg_dmabuf_mr", !iova2 ? "22" : "34",
-                                   !iova2 ? "registers without relaxed ordering"
-                                          : "cannot use DMA-BUF: GPUDirect RDMA then needs nvidia_peermem on the host"),
-             fmt::format("{}", fmt::join(detail, "\n")), container_rdma_core_fix(rt.runtime)));
-  } else {
-    out.push_back(make("container", verdict::pass, summary, fmt::format("{}", fmt::join(detail, "\n"))));
-  }
-
-  // 6. The registration, inside, under the task's limits.
-  auto reg = get(v, "reg");
-  auto [memsoft, memhard] = head(get(v, "memlock"));
-  if (!reg.empty()) {
-    auto [how, rest] = head(reg);
-    auto [errs, rest2] = head(rest);
-    auto [dev, why] = head(rest2);
-    int e = major_of(errs);
-    if (how == "ok") {
-      out.push_back(make("container_mr", verdict::pass,
-                         fmt::format("registered {} on {} inside the container (memlock soft {})", bytes_text(why),
-                                     escape_line(dev, 32), bytes_text(memsoft))));
-    } else {
-      std::string call = how == "open"   ? "ibv_open_device"
-                         : how == "pd"   ? "ibv_alloc_pd"
-                         : how == "mmap" ? "mmap"
-                                         : "ibv_reg_mr";
-      std::string hint = e == ENOMEM || e == EPERM ? container_memlock_fix(rt.runtime)
-                         : e == EACCES             ? container_device_fix(rt.runtime)
-                                                   : container_rdma_core_fix(rt.runtime);
-      out.push_back(
-          make("container_mr", verdict::fail,
-               fmt::format("{} on {} failed inside the container with {} ({}), memlock soft {} hard {}", call,
-                           escape_line(dev, 32), errno_name(e).empty() ? std::to_string(e) : std::string(errno_name(e)),
-                           escape_line(why, 80), bytes_text(memsoft), bytes_text(memhard)),
-               {}, hint));
-    }
-  } else if (dev_count == 0) {
-    out.push_back(
-        make("container_mr", verdict::skip, "no RDMA device in the container or on the host: nothing to register"));
-  }
-
-  // 7. The image's NCCL against the host's CUDA driver.
-  if (nccl) {
-    auto [nv, npath] = head(get(v, "nccl"));
-    auto [cd, cpath] = head(get(v, "cuda_driver"));
-    std::string ncuda = get(v, "nccl_cuda");
-    auto [plug_state, plug] = head(get(v, "nccl_net_plugin"));
-    std::string plugin_text = plug_state == "loaded" ? "net plugin " + escape_line(plug, 96)
-                                                     : "no net plugin (NCCL's own IB transport)";
-    if (nv == "none" || nv.empty()) {
-      out.push_back(
-          make("container_nccl", verdict::skip,
-               "no libnccl.so.2 on the image's library path (a Python wheel's NCCL is loaded by path and not seen)"));
-    } else {
-      int ver = major_of(nv);
-      std::string nccl_text = ver > 0 ? fmt::format("NCCL {}.{}.{}", ver / 10000, ver / 100 % 100, ver % 100)
-                                      : "NCCL (version unknown)";
-      if (ver > 0 && ver < 10000) nccl_text = fmt::format("NCCL {}.{}.{}", ver / 1000, ver / 100 % 10, ver % 100);
-      if (!ncuda.empty()) nccl_text += " built for CUDA " + escape_line(ncuda, 16);
-      if (cd == "none" || cd.empty()) {
-        verdict r = host.nvidia_driver ? verdict::fail : verdict::skip;
-        out.push_back(make("container_nccl", r,
-                           fmt::format("{}, {}; no libcuda.so.1 in the container{}", nccl_text, plugin_text,
-                                       host.nvidia_driver ? ": the runtime did not pass the GPU driver in"
-                                                          : " (no NVIDIA driver on this node)"),
-                           {},
-                           host.nvidia_driver
-                               ? "pyxis/enroot: NVIDIA_VISIBLE_DEVICES (image) and the nvidia hook; Apptainer: --nv; "
-                                 "podman/docker: --device nvidia.com/gpu=all or --gpus all"
-                               : ""));
-      } else {
-        int drv = major_of(cd);
-        int drv_major = drv / 1000, drv_minor = drv % 1000 / 10;
-        int need_major = major_of(ncuda);
-        int need_minor = 0;
-        if (auto dot = ncuda.find('.'); dot != std::string::npos)
-          need_minor = major_of(std::string_view(ncuda).substr(dot + 1));
-        std::string s = fmt::format("{}, {}; the host's driver supports CUDA {}.{}", nccl_text, plugin_text, drv_major,
-                                    drv_minor);
-        if (need_major > 0 && need_major > drv_major) {
-          out.push_back(
-              make("container_nccl", verdict::fail,
-                   s + ": NCCL's CUDA runtime needs a newer driver (`CUDA driver "
-                       "version is insufficient for CUDA runtime version`)",
-                   {}, fmt::format("use an image built for CUDA {}.x or update the host's NVIDIA driver", drv_major)));
-        } else if (need_major == drv_major && need_minor > drv_minor) {
-          out.push_back(make("container_nccl", verdict::warn,
-                             s + ": runs through CUDA minor version compatibility (no PTX JIT for newer code)"));
-        } else {
-          out.push_back(make("container_nccl", verdict::pass, s));
-        }
-      }
-    }
-  }
+  // 5. The rdma-core release; 6. the registration inside; 7. the image's NCCL.
+  out.push_back(judge_rdma_core_release(v, host, rt, detail, rc_text, dev_count, dev_names_s));
+  if (auto c = judge_registration_inside(v, rt, dev_count)) out.push_back(std::move(*c));
+  if (nccl) out.push_back(judge_image_nccl(v, host));
   return out;
 }
 

@@ -450,20 +450,88 @@ int errno_in_text(std::string_view text) {
   return 0;
 }
 
+namespace {
+
+// Cheap rejection first: every pattern parse_nccl_line looks for contains one of these.
+bool mentions_failure(std::string_view line) {
+  return contains(line, "fail") || contains(line, "Fail") || contains(line, "completion") ||
+         contains(line, "Duplicate GPU") || contains(line, "No device found") || contains(line, "system error") ||
+         contains(line, "SystemError") || contains(line, "register memory") || contains(line, "ibv_") ||
+         contains(line, "mlx5dv_") || contains(line, "DMA-BUF") || contains(line, "dmabuf") ||
+         contains(line, "DMABUF") || contains(line, "dma-buf") || contains(line, "DmaBuf") ||
+         contains(line, "Couldn't") || contains(line, "Unable to") || contains(line, "Libfabric error") ||
+         contains(line, "unhandled cuda error") || contains(line, "ncclUnhandledCudaError") ||
+         contains(line, "internal error") || contains(line, "ncclInternalError") || contains(line, "Caught signal");
+}
+
+// "Got completion from peer <peer> with error <N>" (or "with status=<N>"): the peer and the status.
+void parse_completion(std::string_view t, failure& f) {
+  if (std::size_t peer = t.find("from peer "); peer != std::string_view::npos) {
+    std::string_view p = t.substr(peer + 10);
+    std::size_t end = p.find(" with");
+    f.peer = escape_line(p.substr(0, std::min(end, std::size_t{80})), 80);
+  }
+  for (std::string_view key : {std::string_view("with error "), std::string_view("status=")}) {
+    if (std::size_t k = t.find(key); k != std::string_view::npos) {
+      std::string_view n = t.substr(k + key.size());
+      if (auto v = take_number(n, 4)) f.wc_status = static_cast<int>(*v);
+      break;
+    }
+  }
+}
+
+// The generic failures, after the transport-specific ones: "Call to X failed", NCCL's error codes and crashes,
+// "failed to register memory", a verbs call, a DMA-BUF error. Returns true when `msg` is one of them.
+bool classify_generic(std::string_view msg, const nccl_header& h, failure& f) {
+  if (std::size_t at = msg.find("Call to "); at != std::string_view::npos) {
+    std::string call = ident_at(msg.substr(at + 8));
+    std::string_view after = msg.substr(at + 8 + call.size());
+    after = skip_spaces(after);
+    if (!call.empty() && after.starts_with("failed")) {
+      f.call = call;
+      f.err = errno_in_text(after.substr(6));
+      return true;
+    }
+  }
+  if (contains(msg, "unhandled system error") || contains(msg, "ncclSystemError") ||
+      contains(msg, "unhandled cuda error") || contains(msg, "ncclUnhandledCudaError") ||
+      contains(msg, "internal error - please report") || contains(msg, "ncclInternalError") ||
+      contains(msg, "ncclCommInitRank failed") ||
+      (contains(msg, "Caught signal ") && (contains(msg, "Segmentation fault") || contains(msg, "Bus error") ||
+                                           contains(msg, "Aborted") || contains(msg, "Illegal instruction")))) {
+    f.what = failure::kind::system_error;
+    return true;
+  }
+  if (icontains(msg, "failed to register memory") || icontains(msg, "unable to register memory") ||
+      icontains(msg, "couldn't register memory")) {
+    if (contains(msg, "NET/OFI")) f.call = "fi_mr_regattr";
+    f.err = errno_in_text(msg);
+    return true;
+  }
+  if (auto vf = verbs_failure(msg)) {
+    f.call = vf->first;
+    f.err = errno_in_text(vf->second);
+    if (contains(msg, "UCX")) {
+      f.transport = "ucx";
+      f.log_memlock = ucx_memlock(msg);
+    }
+    return true;
+  }
+  if ((h.warn || contains(msg, "ERROR")) && (icontains(msg, "dma-buf") || icontains(msg, "dmabuf")) &&
+      (icontains(msg, "fail") || icontains(msg, "not supported") || icontains(msg, "error"))) {
+    f.call = contains(msg, "ibv_reg_dmabuf_mr") ? "ibv_reg_dmabuf_mr" : "dmabuf";
+    f.err = errno_in_text(msg);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<nccl_event> parse_nccl_line(std::string_view line) {
   if (line.size() > k_max_examined) line = line.substr(0, k_max_examined);
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
-  // Cheap rejection first: every pattern below contains one of these.
-  if (!contains(line, "fail") && !contains(line, "Fail") && !contains(line, "completion") &&
-      !contains(line, "Duplicate GPU") && !contains(line, "No device found") && !contains(line, "system error") &&
-      !contains(line, "SystemError") && !contains(line, "register memory") && !contains(line, "ibv_") &&
-      !contains(line, "mlx5dv_") && !contains(line, "DMA-BUF") && !contains(line, "dmabuf") &&
-      !contains(line, "DMABUF") && !contains(line, "dma-buf") && !contains(line, "DmaBuf") &&
-      !contains(line, "Couldn't") && !contains(line, "Unable to") && !contains(line, "Libfabric error") &&
-      !contains(line, "unhandled cuda error") && !contains(line, "ncclUnhandledCudaError") &&
-      !contains(line, "internal error") && !contains(line, "ncclInternalError") && !contains(line, "Caught signal")) {
-    return std::nullopt;
-  }
+  if (!mentions_failure(line)) return std::nullopt;
   prefix_info pre = strip_prefixes(line);
   nccl_header h = parse_header(pre.rest);
   std::string_view msg = h.message;
@@ -477,19 +545,7 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
 
   if (std::size_t at = msg.find("Got completion"); at != std::string_view::npos && contains(msg, "NET/")) {
     f.what = failure::kind::completion_error;
-    std::string_view t = msg.substr(at);
-    if (std::size_t peer = t.find("from peer "); peer != std::string_view::npos) {
-      std::string_view p = t.substr(peer + 10);
-      std::size_t end = p.find(" with");
-      f.peer = escape_line(p.substr(0, std::min(end, std::size_t{80})), 80);
-    }
-    for (std::string_view key : {std::string_view("with error "), std::string_view("status=")}) {
-      if (std::size_t k = t.find(key); k != std::string_view::npos) {
-        std::string_view n = t.substr(k + key.size());
-        if (auto v = take_number(n, 4)) f.wc_status = static_cast<int>(*v);
-        break;
-      }
-    }
+    parse_completion(msg.substr(at), f);
     return ev;
   }
   if (std::size_t at = msg.find("Duplicate GPU detected"); at != std::string_view::npos) {
@@ -522,46 +578,7 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
     f = classify_warning(msg);
     return ev;
   }
-  if (std::size_t at = msg.find("Call to "); at != std::string_view::npos) {
-    std::string call = ident_at(msg.substr(at + 8));
-    std::string_view after = msg.substr(at + 8 + call.size());
-    after = skip_spaces(after);
-    if (!call.empty() && after.starts_with("failed")) {
-      f.call = call;
-      f.err = errno_in_text(after.substr(6));
-      return ev;
-    }
-  }
-  if (contains(msg, "unhandled system error") || contains(msg, "ncclSystemError") ||
-      contains(msg, "unhandled cuda error") || contains(msg, "ncclUnhandledCudaError") ||
-      contains(msg, "internal error - please report") || contains(msg, "ncclInternalError") ||
-      contains(msg, "ncclCommInitRank failed") ||
-      (contains(msg, "Caught signal ") && (contains(msg, "Segmentation fault") || contains(msg, "Bus error") ||
-                                           contains(msg, "Aborted") || contains(msg, "Illegal instruction")))) {
-    f.what = failure::kind::system_error;
-    return ev;
-  }
-  if (icontains(msg, "failed to register memory") || icontains(msg, "unable to register memory") ||
-      icontains(msg, "couldn't register memory")) {
-    if (contains(msg, "NET/OFI")) f.call = "fi_mr_regattr";
-    f.err = errno_in_text(msg);
-    return ev;
-  }
-  if (auto vf = verbs_failure(msg)) {
-    f.call = vf->first;
-    f.err = errno_in_text(vf->second);
-    if (contains(msg, "UCX")) {
-      f.transport = "ucx";
-      f.log_memlock = ucx_memlock(msg);
-    }
-    return ev;
-  }
-  if ((h.warn || contains(msg, "ERROR")) && (icontains(msg, "dma-buf") || icontains(msg, "dmabuf")) &&
-      (icontains(msg, "fail") || icontains(msg, "not supported") || icontains(msg, "error"))) {
-    f.call = contains(msg, "ibv_reg_dmabuf_mr") ? "ibv_reg_dmabuf_mr" : "dmabuf";
-    f.err = errno_in_text(msg);
-    return ev;
-  }
+  if (classify_generic(msg, h, f)) return ev;
   return std::nullopt;
 }
 

@@ -252,22 +252,8 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
   return status::error(fmt::format("slurmd pid file not found ({}); slurmd not running here?", last.message()));
 }
 
-}  // namespace
-
-node_facts collect_facts(const sysroot& root, const collect_options& opts) {
-  node_facts f;
-  if (auto h = root.read_value("/proc/sys/kernel/hostname")) {
-    f.hostname = escape_line(*h, 128);
-    f.hostname_status = f.hostname;
-  } else {
-    f.hostname_status = h.error();
-  }
-  if (auto k = root.read_value("/proc/sys/kernel/osrelease")) {
-    f.kernel_release = escape_line(*k, 128);
-  } else {
-    f.kernel_release = k.error();
-  }
-
+// The process chain from `opts.start_pid` (else this process) up to init.
+void read_process_chain(const sysroot& root, const collect_options& opts, node_facts& f) {
   pid_t start = opts.start_pid;
   if (start <= 0) {
     auto self = root.read_link("/proc/self");
@@ -290,6 +276,113 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
       f.chain_status = c.error();
     }
   }
+}
+
+// The libraries: loaded on the host (unless switched off), from the dump's .mrcheck/libraries.json under --root.
+// Returns whether that record was read, into `recorded`.
+bool read_libraries(const sysroot& root, const collect_options& opts, node_facts& f, nlohmann::json& recorded) {
+  if (root.is_host()) {
+    if (opts.load_libraries) {
+      f.libibverbs = load_library(opts.verbs_library,
+                                  {"ibv_get_device_list@IBVERBS_1.1", "ibv_reg_mr_iova2@IBVERBS_1.8",
+                                   "ibv_reg_dmabuf_mr@IBVERBS_1.12"});
+      library_fact cuda;
+      f.cuda_driver_version = call_version("libcuda.so.1", "cuDriverGetVersion", &cuda);
+      f.libcuda = cuda.path.empty() && !f.cuda_driver_version ? result<library_fact>(f.cuda_driver_version.error())
+                                                              : result<library_fact>(cuda);
+      library_fact nccl;
+      f.nccl_version = call_version("libnccl.so.2", "ncclGetVersion", &nccl);
+      f.libnccl = nccl.path.empty() && !f.nccl_version ? result<library_fact>(f.nccl_version.error())
+                                                       : result<library_fact>(nccl);
+    } else {
+      status off = status::error("not loaded (library loading switched off)");
+      f.libibverbs = f.libcuda = f.libnccl = off;
+      f.cuda_driver_version = f.nccl_version = off;
+    }
+    return false;
+  }
+  auto text = root.read(k_libraries_json, 256 * 1024);
+  if (!text) {
+    status none = status::error("not read under --root (the tree has no .mrcheck/libraries.json)");
+    f.libibverbs = f.libcuda = f.libnccl = none;
+    f.cuda_driver_version = f.nccl_version = none;
+    return false;
+  }
+  recorded = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (recorded.is_discarded()) {
+    status bad = status::error("not read under --root (the dump's .mrcheck/libraries.json is not JSON)");
+    f.libibverbs = f.libcuda = f.libnccl = bad;
+    f.cuda_driver_version = f.nccl_version = bad;
+    return false;
+  }
+  libraries_from_json(recorded, f);
+  return true;
+}
+
+// The RDMA user space: the package database and the rdma-core providers on disk.
+void read_rdma_userspace(const sysroot& root, node_facts& f) {
+  if (auto st = root.read("/var/lib/dpkg/status", 64u << 20)) {
+    f.rdma_packages = parse_dpkg_rdma(*st, "/var/lib/dpkg/status");
+  } else if (root.list("/var/lib/rpm").is_ok()) {
+    f.rdma_packages = status::error(
+        "the rpm database (/var/lib/rpm) is not read: it is SQLite or Berkeley DB; `rpm -q libibverbs rdma-core "
+        "libfabric` lists the packages");
+  } else {
+    f.rdma_packages = st.error().err() == ENOENT
+                          ? status::error("no package database (/var/lib/dpkg/status, /var/lib/rpm)")
+                          : st.error();
+  }
+  for (const char* dir : k_provider_dirs) {
+    auto names = root.list(dir);
+    if (!names) continue;
+    for (const auto& n : *names) {
+      // lib<name>-rdmav<N>.so
+      auto dash = n.find("-rdmav");
+      if (!n.starts_with("lib") || dash == std::string::npos || dash <= 3 || !n.ends_with(".so")) continue;
+      std::string name = escape_line(std::string_view(n).substr(3, dash - 3), 32);
+      if (std::find(f.verbs_providers.begin(), f.verbs_providers.end(), name) == f.verbs_providers.end()) {
+        f.verbs_providers.push_back(std::move(name));
+      }
+    }
+  }
+  std::sort(f.verbs_providers.begin(), f.verbs_providers.end());
+}
+
+// The network variables (net_env_name) of the chain's first process. Read unrecorded: a dump must not copy a
+// user's environment.
+void read_net_env(const sysroot& root, node_facts& f) {
+  sysroot quiet = root;
+  quiet.set_recorder(nullptr);
+  auto env = quiet.read(fmt::format("/proc/{}/environ", f.chain.front().pid), 1u << 20);
+  if (!env) return;
+  std::string_view rest = *env;
+  while (!rest.empty()) {
+    std::size_t z = rest.find('\0');
+    std::string_view kv = rest.substr(0, z);
+    rest = z == std::string_view::npos ? std::string_view() : rest.substr(z + 1);
+    std::size_t eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0 || !net_env_name(kv.substr(0, eq))) continue;
+    if (f.net_env.size() >= 256) break;
+    f.net_env.emplace(escape_line(kv.substr(0, eq), 64), escape_line(kv.substr(eq + 1), 256));
+  }
+}
+
+}  // namespace
+
+node_facts collect_facts(const sysroot& root, const collect_options& opts) {
+  node_facts f;
+  if (auto h = root.read_value("/proc/sys/kernel/hostname")) {
+    f.hostname = escape_line(*h, 128);
+    f.hostname_status = f.hostname;
+  } else {
+    f.hostname_status = h.error();
+  }
+  if (auto k = root.read_value("/proc/sys/kernel/osrelease")) {
+    f.kernel_release = escape_line(*k, 128);
+  } else {
+    f.kernel_release = k.error();
+  }
+  read_process_chain(root, opts, f);
 
   f.max_map_count = read_u64(root, "/proc/sys/vm/max_map_count");
   if (auto m = root.read("/proc/meminfo", 256 * 1024)) {
@@ -314,95 +407,17 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
   f.gpus = read_gpus(root);
 
   nlohmann::json recorded;
-  bool have_recorded = false;
-  if (root.is_host()) {
-    if (opts.load_libraries) {
-      f.libibverbs = load_library(opts.verbs_library,
-                                  {"ibv_get_device_list@IBVERBS_1.1", "ibv_reg_mr_iova2@IBVERBS_1.8",
-                                   "ibv_reg_dmabuf_mr@IBVERBS_1.12"});
-      library_fact cuda;
-      f.cuda_driver_version = call_version("libcuda.so.1", "cuDriverGetVersion", &cuda);
-      f.libcuda = cuda.path.empty() && !f.cuda_driver_version ? result<library_fact>(f.cuda_driver_version.error())
-                                                              : result<library_fact>(cuda);
-      library_fact nccl;
-      f.nccl_version = call_version("libnccl.so.2", "ncclGetVersion", &nccl);
-      f.libnccl = nccl.path.empty() && !f.nccl_version ? result<library_fact>(f.nccl_version.error())
-                                                       : result<library_fact>(nccl);
-    } else {
-      status off = status::error("not loaded (library loading switched off)");
-      f.libibverbs = f.libcuda = f.libnccl = off;
-      f.cuda_driver_version = f.nccl_version = off;
-    }
-  } else {
-    auto text = root.read(k_libraries_json, 256 * 1024);
-    if (text) {
-      recorded = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (recorded.is_discarded()) {
-        status bad = status::error("not read under --root (the dump's .mrcheck/libraries.json is not JSON)");
-        f.libibverbs = f.libcuda = f.libnccl = bad;
-        f.cuda_driver_version = f.nccl_version = bad;
-      } else {
-        have_recorded = true;
-        libraries_from_json(recorded, f);
-      }
-    } else {
-      status none = status::error("not read under --root (the tree has no .mrcheck/libraries.json)");
-      f.libibverbs = f.libcuda = f.libnccl = none;
-      f.cuda_driver_version = f.nccl_version = none;
-    }
-  }
+  bool have_recorded = read_libraries(root, opts, f, recorded);
   f.slurmd = read_slurmd(root, opts, have_recorded ? &recorded : nullptr, f.hostname, f.slurmd_pid_file);
 
   // The RDMA user space, only where there is an RDMA device: the package database can be megabytes.
-  if (f.rdma_devices.is_ok() && !f.rdma_devices->empty()) {
-    if (auto st = root.read("/var/lib/dpkg/status", 64u << 20)) {
-      f.rdma_packages = parse_dpkg_rdma(*st, "/var/lib/dpkg/status");
-    } else if (root.list("/var/lib/rpm").is_ok()) {
-      f.rdma_packages = status::error(
-          "the rpm database (/var/lib/rpm) is not read: it is SQLite or Berkeley DB; `rpm -q libibverbs rdma-core "
-          "libfabric` lists the packages");
-    } else {
-      f.rdma_packages = st.error().err() == ENOENT
-                            ? status::error("no package database (/var/lib/dpkg/status, /var/lib/rpm)")
-                            : st.error();
-    }
-    for (const char* dir : k_provider_dirs) {
-      auto names = root.list(dir);
-      if (!names) continue;
-      for (const auto& n : *names) {
-        // lib<name>-rdmav<N>.so
-        auto dash = n.find("-rdmav");
-        if (!n.starts_with("lib") || dash == std::string::npos || dash <= 3 || !n.ends_with(".so")) continue;
-        std::string name = escape_line(std::string_view(n).substr(3, dash - 3), 32);
-        if (std::find(f.verbs_providers.begin(), f.verbs_providers.end(), name) == f.verbs_providers.end()) {
-          f.verbs_providers.push_back(std::move(name));
-        }
-      }
-    }
-    std::sort(f.verbs_providers.begin(), f.verbs_providers.end());
-  }
+  if (f.rdma_devices.is_ok() && !f.rdma_devices->empty()) read_rdma_userspace(root, f);
   if (auto efa = root.read("/opt/amazon/efa_installed_packages", 256 * 1024)) {
     f.efa_installer = parse_efa_installer(*efa);
   } else {
     f.efa_installer = efa.error();
   }
-  // The environment is read unrecorded: a dump must not copy a user's environment.
-  if (!f.chain.empty()) {
-    sysroot quiet = root;
-    quiet.set_recorder(nullptr);
-    if (auto env = quiet.read(fmt::format("/proc/{}/environ", f.chain.front().pid), 1u << 20)) {
-      std::string_view rest = *env;
-      while (!rest.empty()) {
-        std::size_t z = rest.find('\0');
-        std::string_view kv = rest.substr(0, z);
-        rest = z == std::string_view::npos ? std::string_view() : rest.substr(z + 1);
-        std::size_t eq = kv.find('=');
-        if (eq == std::string_view::npos || eq == 0 || !net_env_name(kv.substr(0, eq))) continue;
-        if (f.net_env.size() >= 256) break;
-        f.net_env.emplace(escape_line(kv.substr(0, eq), 64), escape_line(kv.substr(eq + 1), 256));
-      }
-    }
-  }
+  if (!f.chain.empty()) read_net_env(root, f);
   return f;
 }
 

@@ -234,6 +234,103 @@ std::string hca_pci_bdf(const std::string& sys_root, const std::string& name) {
   return target.filename().string();
 }
 
+// The devices and their ports, as NCCL would see them; a device that cannot be opened is listed in `skipped`.
+std::vector<hca_candidate> list_hca_candidates(verbs_api& verbs, const std::string& sys_root, log_sink& sink,
+                                               mr_probe_outcome& o) {
+  auto names = verbs.device_names();
+  std::vector<hca_candidate> candidates;
+  if (!names) {
+    o.list_error = names.error();
+    return candidates;
+  }
+  o.devices = *names;
+  for (const auto& n : *names) {
+    hca_candidate c;
+    c.name = n;
+    c.pci_bdf = hca_pci_bdf(sys_root, n);
+    log(sink, log_level::verbose, "mr_host: calling ibv_open_device on {}", n);
+    auto ctx = verbs.open_device(n);
+    if (!ctx) {
+      // NCCL warns "Unable to open device" and skips it; we record it as a device without ports.
+      o.selection.skipped.push_back(fmt::format("{}: {}", n, ctx.error().message()));
+      continue;
+    }
+    auto ports = verbs.query_ports(*ctx);
+    if (ports)
+      c.ports = *ports;
+    else
+      o.selection.skipped.push_back(fmt::format("{}: {}", n, ports.error().message()));
+    status st = verbs.close_device(*ctx);
+    (void)st;
+    candidates.push_back(std::move(c));
+  }
+  return candidates;
+}
+
+// The host buffers to register: the user's size, else NCCL's estimate, each rounded up to pages.
+void size_host_buffers(const mr_probe_request& req, std::uint64_t ps, mr_probe_outcome& o) {
+  if (req.size) {
+    o.size_from_user = true;
+    o.buffers = {round_up(std::max<std::uint64_t>(*req.size, 1), ps)};
+  } else {
+    o.buffers.clear();
+    for (auto b : o.estimate.buffers) o.buffers.push_back(round_up(b, ps));
+  }
+  o.size = 0;
+  for (auto b : o.buffers) o.size += b;
+}
+
+// One failed step of the host registration: which call, and its error.
+void host_step_failed(mr_attempt& a, const char* step, const status& st) {
+  a.failed_step = step;
+  a.call = step;
+  a.err = st.err();
+  a.message = st.message();
+}
+
+// One chosen HCA: open it, allocate a PD, register the host buffers, then DMA-BUF and (asked for) GPU memory.
+hca_probe_result probe_hca(verbs_api& verbs, const hca_choice& choice, const mr_probe_outcome& o, const reg_path& path,
+                           gpu_memory* gpu, std::uint64_t gpu_bytes, log_sink& sink) {
+  hca_probe_result h;
+  h.device = choice.name;
+  h.ports = choice.ports;
+  h.why = choice.why;
+  h.host.device = choice.name;
+  h.host.bytes = o.size;
+  h.host.attempted = true;
+
+  log(sink, log_level::verbose, "mr_host: calling ibv_open_device on {}", choice.name);
+  auto ctx = verbs.open_device(choice.name);
+  if (!ctx) {
+    host_step_failed(h.host, "ibv_open_device", ctx.error());
+    return h;
+  }
+  log(sink, log_level::verbose, "mr_host: calling ibv_alloc_pd on {}", choice.name);
+  auto pd = verbs.alloc_pd(*ctx);
+  if (!pd) {
+    host_step_failed(h.host, "ibv_alloc_pd", pd.error());
+  } else {
+    {
+      host_region mem;
+      status st = mem.map(o.size);
+      if (!st) {
+        host_step_failed(h.host, "mmap", st);
+      } else {
+        register_buffers(verbs, *pd, mem.addr(), o.buffers, path, choice.name, "mr_host", sink, h.host, h.release);
+        status un = mem.release();
+        if (!un && h.release.is_ok()) h.release = un;
+      }
+    }
+    probe_dmabuf(verbs, *pd, choice.name, sink, h.dmabuf, h.release);
+    if (gpu != nullptr) probe_gpu(verbs, *pd, *gpu, gpu_bytes, path, choice.name, sink, h.gpu, h.release);
+    status st = verbs.dealloc_pd(*pd);
+    if (!st && h.release.is_ok()) h.release = st.with_context(choice.name);
+  }
+  status st = verbs.close_device(*ctx);
+  if (!st && h.release.is_ok()) h.release = st.with_context(choice.name);
+  return h;
+}
+
 }  // namespace
 
 mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, status load_error, gpu_memory* gpu,
@@ -260,35 +357,8 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.iova2 = verbs->has_reg_mr_iova2();
   o.dmabuf_symbol = verbs->has_reg_dmabuf_mr();
 
-  // Devices and their ports.
-  auto names = verbs->device_names();
-  std::vector<hca_candidate> candidates;
-  if (!names) {
-    o.list_error = names.error();
-  } else {
-    o.devices = *names;
-    for (const auto& n : *names) {
-      hca_candidate c;
-      c.name = n;
-      c.pci_bdf = hca_pci_bdf(req.sys_root, n);
-      log(sink, log_level::verbose, "mr_host: calling ibv_open_device on {}", n);
-      auto ctx = verbs->open_device(n);
-      if (!ctx) {
-        // NCCL warns "Unable to open device" and skips it; we record it as a device without ports.
-        o.selection.skipped.push_back(fmt::format("{}: {}", n, ctx.error().message()));
-        continue;
-      }
-      auto ports = verbs->query_ports(*ctx);
-      if (ports)
-        c.ports = *ports;
-      else
-        o.selection.skipped.push_back(fmt::format("{}: {}", n, ports.error().message()));
-      status st = verbs->close_device(*ctx);
-      (void)st;
-      candidates.push_back(std::move(c));
-    }
-  }
-
+  // Devices and their ports, then the ones NCCL would pick.
+  std::vector<hca_candidate> candidates = list_hca_candidates(*verbs, req.sys_root, sink, o);
   o.gpu_bdfs = gpu != nullptr && !gpu->pci_bdf().empty() ? std::vector<std::string>{gpu->pci_bdf()}
                                                          : visible_gpu_bdfs(env, req.proc_root);
   nccl_hca_filter filter = parse_nccl_ib_hca(env.get("NCCL_IB_HCA"));
@@ -298,15 +368,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
 
   o.estimate = estimate_nccl_registration(env, static_cast<int>(std::max<std::size_t>(1, o.selection.chosen.size())));
   const std::uint64_t ps = page_size();
-  if (req.size) {
-    o.size_from_user = true;
-    o.buffers = {round_up(std::max<std::uint64_t>(*req.size, 1), ps)};
-  } else {
-    o.buffers.clear();
-    for (auto b : o.estimate.buffers) o.buffers.push_back(round_up(b, ps));
-  }
-  o.size = 0;
-  for (auto b : o.buffers) o.size += b;
+  size_host_buffers(req, ps, o);
   if (o.estimate.ib_disabled && !req.size) return o;  // NCCL registers nothing: mr_host says so
 
   reg_path path = nccl_reg_path(*verbs, o.estimate.relaxed_ordering);
@@ -316,56 +378,8 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   std::uint64_t gpu_bytes = round_up(std::min<std::uint64_t>(std::max<std::uint64_t>(o.estimate.buff_simple, ps),
                                                              64ull << 20),
                                      2ull << 20);
-
   for (const auto& choice : o.selection.chosen) {
-    hca_probe_result h;
-    h.device = choice.name;
-    h.ports = choice.ports;
-    h.why = choice.why;
-    h.host.device = choice.name;
-    h.host.bytes = o.size;
-    h.host.attempted = true;
-
-    log(sink, log_level::verbose, "mr_host: calling ibv_open_device on {}", choice.name);
-    auto ctx = verbs->open_device(choice.name);
-    if (!ctx) {
-      h.host.failed_step = "ibv_open_device";
-      h.host.call = "ibv_open_device";
-      h.host.err = ctx.error().err();
-      h.host.message = ctx.error().message();
-      o.hcas.push_back(std::move(h));
-      continue;
-    }
-    log(sink, log_level::verbose, "mr_host: calling ibv_alloc_pd on {}", choice.name);
-    auto pd = verbs->alloc_pd(*ctx);
-    if (!pd) {
-      h.host.failed_step = "ibv_alloc_pd";
-      h.host.call = "ibv_alloc_pd";
-      h.host.err = pd.error().err();
-      h.host.message = pd.error().message();
-    } else {
-      {
-        host_region mem;
-        status st = mem.map(o.size);
-        if (!st) {
-          h.host.failed_step = "mmap";
-          h.host.call = "mmap";
-          h.host.err = st.err();
-          h.host.message = st.message();
-        } else {
-          register_buffers(*verbs, *pd, mem.addr(), o.buffers, path, choice.name, "mr_host", sink, h.host, h.release);
-          status un = mem.release();
-          if (!un && h.release.is_ok()) h.release = un;
-        }
-      }
-      probe_dmabuf(*verbs, *pd, choice.name, sink, h.dmabuf, h.release);
-      if (req.gpu && gpu != nullptr) probe_gpu(*verbs, *pd, *gpu, gpu_bytes, path, choice.name, sink, h.gpu, h.release);
-      status st = verbs->dealloc_pd(*pd);
-      if (!st && h.release.is_ok()) h.release = st.with_context(choice.name);
-    }
-    status st = verbs->close_device(*ctx);
-    if (!st && h.release.is_ok()) h.release = st.with_context(choice.name);
-    o.hcas.push_back(std::move(h));
+    o.hcas.push_back(probe_hca(*verbs, choice, o, path, req.gpu ? gpu : nullptr, gpu_bytes, sink));
   }
   return o;
 }

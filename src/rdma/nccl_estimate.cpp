@@ -96,18 +96,18 @@ std::int64_t nccl_param(const nccl_env& env, std::string_view name, std::int64_t
   return value;
 }
 
-nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
-  nccl_estimate e;
-  e.hcas = std::max(1, hcas);
+namespace {
+
+// One input of the estimate, as the report lists it.
+void note_input(const nccl_env& env, nccl_estimate& e, std::string_view name, std::int64_t value) {
+  bool set = env.get(name).has_value() && !env.get(name)->empty();
+  e.inputs.push_back(fmt::format("{}={}{}", name, value, set ? "" : " (default)"));
+}
+
+// Buffer sizes: computeBuffSizes ([N] src/init.cc l.708-714): env value when set (NCCL uses -2 for unset).
+// Returns the SIMPLE size as read, before the clamp at 0.
+std::int64_t estimate_buffers(const nccl_env& env, nccl_estimate& e) {
   auto& notes = e.notes;
-
-  auto input = [&](std::string_view name, std::int64_t value, std::int64_t def) {
-    bool set = env.get(name).has_value() && !env.get(name)->empty();
-    e.inputs.push_back(fmt::format("{}={}{}", name, value, set ? "" : " (default)"));
-    (void)def;
-  };
-
-  // Buffer sizes: computeBuffSizes ([N] src/init.cc l.708-714): env value when set (NCCL uses -2 for unset).
   std::int64_t ll = nccl_param(env, "NCCL_LL_BUFFSIZE", k_default_ll, &notes);
   std::int64_t ll128 = nccl_param(env, "NCCL_LL128_BUFFSIZE", k_default_ll128, &notes);
   std::int64_t simple = nccl_param(env, "NCCL_BUFFSIZE", k_default_simple, &notes);
@@ -115,7 +115,7 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   if (ll128 == -2) ll128 = k_default_ll128;
   if (simple == -2) simple = k_default_simple;
   // Sizes are the user's numbers: past 1 TiB a buffer can never be allocated (NCCL fails before registering),
-  // and the sums below (x 2 x channels) would wrap 64 bits. Estimate with 1 TiB and say so.
+  // and the sums of estimate_totals (x 2 x channels) would wrap 64 bits. Estimate with 1 TiB and say so.
   constexpr std::int64_t k_max_buffer = std::int64_t{1} << 40;
   for (auto [name, v] : {std::pair<const char*, std::int64_t*>{"NCCL_LL_BUFFSIZE", &ll},
                          {"NCCL_LL128_BUFFSIZE", &ll128},
@@ -128,12 +128,16 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   e.buff_ll = static_cast<std::uint64_t>(std::max<std::int64_t>(ll, 0));
   e.buff_ll128 = static_cast<std::uint64_t>(std::max<std::int64_t>(ll128, 0));
   e.buff_simple = static_cast<std::uint64_t>(std::max<std::int64_t>(simple, 0));
-  input("NCCL_BUFFSIZE", simple, k_default_simple);
-  input("NCCL_LL_BUFFSIZE", ll, k_default_ll);
-  input("NCCL_LL128_BUFFSIZE", ll128, k_default_ll128);
+  note_input(env, e, "NCCL_BUFFSIZE", simple);
+  note_input(env, e, "NCCL_LL_BUFFSIZE", ll);
+  note_input(env, e, "NCCL_LL128_BUFFSIZE", ll128);
+  return simple;
+}
 
-  // Channels: ncclMinNchannels/ncclMaxNchannels ([N] src/graph/connect.cc l.328-350) with the legacy
-  // NCCL_MIN_NRINGS/NCCL_MAX_NRINGS names; the search's count is doubled (l.452) then clamped (l.487-491).
+// Channels: ncclMinNchannels/ncclMaxNchannels ([N] src/graph/connect.cc l.328-350) with the legacy
+// NCCL_MIN_NRINGS/NCCL_MAX_NRINGS names; the search's count is doubled (l.452) then clamped (l.487-491).
+void estimate_channels(const nccl_env& env, nccl_estimate& e) {
+  auto& notes = e.notes;
   std::int64_t min_ch = nccl_param(env, "NCCL_MIN_NRINGS", -2, &notes);
   if (auto v = nccl_param(env, "NCCL_MIN_NCHANNELS", -2, &notes); v != -2) min_ch = v;
   std::int64_t max_ch = nccl_param(env, "NCCL_MAX_NRINGS", -2, &notes);
@@ -152,9 +156,12 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
                                    max_channels);
   }
   e.inputs.push_back(fmt::format("channels={} ({})", e.channels, e.channels_from));
+}
 
-  // Send/recv (p2p) shared buffers: p2pnChannels * NCCL_SHARED_STEPS * p2pChunkSize per direction
-  // ([N] src/transport/net.cc sharedNetBuffersInit, src/graph/paths.cc ncclTopoComputeP2pChannels).
+// Send/recv (p2p) shared buffers: p2pnChannels * NCCL_SHARED_STEPS * p2pChunkSize per direction
+// ([N] src/transport/net.cc sharedNetBuffersInit, src/graph/paths.cc ncclTopoComputeP2pChannels).
+void estimate_p2p(const nccl_env& env, nccl_estimate& e, std::int64_t simple) {
+  auto& notes = e.notes;
   std::int64_t max_p2p = nccl_param(env, "NCCL_MAX_P2P_NCHANNELS", k_maxchannels, &notes);
   e.p2p_channels = static_cast<int>(
       std::clamp<std::int64_t>(std::min<std::int64_t>(e.channels, max_p2p), 1, k_maxchannels));
@@ -172,8 +179,11 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
                     "the same p2p buffers, so no more bytes)",
                     e.nchannels_per_net_peer));
   }
+}
 
-  // Paths that change what is registered.
+// Paths that change what is registered.
+void read_paths(const nccl_env& env, nccl_estimate& e) {
+  auto& notes = e.notes;
   auto gdr = env.get("NCCL_NET_GDR_LEVEL");
   if (!gdr) gdr = env.get("NCCL_IB_GDR_LEVEL");  // the pre-2.12 name
   if (gdr && (*gdr == "LOC" || *gdr == "0")) e.gdr_off = true;
@@ -187,7 +197,10 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   e.dmabuf_enabled = nccl_param(env, "NCCL_DMABUF_ENABLE", 1, &notes) != 0;
   // [N] src/transport/net_ib.cc l.131, l.568-576: RO mode 1 or 2 (default 2) + the IBVERBS_1.8 symbol.
   e.relaxed_ordering = nccl_param(env, "NCCL_IB_PCI_RELAXED_ORDERING", 2, &notes) != 0;
+}
 
+// The total: every connection registers its LL, LL128 and SIMPLE buffers.
+void estimate_totals(nccl_estimate& e) {
   e.net_peers = 1;
   e.connections = e.channels * e.net_peers * 2;
   e.per_connection = round_pages(e.buff_ll) + round_pages(e.buff_ll128) + round_pages(e.buff_simple);
@@ -203,6 +216,19 @@ nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   e.formula = fmt::format("{} channel{} x {} peer x 2 (send+recv) x ({} LL + {} LL128 + {} SIMPLE) = {}", e.channels,
                           e.channels == 1 ? "" : "s", e.net_peers, format_bytes(e.buff_ll), format_bytes(e.buff_ll128),
                           format_bytes(e.buff_simple), format_bytes(e.host_bytes));
+}
+
+}  // namespace
+
+nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
+  nccl_estimate e;
+  e.hcas = std::max(1, hcas);
+  // The SIMPLE size as NCCL reads it (it bounds the p2p chunk, below).
+  std::int64_t simple = estimate_buffers(env, e);
+  estimate_channels(env, e);
+  estimate_p2p(env, e, simple);
+  read_paths(env, e);
+  estimate_totals(e);
   return e;
 }
 

@@ -207,6 +207,166 @@ void close_child(spawned_child& c) {
   close_fd(c.err);
 }
 
+namespace {
+
+// Everything below up to lift_above runs in the forked child: async-signal-safe calls only (see write_all_raw),
+// nothing that allocates (but the caller's own run_in_child); the spec is read, never copied.
+
+// The child's process state: detached (a second fork), its session or group, death with the parent, default
+// signal handling.
+void child_set_process_state(const child_spec& spec, pid_t parent) {
+  if (spec.detach) {
+    pid_t w = ::fork();
+    if (w != 0) _exit(w < 0 ? 127 : 0);
+  }
+  if (spec.new_session) {
+    ::setsid();
+  } else if (spec.own_group) {
+    ::setpgid(0, 0);
+  }
+  if (spec.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl", errno);
+    if (::getppid() != parent) _exit(127);
+  }
+  // Default signal handling in the child: slurmstepd may have handlers or blocked masks we inherit.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+}
+
+// Places the child's descriptors: stdin on /dev/null, stdout/stderr as the spec says, the extra fds where they
+// belong (lifted above `lift` first so that no dup2 clobbers another), the descriptor to exec right above them;
+// closes the rest. Returns where the descriptor to exec is, or -1.
+int child_place_fds(const child_spec& spec, int lift, int out_w, int err_w) {
+  int lifted[16];
+  std::size_t n_extra = std::min<std::size_t>(spec.extra_fds.size(), 16);
+  for (std::size_t i = 0; i < n_extra; ++i) {
+    lifted[i] = ::fcntl(spec.extra_fds[i].parent_fd, F_DUPFD, lift);
+    if (lifted[i] < 0) child_fail("fcntl", errno);
+  }
+  int lifted_exec = -1;
+  if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0) child_fail("fcntl exec fd", errno);
+  int devnull = ::open("/dev/null", O_RDWR);
+  if (devnull < 0) child_fail("open /dev/null", errno);
+  if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
+  auto place = [&](child_stream how, int pipe_w, int target) {
+    if (how == child_stream::capture && ::dup2(pipe_w, target) < 0) child_fail("dup2", errno);
+    if (how == child_stream::null && ::dup2(devnull, target) < 0) child_fail("dup2", errno);
+  };
+  place(spec.out, out_w, STDOUT_FILENO);
+  place(spec.err, err_w, STDERR_FILENO);
+  int first_free = 3;
+  for (std::size_t i = 0; i < n_extra; ++i) {
+    if (::dup2(lifted[i], spec.extra_fds[i].child_fd) < 0) child_fail("dup2", errno);
+    first_free = std::max(first_free, spec.extra_fds[i].child_fd + 1);
+  }
+  int exec_at = -1;
+  if (lifted_exec >= 0) {
+    exec_at = first_free++;
+    if (::dup2(lifted_exec, exec_at) < 0) child_fail("dup2 exec fd", errno);
+    if (::fcntl(exec_at, F_SETFD, FD_CLOEXEC) != 0) child_fail("fcntl exec fd", errno);
+  }
+  close_from(first_free);
+  return exec_at;
+}
+
+// The OOM score, working directory, limits and credentials the spec asks for.
+void child_set_identity(const child_spec& spec) {
+  if (spec.reset_oom_score_adj) {
+    // slurmstepd protects itself with -1000, which children inherit (pyxis does the same reset).
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!::write(fd, "0", 1);
+      ::close(fd);
+    }
+  }
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_fail("chdir", errno);
+  // Limits first, while still privileged: raising a hard limit needs CAP_SYS_RESOURCE, lowering never does.
+  for (const auto& l : spec.rlimits) {
+    struct rlimit rl {
+      l.soft, l.hard
+    };
+    if (::setrlimit(l.resource, &rl) != 0) child_fail("setrlimit", errno);
+  }
+  if (spec.gid || spec.uid) {
+    if (spec.gid) {
+      if (::setgroups(spec.groups.size(), spec.groups.data()) != 0) child_fail("setgroups", errno);
+      if (::setresgid(*spec.gid, *spec.gid, *spec.gid) != 0) child_fail("setresgid", errno);
+    }
+    if (spec.uid && ::setresuid(*spec.uid, *spec.uid, *spec.uid) != 0) child_fail("setresuid", errno);
+  }
+}
+
+// The forked child, from fork to exec (or run_in_child). `argv` and `envp` were built before fork.
+[[noreturn]] void child_main(const child_spec& spec, pid_t parent, int lift, int out_w, int err_w, char* const* argv,
+                             char* const* envp) {
+  child_set_process_state(spec, parent);
+  int exec_at = child_place_fds(spec, lift, out_w, err_w);
+  child_set_identity(spec);
+  if (spec.run_in_child) {
+    int rc = 127;
+    try {
+      rc = spec.run_in_child();
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  if (spec.before_exec) {
+    if (int e = spec.before_exec(spec.before_exec_arg); e != 0) child_fail(spec.before_exec_what, e);
+  }
+  if (exec_at >= 0) {
+    ::syscall(SYS_execveat, exec_at, "", argv, envp, AT_EMPTY_PATH);
+  } else {
+    ::execve(argv[0], argv, envp);
+  }
+  int e = errno;
+  write_all_raw(STDERR_FILENO, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
+  write_all_raw(STDERR_FILENO, argv[0]);
+  write_all_raw(STDERR_FILENO, ": ");
+  write_all_raw(STDERR_FILENO, strerrordesc_np(e) ? strerrordesc_np(e) : "error");
+  write_all_raw(STDERR_FILENO, "\n");
+  _exit(127);
+}
+
+// The highest descriptor the child must keep before it places them: the extra fds are lifted above it first
+// so that no dup2 clobbers another.
+int lift_above(const child_spec& spec) {
+  int lift = 10;
+  for (const auto& f : spec.extra_fds) lift = std::max({lift, f.child_fd + 1, f.parent_fd + 1});
+  // The descriptor to exec goes right above the extra fds: one more place below the lifted copies.
+  if (spec.exec_fd >= 0) {
+    for (const auto& f : spec.extra_fds) lift = std::max(lift, f.child_fd + 2);
+    lift = std::max(lift, spec.exec_fd + 1);
+  }
+  return lift;
+}
+
+// The parent's side after fork: its ends of the pipes, the child's group and pidfd.
+spawned_child parent_side(const child_spec& spec, spawned_child c, pid_t pid, int out_r, int err_r) {
+  if (spec.detach) {
+    // Only the middle process is ours; it exits at once.
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    c.out = out_r;
+    c.err = err_r;
+    return c;
+  }
+  // Both sides set the group: no window in which a kill of the group misses the child.
+  if (!spec.new_session && spec.own_group) ::setpgid(pid, pid);
+  c.pid = pid;
+  c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (c.pidfd >= 0) ::fcntl(c.pidfd, F_SETFD, FD_CLOEXEC);
+  c.out = out_r;
+  c.err = err_r;
+  for (int fd : {c.out, c.err}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return c;
+}
+
+}  // namespace
+
 result<spawned_child> spawn_child(const child_spec& spec) {
   bool exec = !spec.run_in_child;
   if (exec && (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')) {
@@ -234,15 +394,7 @@ result<spawned_child> spawn_child(const child_spec& spec) {
     close_pipes();
     return status::from_errno("run child: pipe", e);
   }
-  // The highest descriptor the child must keep before it places them: the extra fds are lifted above it first
-  // so that no dup2 clobbers another.
-  int lift = 10;
-  for (const auto& f : spec.extra_fds) lift = std::max({lift, f.child_fd + 1, f.parent_fd + 1});
-  // The descriptor to exec goes right above the extra fds: one more place below the lifted copies.
-  if (spec.exec_fd >= 0) {
-    for (const auto& f : spec.extra_fds) lift = std::max(lift, f.child_fd + 2);
-    lift = std::max(lift, spec.exec_fd + 1);
-  }
+  int lift = lift_above(spec);
 
   spawned_child c;
   c.start = clock::now();
@@ -253,126 +405,108 @@ result<spawned_child> spawn_child(const child_spec& spec) {
     close_pipes();
     return status::from_errno("run child: fork", e);
   }
-  if (pid == 0) {
-    if (spec.detach) {
-      pid_t w = ::fork();
-      if (w != 0) _exit(w < 0 ? 127 : 0);
-    }
-    if (spec.new_session) {
-      ::setsid();
-    } else if (spec.own_group) {
-      ::setpgid(0, 0);
-    }
-    if (spec.die_with_parent) {
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl", errno);
-      if (::getppid() != parent) _exit(127);
-    }
-    // Default signal handling in the child: slurmstepd may have handlers or blocked masks we inherit.
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-
-    int lifted[16];
-    std::size_t n_extra = std::min<std::size_t>(spec.extra_fds.size(), 16);
-    for (std::size_t i = 0; i < n_extra; ++i) {
-      lifted[i] = ::fcntl(spec.extra_fds[i].parent_fd, F_DUPFD, lift);
-      if (lifted[i] < 0) child_fail("fcntl", errno);
-    }
-    int lifted_exec = -1;
-    if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0)
-      child_fail("fcntl exec fd", errno);
-    int devnull = ::open("/dev/null", O_RDWR);
-    if (devnull < 0) child_fail("open /dev/null", errno);
-    if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
-    auto place = [&](child_stream how, int pipe_w, int target) {
-      if (how == child_stream::capture && ::dup2(pipe_w, target) < 0) child_fail("dup2", errno);
-      if (how == child_stream::null && ::dup2(devnull, target) < 0) child_fail("dup2", errno);
-    };
-    place(spec.out, out_pipe[1], STDOUT_FILENO);
-    place(spec.err, err_pipe[1], STDERR_FILENO);
-    int first_free = 3;
-    for (std::size_t i = 0; i < n_extra; ++i) {
-      if (::dup2(lifted[i], spec.extra_fds[i].child_fd) < 0) child_fail("dup2", errno);
-      first_free = std::max(first_free, spec.extra_fds[i].child_fd + 1);
-    }
-    int exec_at = -1;
-    if (lifted_exec >= 0) {
-      exec_at = first_free++;
-      if (::dup2(lifted_exec, exec_at) < 0) child_fail("dup2 exec fd", errno);
-      if (::fcntl(exec_at, F_SETFD, FD_CLOEXEC) != 0) child_fail("fcntl exec fd", errno);
-    }
-    close_from(first_free);
-
-    if (spec.reset_oom_score_adj) {
-      // slurmstepd protects itself with -1000, which children inherit (pyxis does the same reset).
-      int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        (void)!::write(fd, "0", 1);
-        ::close(fd);
-      }
-    }
-    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_fail("chdir", errno);
-    // Limits first, while still privileged: raising a hard limit needs CAP_SYS_RESOURCE, lowering never does.
-    for (const auto& l : spec.rlimits) {
-      struct rlimit rl {
-        l.soft, l.hard
-      };
-      if (::setrlimit(l.resource, &rl) != 0) child_fail("setrlimit", errno);
-    }
-    if (spec.gid || spec.uid) {
-      if (spec.gid) {
-        if (::setgroups(spec.groups.size(), spec.groups.data()) != 0) child_fail("setgroups", errno);
-        if (::setresgid(*spec.gid, *spec.gid, *spec.gid) != 0) child_fail("setresgid", errno);
-      }
-      if (spec.uid && ::setresuid(*spec.uid, *spec.uid, *spec.uid) != 0) child_fail("setresuid", errno);
-    }
-    if (!exec) {
-      int rc = 127;
-      try {
-        rc = spec.run_in_child();
-      } catch (...) {
-      }
-      ::_exit(rc);
-    }
-    if (spec.before_exec) {
-      if (int e = spec.before_exec(spec.before_exec_arg); e != 0) child_fail(spec.before_exec_what, e);
-    }
-    if (exec_at >= 0) {
-      ::syscall(SYS_execveat, exec_at, "", argv.data(), envp.data(), AT_EMPTY_PATH);
-    } else {
-      ::execve(argv[0], argv.data(), envp.data());
-    }
-    int e = errno;
-    write_all_raw(STDERR_FILENO, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
-    write_all_raw(STDERR_FILENO, argv[0]);
-    write_all_raw(STDERR_FILENO, ": ");
-    write_all_raw(STDERR_FILENO, strerrordesc_np(e) ? strerrordesc_np(e) : "error");
-    write_all_raw(STDERR_FILENO, "\n");
-    _exit(127);
-  }
+  if (pid == 0) child_main(spec, parent, lift, out_pipe[1], err_pipe[1], argv.data(), envp.data());
   close_fd(out_pipe[1]);
   close_fd(err_pipe[1]);
-  if (spec.detach) {
-    // Only the middle process is ours; it exits at once.
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    c.out = out_pipe[0];
-    c.err = err_pipe[0];
-    return c;
-  }
-  // Both sides set the group: no window in which a kill of the group misses the child.
-  if (!spec.new_session && spec.own_group) ::setpgid(pid, pid);
-  c.pid = pid;
-  c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (c.pidfd >= 0) ::fcntl(c.pidfd, F_SETFD, FD_CLOEXEC);
-  c.out = out_pipe[0];
-  c.err = err_pipe[0];
-  for (int fd : {c.out, c.err}) {
-    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
-  return c;
+  return parent_side(spec, c, pid, out_pipe[0], err_pipe[0]);
 }
+
+namespace {
+
+// How the wait for the child ended.
+struct child_wait {
+  bool killed = false;       // we killed it (its time was up, or poll failed)
+  int wstatus = 0;           // waitpid's status, unless killed or lost
+  bool status_lost = false;  // reaped elsewhere (SIGCHLD ignored)
+};
+
+// Waits for the child's exit, reading its output meanwhile, and reaps it; kills it at `deadline`. The pidfd
+// says when it has exited; without one (kernel < 5.3) poll wakes at least every 20 ms to ask waitpid.
+child_wait wait_reading(const child_spec& spec, spawned_child& c, child_outcome& o, clock::time_point deadline) {
+  std::string* bufs[2] = {&o.out, &o.err};
+  int* fds[2] = {&c.out, &c.err};
+  child_wait cw;
+  bool reaped = false;
+  auto kill_child = [&] {
+    if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
+    ::kill(c.pid, SIGKILL);
+    cw.killed = true;
+  };
+  auto try_reap = [&](int flags) {
+    for (;;) {
+      pid_t w = ::waitpid(c.pid, &cw.wstatus, flags);
+      if (w == c.pid) return true;
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
+        cw.status_lost = true;
+        return true;
+      }
+      return false;
+    }
+  };
+  while (!reaped) {
+    if (clock::now() >= deadline && !cw.killed) kill_child();
+    struct pollfd p[3];
+    int n = 0;
+    int pidfd_at = -1;
+    if (c.pidfd >= 0) {
+      pidfd_at = n;
+      p[n++] = {c.pidfd, POLLIN, 0};
+    }
+    int map[2] = {-1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (*fds[i] >= 0) {
+        map[i] = n;
+        p[n++] = {*fds[i], POLLIN, 0};
+      }
+    }
+    int wait_ms = cw.killed ? 20 : ms_until(deadline);
+    if (c.pidfd < 0) wait_ms = std::min(wait_ms, 20);
+    int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
+    if (r < 0 && errno != EINTR) {
+      if (!cw.killed) kill_child();
+      struct timespec ts {
+        0, 5 * 1000 * 1000
+      };
+      ::nanosleep(&ts, nullptr);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (map[i] < 0 || r <= 0 || !(p[map[i]].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (!drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) close_fd(*fds[i]);
+    }
+    if (c.pidfd < 0 || (r > 0 && pidfd_at >= 0 && (p[pidfd_at].revents & POLLIN)) || cw.killed) {
+      reaped = try_reap(cw.killed ? 0 : WNOHANG);
+    }
+  }
+  return cw;
+}
+
+// What is still in the pipes: a short, bounded read (a writer outside our reach must not hold us).
+void read_rest(spawned_child& c, child_outcome& o, std::size_t max_output) {
+  std::string* bufs[2] = {&o.out, &o.err};
+  int* fds[2] = {&c.out, &c.err};
+  auto read_until = clock::now() + std::chrono::milliseconds(200);
+  while ((c.out >= 0 || c.err >= 0) && clock::now() < read_until) {
+    struct pollfd p[2];
+    int n = 0;
+    int map[2] = {-1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (*fds[i] >= 0) {
+        map[i] = n;
+        p[n++] = {*fds[i], POLLIN, 0};
+      }
+    }
+    if (::poll(p, static_cast<nfds_t>(n), ms_until(read_until)) <= 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (map[i] >= 0 && (p[map[i]].revents & (POLLIN | POLLHUP | POLLERR)) &&
+          !drain(*fds[i], *bufs[i], max_output, o.truncated)) {
+        close_fd(*fds[i]);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 result<child_outcome> run_child(const child_spec& spec) {
   // Containment: we become the child subreaper for the run, so a descendant whose parent dies (a detached
@@ -395,102 +529,24 @@ result<child_outcome> run_child(const child_spec& spec) {
   }
   spawned_child c = *started;
   child_outcome o;
-  auto deadline = c.start + spec.timeout;
-  std::string* bufs[2] = {&o.out, &o.err};
-  int* fds[2] = {&c.out, &c.err};
-  bool killed = false;
-  bool reaped = false;
-  int wstatus = 0;
-  bool status_lost = false;
-  auto kill_child = [&] {
-    if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
-    ::kill(c.pid, SIGKILL);
-    killed = true;
-  };
-  auto try_reap = [&](int flags) {
-    for (;;) {
-      pid_t w = ::waitpid(c.pid, &wstatus, flags);
-      if (w == c.pid) return true;
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
-        status_lost = true;
-        return true;
-      }
-      return false;
-    }
-  };
-  // Wait for the child's exit, reading its output meanwhile. The pidfd says when it has exited; without one
-  // (kernel < 5.3) poll wakes at least every 20 ms to ask waitpid.
-  while (!reaped) {
-    if (clock::now() >= deadline && !killed) kill_child();
-    struct pollfd p[3];
-    int n = 0;
-    int pidfd_at = -1;
-    if (c.pidfd >= 0) {
-      pidfd_at = n;
-      p[n++] = {c.pidfd, POLLIN, 0};
-    }
-    int map[2] = {-1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (*fds[i] >= 0) {
-        map[i] = n;
-        p[n++] = {*fds[i], POLLIN, 0};
-      }
-    }
-    int wait_ms = killed ? 20 : ms_until(deadline);
-    if (c.pidfd < 0) wait_ms = std::min(wait_ms, 20);
-    int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
-    if (r < 0 && errno != EINTR) {
-      if (!killed) kill_child();
-      struct timespec ts {
-        0, 5 * 1000 * 1000
-      };
-      ::nanosleep(&ts, nullptr);
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (map[i] < 0 || r <= 0 || !(p[map[i]].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (!drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) close_fd(*fds[i]);
-    }
-    if (c.pidfd < 0 || (r > 0 && pidfd_at >= 0 && (p[pidfd_at].revents & POLLIN)) || killed) {
-      reaped = try_reap(killed ? 0 : WNOHANG);
-    }
-  }
+  const child_wait cw = wait_reading(spec, c, o, c.start + spec.timeout);
   // It has exited. Whatever it left behind goes too: its group (the old rule) and, contained, every
   // descendant that came back to us. Only then is its output complete.
   if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
   if (contain) o.left_behind = kill_descendants(before, clock::now() + std::chrono::seconds(2));
   restore();
-  // What is still in the pipes: a short, bounded read (a writer outside our reach must not hold us).
-  auto read_until = clock::now() + std::chrono::milliseconds(200);
-  while ((c.out >= 0 || c.err >= 0) && clock::now() < read_until) {
-    struct pollfd p[2];
-    int n = 0;
-    int map[2] = {-1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (*fds[i] >= 0) {
-        map[i] = n;
-        p[n++] = {*fds[i], POLLIN, 0};
-      }
-    }
-    if (::poll(p, static_cast<nfds_t>(n), ms_until(read_until)) <= 0) break;
-    for (int i = 0; i < 2; ++i) {
-      if (map[i] >= 0 && (p[map[i]].revents & (POLLIN | POLLHUP | POLLERR)) &&
-          !drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) {
-        close_fd(*fds[i]);
-      }
-    }
-  }
+  read_rest(c, o, spec.max_output);
   close_child(c);
   o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - c.start);
-  if (status_lost && !killed) return status::from_errno("run child: waitpid", ECHILD);
-  if (killed) {
+  if (cw.status_lost && !cw.killed) return status::from_errno("run child: waitpid", ECHILD);
+  if (cw.killed) {
     o.timed_out = true;
-  } else if (WIFEXITED(wstatus)) {
+  } else if (WIFEXITED(cw.wstatus)) {
     o.exited = true;
-    o.exit_code = WEXITSTATUS(wstatus);
-  } else if (WIFSIGNALED(wstatus)) {
+    o.exit_code = WEXITSTATUS(cw.wstatus);
+  } else if (WIFSIGNALED(cw.wstatus)) {
     o.signaled = true;
-    o.term_signal = WTERMSIG(wstatus);
+    o.term_signal = WTERMSIG(cw.wstatus);
   }
   return o;
 }
