@@ -1,6 +1,6 @@
 // mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
 // loads this file only for a step that checks something and calls these hooks through one table
-// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/limits/). Which hook does
+// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/step/). Which hook does
 // what, and why there (docs/facts/slurm-spank.md §1):
 //
 //   init            all contexts     load config (the loader has checked the Slurm version, logged the load
