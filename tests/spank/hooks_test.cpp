@@ -4,6 +4,8 @@
 #include "engine.h"
 #include "fake_spank.h"
 
+#include <mrcheck/step_gate.h>
+
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -178,7 +180,9 @@ TEST(SpankHooks, TheOptionMrcheckChecksOrADefaultChecksLineLoadTheChecks) {
   ::unlink(padded.c_str());
 }
 
-TEST(SpankHooks, SlurmstepdReplaysTheOptionToTheChecks) {
+// The option is held by the loader only (spank/core_abi.h): the core, loaded in slurmstepd after the option
+// callbacks ran, reads the loader's value instead of a replayed copy.
+TEST(SpankHooks, SlurmstepdChecksReadTheOptionTheLoaderHolds) {
   restore_engine r;
   fake_spank::reset(S_CTX_REMOTE);
   current_engine() = engine{};
@@ -198,6 +202,11 @@ TEST(SpankHooks, SlurmstepdReplaysTheOptionToTheChecks) {
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   EXPECT_EQ(privileged, 1);
 }
+
+// The one idle gate (include/mrcheck/step_gate.h), asked by the loader, the core and the step engine.
+static_assert(!mrcheck_step_may_check(0, 0, 0));
+static_assert(mrcheck_step_may_check(1, 0, 0) && mrcheck_step_may_check(0, 1, 0) && mrcheck_step_may_check(0, 0, 1));
+static_assert(!mrcheck_user_asked(0, 0) && mrcheck_user_asked(1, 0) && mrcheck_user_asked(0, 1));
 
 TEST(SpankHooks, SlurmstepdWithMrcheckChecksInTheJobLoadsTheChecks) {
   restore_engine r;
