@@ -1,6 +1,7 @@
 // mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
 // loads this file only for a step that checks something and calls these hooks through one table
-// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> step engine (src/step/). The idle gate is gate.h's, the loader's too; the --mr-check value is the
+// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp: the SPANK items, read once into plain data)
+// -> step engine (src/step/). The idle gate is gate.h's, the loader's too; the --mr-check value is the
 // loader's (core_abi.h), read here through a pointer. Which hook does what, and why there
 // (docs/facts/slurm-spank.md §1):
 //
@@ -138,7 +139,7 @@ bool node_may_check(spank_t sp) { return may_check(sp, S_CTX_REMOTE); }
 int prefetch_step(spank_t sp) {
   auto& s = state();
   if (!node_may_check(sp)) return 0;  // idle
-  task_facts t = read_task_facts(sp, false);
+  task_facts t = make_task_facts(read_spank_items(sp), sp, false);
   if (t.extern_step) return 0;
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
@@ -166,7 +167,7 @@ int on_init_post_opt(spank_t sp, int, char**) {
 int on_task_init_privileged(spank_t sp, int, char**) {
   auto& s = state();
   if (!node_may_check(sp)) return 0;  // idle
-  task_facts t = read_task_facts(sp, false);
+  task_facts t = make_task_facts(read_spank_items(sp), sp, false);
   t.request = user_request(t.request.env_checks);
   s.node.conf_problem = s.cfg_error;
   auto env = current_engine().privileged(s.cfg, t, sysroot{}, real_rlimit_ops(), s.node);
@@ -182,9 +183,10 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
   if (!s.node.active) return 0;
-  admin_task_begin(sp);
+  spank_items items = read_spank_items(sp);
+  admin_task_begin(items);
   bool probes = s.node.checks.mr || s.node.checks.nccl;
-  task_facts t = read_task_facts(sp, probes);
+  task_facts t = make_task_facts(items, sp, probes);
   t.request = user_request(t.request.env_checks);
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
   auto stopped = std::make_shared<bool>(false);
@@ -248,15 +250,16 @@ int on_task_init(spank_t sp, int, char**) {
 int on_user_init(spank_t sp, int, char**) {
   auto& s = state();
   if (spank_context() != S_CTX_REMOTE) return 0;
-  admin_user_init(sp, s.cfg, node_may_check(sp));
+  if (!node_may_check(sp)) return 0;  // idle
+  admin_user_init(read_spank_items(sp), s.cfg);
   return 0;
 }
 int on_task_post_fork(spank_t sp, int, char**) {
-  admin_task_post_fork(sp, state().cfg);
+  if (admin_collecting()) admin_task_post_fork(read_spank_items(sp), state().cfg);
   return 0;
 }
 int on_task_exit(spank_t sp, int, char**) {
-  admin_task_exit(sp, state().cfg);
+  if (admin_collecting()) admin_task_exit(read_spank_items(sp), state().cfg);
   return 0;
 }
 int on_spank_exit(spank_t, int, char**) {
