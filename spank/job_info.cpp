@@ -75,7 +75,7 @@ spank_items read_spank_items(spank_t sp) {
   it.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
   if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) it.submit_host = *h;
   auto list = job_getenv(sp, "SLURM_STEP_NODELIST");
-  if (!list || list->empty()) list = job_getenv(sp, "SLURM_JOB_NODELIST");
+  if (!list || list->empty() || too_long(list)) list = job_getenv(sp, "SLURM_JOB_NODELIST");
   if (list && !too_long(list)) it.nodelist = *list;
   return it;
 }
