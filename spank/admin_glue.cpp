@@ -26,9 +26,6 @@ namespace mrcheck::spank_glue {
 
 namespace {
 
-constexpr std::uint32_t k_extern_step = 0xfffffffc;
-constexpr std::uint32_t k_batch_step = 0xfffffffb;
-
 // Per slurmstepd (and inherited by its task children through fork).
 struct admin_state {
   int rec_r = -1;  // record pipe, read end: the collector's fd 3
@@ -48,17 +45,6 @@ admin_state& astate() {
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
-}
-
-template <class T>
-bool get(spank_t sp, spank_item_t it, T* out) {
-  return spank_get_item(sp, it, out) == ESPANK_SUCCESS;
-}
-
-std::string job_env(spank_t sp, const char* name) {
-  char buf[8192];
-  if (spank_getenv(sp, name, buf, sizeof buf) == ESPANK_SUCCESS) return buf;
-  return "";
 }
 
 // Forwards the collector's lines ("I mrcheck: ..." / "E mrcheck: ...") to slurmd's log.
@@ -123,11 +109,15 @@ void reap(admin_state& a, bool kill_it) {
 
 }  // namespace
 
-void admin_user_init(spank_t sp, const config& c, bool maybe_checked) {
+bool admin_collecting() {
+  const auto& a = astate();
+  return a.rec_r >= 0 || a.pid > 0;
+}
+
+void admin_user_init(const spank_items& it, const config& c) {
   auto& a = astate();
-  if (!maybe_checked || (!c.admin_comment && c.report_dir.empty())) return;
-  std::uint32_t step = 0;
-  if (!get(sp, S_JOB_STEPID, &step) || step == k_extern_step) return;
+  if (!c.admin_comment && c.report_dir.empty()) return;
+  if (it.extern_step) return;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     slurm_error("mrcheck: admin: pipe: %s", std::strerror(errno));
@@ -160,10 +150,9 @@ void admin_write_record(int fd, const std::string& msg) {
   }
 }
 
-void admin_task_begin(spank_t sp) {
+void admin_task_begin(const spank_items& it) {
   auto& a = astate();
-  int task = -1;
-  if (a.rec_w < 0 || !get(sp, S_TASK_ID, &task) || task != 0) return;
+  if (a.rec_w < 0 || it.local_task_id != 0) return;
   admin_write_record(a.rec_w, std::string(k_admin_begin_marker) + "\n");
 }
 
@@ -187,25 +176,19 @@ void admin_task_record(const config&, const task_facts& t, const node_state& st,
   ::close(fd);
 }
 
-void admin_task_post_fork(spank_t sp, const config& c) {
+void admin_task_post_fork(const spank_items& it, const config& c) {
   auto& a = astate();
-  int task = -1;
-  if (a.rec_r < 0 || a.pid > 0 || !get(sp, S_TASK_ID, &task) || task != 0) return;
-  std::uint32_t job = 0, step = 0, node_id = 0, nnodes = 1;
-  get(sp, S_JOB_ID, &job);
-  get(sp, S_JOB_STEPID, &step);
-  get(sp, S_JOB_NODEID, &node_id);
-  get(sp, S_JOB_NNODES, &nnodes);
+  if (a.rec_r < 0 || a.pid > 0 || it.local_task_id != 0) return;
+  std::uint32_t job = it.job_id, step = it.step_id, node_id = it.node_id, nnodes = it.nnodes;
   // The batch step runs on one node; slurmstepd leaves its nnodes at 0 (slurmstepd_job.c).
-  if (step == k_batch_step || nnodes == 0) {
+  if (it.batch_step || nnodes == 0) {
     nnodes = 1;
     node_id = 0;
   }
   // slurmstepd sets SLURMD_NODENAME in its own environment (slurmstepd.c): trusted, unlike the job's.
   const char* me = std::getenv("SLURMD_NODENAME");
   std::string node = me ? me : "";
-  std::string list = job_env(sp, "SLURM_STEP_NODELIST");
-  if (list.empty()) list = job_env(sp, "SLURM_JOB_NODELIST");
+  const std::string& list = it.nodelist;
   auto own = c.probe_timeout + c.nccl_timeout + std::chrono::seconds(30);
   std::vector<std::string> args = {c.admin_helper_path(),
                                    std::string(k_admin_collect_command),
@@ -262,12 +245,10 @@ void admin_task_post_fork(spank_t sp, const config& c) {
   close_fd(a.rec_w);
 }
 
-void admin_task_exit(spank_t sp, const config& c) {
+void admin_task_exit(const spank_items& it, const config& c) {
   auto& a = astate();
   if (a.pid <= 0 || a.finished) return;
-  std::uint32_t local = 1;
-  get(sp, S_JOB_LOCAL_TASK_COUNT, &local);
-  if (++a.exited < local) return;
+  if (++a.exited < it.local_task_count) return;
   a.finished = true;
   // + 5 s: the collector's own read, write and read-back of AdminComment, and its retries (admin_collect.cpp).
   auto bound = c.report_timeout + std::chrono::seconds(5);

@@ -7,11 +7,18 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#define MRCHECK_CORE_ABI 1u
+#define MRCHECK_CORE_ABI 2u
 #define MRCHECK_CORE_FILE "mrcheck_spank_core.so"
 #define MRCHECK_CORE_SYMBOL "mrcheck_spank_core_v1"
 
 extern "C" {
+
+// The --mr-check value: held by the loader only (its option callback runs in every process, the core is not
+// loaded yet in slurmstepd's), read by the core through the pointer init gets. Never freed while the core runs.
+struct mrcheck_step_option {
+  int seen;           // the option was given (its callback ran)
+  const char* value;  // its value as given: NULL for the bare option (Slurm's "" and "(null)" mean the same)
+};
 
 // Every entry is noexcept in effect (the core catches everything) and follows the SPANK hook's rules.
 struct mrcheck_core_hooks {
@@ -19,9 +26,11 @@ struct mrcheck_core_hooks {
   const char* version;  // MRCHECK_VERSION of the core's build
   // Loads the configuration (plugstack arguments, config=) into fresh per-process state. The loader has
   // already checked the Slurm version, logged the load line and registered --mr-check. sp may be null (the
-  // loader can first need the core in the option callback, which has no handle).
-  int (*init)(spank_t sp, int ac, char** av);
-  int (*option)(int val, const char* optarg, int remote);
+  // loader can first need the core in the option callback, which has no handle). `option` is the loader's.
+  int (*init)(spank_t sp, int ac, char** av, const struct mrcheck_step_option* option);
+  // srun/sbatch/salloc, from the option callback: validates the option the loader now holds (a bad LIST, or
+  // `off` where the site forbids it, stops the launch). slurmstepd never calls it.
+  int (*check_option)(void);
   int (*init_post_opt)(spank_t sp, int ac, char** av);
   int (*task_init_privileged)(spank_t sp, int ac, char** av);
   int (*task_init)(spank_t sp, int ac, char** av);

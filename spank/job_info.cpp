@@ -12,8 +12,9 @@ namespace mrcheck::spank_glue {
 
 namespace {
 
-// MRCHECK_SUBMIT is bounded to 1 KiB; anything larger is not ours and is reported as unreadable.
-constexpr std::size_t k_env_max = 4096;
+// The one buffer for a job environment value: MRCHECK_SUBMIT is bounded to 1 KiB, a step's node list (for the
+// admins' collector) can be a few KiB. Anything larger is not ours, or too long to be worth passing on.
+constexpr std::size_t k_env_max = 8192;
 // slurm/slurm.h's SLURM_BATCH_SCRIPT and SLURM_EXTERN_CONT (22.05), without pulling in all of slurm.h.
 constexpr std::uint32_t k_batch_step = 0xfffffffb;
 constexpr std::uint32_t k_extern_step = 0xfffffffc;
@@ -25,6 +26,7 @@ std::string host_name() {
   return h.substr(0, h.find('.'));
 }
 
+// The one getter of a SPANK item.
 template <class T>
 bool item(spank_t sp, spank_item_t it, const char* what, T* out) {
   spank_err_t rc = spank_get_item(sp, it, out);
@@ -35,6 +37,18 @@ bool item(spank_t sp, spank_item_t it, const char* what, T* out) {
   return true;
 }
 
+// The one getter of the job's environment (S_CTX_REMOTE). A value longer than the buffer comes back as a
+// string every decoder refuses as too long; nullopt when it is not set.
+std::optional<std::string> job_getenv(spank_t sp, const char* name) {
+  char buf[k_env_max];
+  spank_err_t rc = spank_getenv(sp, name, buf, sizeof buf);
+  if (rc == ESPANK_SUCCESS) return std::string(buf);
+  if (rc == ESPANK_NOSPACE) return std::string(k_env_max, '?');
+  return std::nullopt;
+}
+
+bool too_long(const std::optional<std::string>& v) { return v && v->size() >= k_env_max; }
+
 }  // namespace
 
 std::string submit_tool(spank_context_t ctx) {
@@ -43,30 +57,43 @@ std::string submit_tool(spank_context_t ctx) {
   return self == "salloc" ? "salloc" : "sbatch";
 }
 
-std::optional<std::string> job_getenv(spank_t sp, const char* name) {
-  char buf[k_env_max];
-  spank_err_t rc = spank_getenv(sp, name, buf, sizeof buf);
-  if (rc == ESPANK_SUCCESS) return std::string(buf);
-  if (rc == ESPANK_NOSPACE) return std::string(k_env_max, '?');  // refused by the decoder as too long
-  return std::nullopt;
+spank_items read_spank_items(spank_t sp) {
+  spank_items it;
+  item(sp, S_JOB_ID, "S_JOB_ID", &it.job_id);
+  item(sp, S_JOB_STEPID, "S_JOB_STEPID", &it.step_id);
+  it.batch_step = it.step_id == k_batch_step;
+  it.extern_step = it.step_id == k_extern_step;
+  item(sp, S_JOB_NODEID, "S_JOB_NODEID", &it.node_id);
+  item(sp, S_JOB_NNODES, "S_JOB_NNODES", &it.nnodes);
+  item(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT", &it.local_task_count);
+  // S_TASK_ID is a task's item only: outside the task hooks Slurm refuses it (no log line for that).
+  int task = 0;
+  if (spank_get_item(sp, S_TASK_ID, &task) == ESPANK_SUCCESS) it.local_task_id = task;
+  it.nodename = job_getenv(sp, "SLURMD_NODENAME");
+  it.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
+  it.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
+  it.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
+  if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) it.submit_host = *h;
+  auto list = job_getenv(sp, "SLURM_STEP_NODELIST");
+  if (!list || list->empty() || too_long(list)) list = job_getenv(sp, "SLURM_JOB_NODELIST");
+  if (list && !too_long(list)) it.nodelist = *list;
+  return it;
 }
 
-task_facts read_task_facts(spank_t sp, bool with_env) {
+task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env) {
   task_facts t;
   t.host = host_name();
-  auto node = job_getenv(sp, "SLURMD_NODENAME");
-  t.node = node ? *node : t.host;
-  item(sp, S_JOB_ID, "S_JOB_ID", &t.job_id);
-  item(sp, S_JOB_STEPID, "S_JOB_STEPID", &t.step_id);
-  t.batch_step = t.step_id == k_batch_step;
-  t.extern_step = t.step_id == k_extern_step;
-  int local_id = 0;
-  if (item(sp, S_TASK_ID, "S_TASK_ID", &local_id)) t.local_task_id = local_id;
+  t.node = it.nodename ? *it.nodename : t.host;
+  t.job_id = it.job_id;
+  t.step_id = it.step_id;
+  t.batch_step = it.batch_step;
+  t.extern_step = it.extern_step;
+  t.local_task_id = it.local_task_id.value_or(0);
   t.task_pid = ::getpid();  // S_TASK_PID is 0 in the task child (docs/facts/slurm-spank.md §1)
-  t.request.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
-  t.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
-  t.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
-  if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) t.submit_host = *h;
+  t.request.env_checks = it.env_checks;
+  t.rlimit_memlock = it.rlimit_memlock;
+  t.submit_raw = it.submit_raw;
+  t.submit_host = it.submit_host;
   // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.
   const char* conf = std::getenv("SLURM_CONF");
   t.slurm_conf_path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";

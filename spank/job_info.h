@@ -1,5 +1,7 @@
-// The only reader of spank_t besides plugin.cpp: every spank_get_item / spank_getenv value read once into the
-// core's plain structs (pyxis' job_get_info). Failures are logged with spank_strerror and leave a field empty.
+// The SPANK adapter: the only reader of spank_t's items and of the job's environment. Every spank_get_item and
+// spank_getenv the core uses is read here, with one getter and one buffer size, into plain data (pyxis'
+// job_get_info); plugin.cpp and admin_glue.cpp work on that data only. Failures are logged with spank_strerror
+// and leave a field at its default.
 #pragma once
 
 extern "C" {
@@ -8,6 +10,7 @@ extern "C" {
 
 #include <mrcheck/memlock_chain.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,13 +19,28 @@ namespace mrcheck::spank_glue {
 // Which tool runs the plugin in local/allocator context: srun, sbatch or salloc.
 std::string submit_tool(spank_context_t ctx);
 
-// S_SLURM_VERSION_MAJOR/MINOR/MICRO (valid in every context): the string, or nullptr.
+// The step's SPANK items and job environment, as read in slurmstepd (and its task children). Plain data.
+struct spank_items {
+  std::uint32_t job_id = 0;
+  std::uint32_t step_id = 0;
+  bool batch_step = false;   // step_id is SLURM_BATCH_SCRIPT
+  bool extern_step = false;  // step_id is SLURM_EXTERN_CONT
+  std::uint32_t node_id = 0;
+  std::uint32_t nnodes = 0;                   // 0 in the batch step (slurmstepd_job.c leaves it unset)
+  std::uint32_t local_task_count = 1;         // S_JOB_LOCAL_TASK_COUNT
+  std::optional<int> local_task_id;           // S_TASK_ID: only in a task's hooks
+  std::optional<std::string> nodename;        // SLURMD_NODENAME of the job env
+  std::optional<std::string> env_checks;      // MRCHECK_CHECKS
+  std::optional<std::string> rlimit_memlock;  // SLURM_RLIMIT_MEMLOCK
+  std::optional<std::string> submit_raw;      // MRCHECK_SUBMIT
+  std::string submit_host;                    // SLURM_SUBMIT_HOST
+  std::string nodelist;  // SLURM_STEP_NODELIST, else (unset or too long) SLURM_JOB_NODELIST, else ""
+};
+spank_items read_spank_items(spank_t sp);
 
-// MRCHECK_CHECKS from the job env (remote) - the cheap gate read before anything else.
-std::optional<std::string> job_getenv(spank_t sp, const char* name);
-
-// Everything the node side needs. `with_env` copies S_JOB_ENV (for probe children only).
-task_facts read_task_facts(spank_t sp, bool with_env);
+// The core's task facts from the items (plus the host name, slurmstepd's SLURM_CONF, the task's pid). `sp`
+// only for S_JOB_ENV when `with_env` (the probe children's environment).
+task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env);
 
 // The submit side's inputs (srun/sbatch/salloc read their own environment: S_JOB_ENV is NULL there).
 submit_inputs read_submit_inputs(spank_context_t ctx);

@@ -1,11 +1,13 @@
 // mrcheck_spank_core.so: the checks behind spank_mrcheck.so. Slurm loads the small loader (shim.cpp), which
 // loads this file only for a step that checks something and calls these hooks through one table
-// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp) -> core (src/limits/). Which hook does
-// what, and why there (docs/facts/slurm-spank.md §1):
+// (core_abi.h). The hooks are thin: hook -> adapter (job_info.cpp: the SPANK items, read once into plain data)
+// -> step engine (src/step/). The idle gate is gate.h's, the loader's too; the --mr-check value is the
+// loader's (core_abi.h), read here through a pointer. Which hook does what, and why there
+// (docs/facts/slurm-spank.md §1):
 //
 //   init            all contexts     load config (the loader has checked the Slurm version, logged the load
 //                                    line and registered --mr-check)
-//   option          srun/sbatch      a bad LIST is refused here, before anything is launched
+//   check_option    srun/sbatch      a bad LIST is refused here, before anything is launched
 //   init_post_opt   srun/sbatch      refuse `off` when the site forbids it; record the submit chain
 //                                    (MRCHECK_SUBMIT) and, for sbatch/salloc, MRCHECK_CHECKS for inner sruns
 //   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
@@ -22,6 +24,7 @@ extern "C" {
 #include "admin_glue.h"
 #include "core_abi.h"
 #include "engine.h"
+#include "gate.h"
 #include "job_info.h"
 
 #include <mrcheck/build_config.h>
@@ -51,8 +54,7 @@ namespace {
 struct plugin_state {
   config cfg;
   std::string cfg_error;
-  bool option_seen = false;
-  std::optional<std::string> option;
+  const mrcheck_step_option* option = nullptr;  // the loader's (core_abi.h); set by init
   node_state node;
   container_state ct;  // the job's container (docs/containers.md): the helper's fd and the host's view
 };
@@ -81,17 +83,26 @@ int guarded(const char* hook, hook_kind kind, F&& body) noexcept {
   }
 }
 
-int on_option(int, const char* optarg, int remote) {
-  auto& s = state();
-  s.option_seen = true;
-  s.option = normalize_optarg(optarg);
-  if (remote) return 0;  // validated again by the node side; never fail slurmstepd here
-  // Refuse here rather than in init_post_opt: srun ignores init_post_opt errors of an `optional` plugin, but
-  // an option callback error always stops srun/sbatch before launch.
+bool option_seen() {
+  const auto* o = state().option;
+  return o != nullptr && o->seen != 0;
+}
+
+// The user's request: the loader's --mr-check, and MRCHECK_CHECKS as the caller read it.
+check_request user_request(std::optional<std::string> env_checks) {
   check_request req;
-  req.option_seen = true;
-  req.option = s.option;
-  auto g = effective_checks(s.cfg, req);
+  req.option_seen = option_seen();
+  if (req.option_seen) req.option = normalize_optarg(state().option->value);
+  req.env_checks = std::move(env_checks);
+  return req;
+}
+
+// srun/sbatch only (the loader's option callback). Refuse here rather than in init_post_opt: srun ignores
+// init_post_opt errors of an `optional` plugin, but an option callback error always stops srun/sbatch before
+// launch.
+int on_check_option() {
+  auto& s = state();
+  auto g = effective_checks(s.cfg, user_request(std::nullopt));
   if (!g) {
     slurm_error("mrcheck: %s", g.error().message().c_str());
     return -1;
@@ -99,10 +110,11 @@ int on_option(int, const char* optarg, int remote) {
   return 0;
 }
 
-int on_init(spank_t, int ac, char** av) {
+int on_init(spank_t, int ac, char** av, const mrcheck_step_option* option) {
   spank_context_t ctx = spank_context();
   if (ctx == S_CTX_JOB_SCRIPT) return 0;
-  state() = plugin_state{};  // the loader calls init first, before any option
+  state() = plugin_state{};  // the loader calls init first, before it asks for anything else
+  state().option = option;
   std::vector<std::string_view> args(av, av + ac);
   auto c = current_engine().load_config(args, "plugstack.conf spank_mrcheck.so");
   if (c) {
@@ -115,19 +127,19 @@ int on_init(spank_t, int ac, char** av) {
   return ctx == S_CTX_SLURMD || ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR ? -1 : 0;
 }
 
-// The one idle gate of the node side: no option, no site default, no MRCHECK_CHECKS from an enclosing
-// sbatch. Every remote hook asks it before doing anything.
-bool node_may_check(spank_t sp) {
-  auto& s = state();
-  return s.option_seen || s.cfg.default_checks.any() || job_getenv(sp, "MRCHECK_CHECKS");
+// The idle gate (gate.h) with the parsed configuration: no option, no MRCHECK_CHECKS from an enclosing sbatch,
+// no site default. Every hook asks it before it reads anything else.
+bool may_check(spank_t sp, spank_context_t ctx) {
+  return mrcheck_step_may_check(option_seen(), mrcheck_env_checks_set(sp, ctx), state().cfg.default_checks.any());
 }
+bool node_may_check(spank_t sp) { return may_check(sp, S_CTX_REMOTE); }
 
 // slurmstepd, once per step before the tasks fork (root): what is the same for every task, so the task
 // children do not each read slurm.conf and slurmd's limits again.
 int prefetch_step(spank_t sp) {
   auto& s = state();
   if (!node_may_check(sp)) return 0;  // idle
-  task_facts t = read_task_facts(sp, false);
+  task_facts t = make_task_facts(read_spank_items(sp), sp, false);
   if (t.extern_step) return 0;
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
@@ -139,10 +151,9 @@ int on_init_post_opt(spank_t sp, int, char**) {
   if (ctx == S_CTX_REMOTE) return prefetch_step(sp);
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
   auto& s = state();
-  if (!s.option_seen && !std::getenv("MRCHECK_CHECKS") && !s.cfg.default_checks.any()) return 0;  // idle
+  if (!may_check(sp, ctx)) return 0;  // idle
   submit_inputs in = read_submit_inputs(ctx);
-  in.request.option_seen = s.option_seen;
-  in.request.option = s.option;
+  in.request = user_request(in.request.env_checks);
   auto plan = current_engine().submit(s.cfg, in, sysroot{});
   if (!plan) {
     slurm_error("mrcheck: %s", plan.error().message().c_str());
@@ -156,9 +167,8 @@ int on_init_post_opt(spank_t sp, int, char**) {
 int on_task_init_privileged(spank_t sp, int, char**) {
   auto& s = state();
   if (!node_may_check(sp)) return 0;  // idle
-  task_facts t = read_task_facts(sp, false);
-  t.request.option_seen = s.option_seen;
-  t.request.option = s.option;
+  task_facts t = make_task_facts(read_spank_items(sp), sp, false);
+  t.request = user_request(t.request.env_checks);
   s.node.conf_problem = s.cfg_error;
   auto env = current_engine().privileged(s.cfg, t, sysroot{}, real_rlimit_ops(), s.node);
   if (env) {
@@ -173,11 +183,11 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
   if (!s.node.active) return 0;
-  admin_task_begin(sp);
+  spank_items items = read_spank_items(sp);
+  admin_task_begin(items);
   bool probes = s.node.checks.mr || s.node.checks.nccl;
-  task_facts t = read_task_facts(sp, probes);
-  t.request.option_seen = s.option_seen;
-  t.request.option = s.option;
+  task_facts t = make_task_facts(items, sp, probes);
+  t.request = user_request(t.request.env_checks);
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
   auto stopped = std::make_shared<bool>(false);
   // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
@@ -240,15 +250,16 @@ int on_task_init(spank_t sp, int, char**) {
 int on_user_init(spank_t sp, int, char**) {
   auto& s = state();
   if (spank_context() != S_CTX_REMOTE) return 0;
-  admin_user_init(sp, s.cfg, node_may_check(sp));
+  if (!node_may_check(sp)) return 0;  // idle
+  admin_user_init(read_spank_items(sp), s.cfg);
   return 0;
 }
 int on_task_post_fork(spank_t sp, int, char**) {
-  admin_task_post_fork(sp, state().cfg);
+  if (admin_collecting()) admin_task_post_fork(read_spank_items(sp), state().cfg);
   return 0;
 }
 int on_task_exit(spank_t sp, int, char**) {
-  admin_task_exit(sp, state().cfg);
+  if (admin_collecting()) admin_task_exit(read_spank_items(sp), state().cfg);
   return 0;
 }
 int on_spank_exit(spank_t, int, char**) {
@@ -264,11 +275,11 @@ int on_spank_exit(spank_t, int, char**) {
 namespace mrcheck::spank_glue {
 namespace {
 
-int core_init(spank_t sp, int ac, char** av) {
-  return guarded("init", hook_kind::never_fail, [&] { return on_init(sp, ac, av); });
+int core_init(spank_t sp, int ac, char** av, const mrcheck_step_option* option) {
+  return guarded("init", hook_kind::never_fail, [&] { return on_init(sp, ac, av, option); });
 }
-int core_option(int val, const char* optarg, int remote) {
-  return guarded("--mr-check", hook_kind::may_fail, [&] { return on_option(val, optarg, remote); });
+int core_check_option() {
+  return guarded("--mr-check", hook_kind::may_fail, [&] { return on_check_option(); });
 }
 int core_init_post_opt(spank_t sp, int ac, char** av) {
   return guarded("init_post_opt", hook_kind::never_fail, [&] { return on_init_post_opt(sp, ac, av); });
@@ -299,10 +310,10 @@ int core_exit(spank_t sp, int ac, char** av) {
   return guarded("exit", hook_kind::never_fail, [&] { return on_spank_exit(sp, ac, av); });
 }
 
-constexpr mrcheck_core_hooks k_hooks = {MRCHECK_CORE_ABI, MRCHECK_VERSION,    core_init,
-                                        core_option,      core_init_post_opt, core_task_init_privileged,
-                                        core_task_init,   core_user_init,     core_task_post_fork,
-                                        core_task_exit,   core_exit};
+constexpr mrcheck_core_hooks k_hooks = {MRCHECK_CORE_ABI,  MRCHECK_VERSION,    core_init,
+                                        core_check_option, core_init_post_opt, core_task_init_privileged,
+                                        core_task_init,    core_user_init,     core_task_post_fork,
+                                        core_task_exit,    core_exit};
 
 }  // namespace
 }  // namespace mrcheck::spank_glue

@@ -13,7 +13,9 @@
 //                            init_post_opt when MRCHECK_CHECKS is set (an enclosing sbatch --mr-check) or the
 //                            configuration has a default_checks line
 //   slurmstepd               at init_post_opt, on the same three conditions (the option callbacks of a step
-//                            run between init and init_post_opt), then the option is replayed to the core
+//                            run between init and init_post_opt)
+// The three conditions are the one idle gate (gate.h, include/mrcheck/step_gate.h) that the core and the step
+// engine ask too. The --mr-check value is held here only: the core reads it through the pointer its init gets.
 // The default_checks test reads the plugstack arguments and the config= file without parsing them: any line
 // that starts with `default_checks` loads the core, which parses and validates everything (one parser). An
 // unreadable file loads it too, so its error is reported by the core.
@@ -21,6 +23,7 @@
 // libc only, no exceptions: nothing here can throw, and spank/CMakeLists.txt fails the build if this file
 // pulls in libstdc++.
 #include "core_abi.h"
+#include "gate.h"
 
 #include <mrcheck/build_config.h>
 
@@ -58,8 +61,9 @@ namespace {
 // Per-process state: srun, sbatch and slurmstepd each have their own; slurmstepd's task children inherit it.
 struct loader_state {
   bool inert = false;  // another Slurm major.minor: every hook does nothing
-  bool option_seen = false;
-  char* option = nullptr;  // the --mr-check value as given (nullptr: none), copied: Slurm may free its own
+  // The --mr-check value as given (value nullptr: the bare option), copied: Slurm may free its own. The only
+  // copy: the core reads it through a pointer (core_abi.h).
+  mrcheck_step_option option{0, nullptr};
   int ac = 0;
   char** av = nullptr;  // plugstack arguments, kept by Slurm for the plugin's lifetime
   const mrcheck_core_hooks* core = nullptr;
@@ -179,13 +183,6 @@ bool config_may_set_checks() {
   return false;
 }
 
-bool job_has_env(spank_t sp, spank_context_t ctx, const char* name) {
-  if (ctx != S_CTX_REMOTE) return std::getenv(name) != nullptr;
-  char buf[8];
-  spank_err_t rc = spank_getenv(sp, name, buf, sizeof buf);
-  return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
-}
-
 // The core beside this file, from this build. nullptr (said once in the log) when it cannot be used.
 const mrcheck_core_hooks* load_core() {
   if (g.core != nullptr || g.core_failed) return g.core;
@@ -235,23 +232,24 @@ const mrcheck_core_hooks* load_core() {
 int start_core(spank_t sp) {
   if (g.core != nullptr) return g.core_init_failed ? -1 : 0;
   if (load_core() == nullptr) return -1;
-  int rc = g.core->init(sp, g.ac, g.av);
+  int rc = g.core->init(sp, g.ac, g.av, &g.option);
   g.core_init_failed = rc != 0;
   return rc;
 }
 
 extern "C" int mrcheck_option_cb(int val, const char* optarg, int remote) {
   if (g.inert) return 0;
-  g.option_seen = true;
-  std::free(g.option);
-  g.option = optarg != nullptr ? strdup(optarg) : nullptr;
-  if (optarg != nullptr && g.option == nullptr) return remote ? 0 : -1;
-  if (remote) return 0;  // slurmstepd: replayed to the core at init_post_opt; never fail here
+  (void)val;
+  g.option.seen = 1;
+  std::free(const_cast<char*>(g.option.value));
+  g.option.value = optarg != nullptr ? strdup(optarg) : nullptr;
+  if (optarg != nullptr && g.option.value == nullptr) return remote ? 0 : -1;
+  if (remote) return 0;  // slurmstepd: the core reads it when it is loaded at init_post_opt; never fail here
   // srun/sbatch: a bad LIST is refused now, before anything is launched (an option callback's error always
   // stops srun, an init_post_opt error of an `optional` plugin does not).
   start_core(nullptr);
   if (g.core == nullptr) return -1;
-  return g.core->option(val, optarg, remote);
+  return g.core->check_option();
 }
 
 struct spank_option k_option =
@@ -262,8 +260,13 @@ struct spank_option k_option =
      0,
      mrcheck_option_cb};
 
+void free_option() {
+  std::free(const_cast<char*>(g.option.value));
+  g.option = mrcheck_step_option{0, nullptr};
+}
+
 void reset() {
-  std::free(g.option);
+  free_option();
   g = loader_state{};
 }
 
@@ -309,10 +312,10 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
   int init_rc = g.core_init_failed ? -1 : 0;
   if (g.core == nullptr) {
     if (g.core_failed) return 0;
-    if (!g.option_seen && !job_has_env(sp, ctx, "MRCHECK_CHECKS") && !config_may_set_checks()) return 0;  // idle
+    if (!mrcheck_step_may_check(g.option.seen, mrcheck_env_checks_set(sp, ctx), config_may_set_checks()))
+      return 0;  // idle
     init_rc = start_core(sp);
     if (g.core == nullptr) return ctx == S_CTX_REMOTE ? 0 : -1;
-    if (ctx == S_CTX_REMOTE && g.option_seen) g.core->option(0, g.option, 1);
   }
   int rc = g.core->init_post_opt(sp, ac, av);
   // Never an error from slurmstepd here; in srun/sbatch the core's init error counts as Slurm would count it.
@@ -335,8 +338,7 @@ MRCHECK_FORWARD(slurm_spank_task_exit, task_exit)
 __attribute__((visibility("default"))) int slurm_spank_exit(spank_t sp, int ac, char** av) {
   int rc = 0;
   if (!g.inert && g.core != nullptr) rc = g.core->exit(sp, ac, av);
-  std::free(g.option);
-  g.option = nullptr;
+  free_option();
   return rc;
 }
 }

@@ -4,7 +4,7 @@
 //   mrcheck report           report_selection()   memlock, memory, matrix   (cli/cmd_report.cpp)
 //   mrcheck-prolog           prolog_selection()   matrix, memory            (prolog/main.cpp)
 //   judge_matrix()           matrix_selection()   matrix                    (src/matrix/judge.cpp)
-//   the plugin's task_init   plugin_selection()   memlock; mr, nccl on local task 0  (src/limits/plugin_engine.cpp)
+//   the plugin's task_init   plugin_selection()   memlock; mr, nccl on local task 0  (src/step/plugin_engine.cpp)
 //
 // A group the selection names more than once runs once; the report lists groups in the selection's order and
 // checks in the registry's order within a group. The probe groups (mr, nccl) run in a child process

@@ -6,8 +6,8 @@
 // comes back to the caller when its parent dies and is killed when the child ends; and the wait is for the
 // child's exit (a pidfd), not for its output pipes, which a grandchild may hold open.
 //
-// Users: limits/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
-// fds, no wait), limits/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
+// Users: step/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
+// fds, no wait), step/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
 // collector in its own session: extra fds, no wait), prolog/slurm_control.cpp (a libslurm call in a forked
 // child without exec), container/enter.cpp (the container helper: exec by descriptor after joining the task's
 // namespaces, and a detached watcher without exec).

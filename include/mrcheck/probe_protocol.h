@@ -1,4 +1,4 @@
-// The protocol between the SPANK plugin (src/limits/plugin_engine.cpp, real_probe_runner) and the probe it
+// The protocol between the SPANK plugin (src/step/plugin_engine.cpp, real_probe_runner) and the probe it
 // runs, `mrcheck probe GROUP --json` (cli/cmd_probe_mr.cpp, cli/cmd_probe_nccl.cpp). Both ends include it.
 //
 //   argv    HELPER probe mr --json --verbs-library LIB      |  HELPER probe nccl --json

@@ -101,7 +101,7 @@ start=$SECONDS
 run_user srun --mr-check=mr --export="ALL,$small" bash -c 'echo task-ran'
 took=$((SECONDS - start))
 # The probe isolates its verbs calls and gives up a tenth (at least 1 s) before the plugin would kill it, so the
-# verdict names the call that hung (cli/cmd_probe_mr.cpp, src/limits/plugin_engine.cpp).
+# verdict names the call that hung (cli/cmd_probe_mr.cpp, src/step/plugin_engine.cpp).
 expect_contains "timeout: the verdict says so" "$ERR" "mrcheck: mr_host: WARN: the registration probe timed out after 2.0 s and was killed"
 expect_eq "timeout, on_fail=warn: the task runs" "$OUT" "task-ran"
 ((took < 15)) && e2e_pass "timeout: bounded (${took} s)" || e2e_fail "timeout: ${took} s"

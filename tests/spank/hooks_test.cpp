@@ -3,6 +3,9 @@
 // init_post_opt; task hooks follow on_error).
 #include "engine.h"
 #include "fake_spank.h"
+#include "job_info.h"
+
+#include <mrcheck/step_gate.h>
 
 #include <gtest/gtest.h>
 
@@ -178,7 +181,9 @@ TEST(SpankHooks, TheOptionMrcheckChecksOrADefaultChecksLineLoadTheChecks) {
   ::unlink(padded.c_str());
 }
 
-TEST(SpankHooks, SlurmstepdReplaysTheOptionToTheChecks) {
+// The option is held by the loader only (spank/core_abi.h): the core, loaded in slurmstepd after the option
+// callbacks ran, reads the loader's value instead of a replayed copy.
+TEST(SpankHooks, SlurmstepdChecksReadTheOptionTheLoaderHolds) {
   restore_engine r;
   fake_spank::reset(S_CTX_REMOTE);
   current_engine() = engine{};
@@ -198,6 +203,42 @@ TEST(SpankHooks, SlurmstepdReplaysTheOptionToTheChecks) {
   EXPECT_EQ(slurm_spank_task_init_privileged(nullptr, 0, nullptr), 0);
   EXPECT_EQ(privileged, 1);
 }
+
+// The SPANK adapter (spank/job_info.cpp) reads a hook's items once into plain data, with one buffer size for
+// every job environment value: the admins' node list and the core's MRCHECK_SUBMIT alike.
+TEST(SpankHooks, TheAdapterReadsTheItemsIntoPlainData) {
+  fake_spank::reset(S_CTX_REMOTE);
+  auto& h = fake_spank::the_host();
+  h.job_id = 77;
+  h.step_id = 0xfffffffb;  // SLURM_BATCH_SCRIPT
+  h.task_id = 3;
+  h.job_env["SLURMD_NODENAME"] = "node7";
+  h.job_env["SLURM_JOB_NODELIST"] = "node[1-7]";
+  h.job_env["MRCHECK_SUBMIT"] = std::string(5000, 'x');  // more than the old job_info buffer (4096)
+  h.job_env["MRCHECK_CHECKS"] = "memlock";
+  auto it = mrcheck::spank_glue::read_spank_items(nullptr);
+  EXPECT_EQ(it.job_id, 77u);
+  EXPECT_TRUE(it.batch_step);
+  EXPECT_FALSE(it.extern_step);
+  EXPECT_EQ(it.local_task_id, std::optional<int>(3));
+  EXPECT_EQ(it.nodelist, "node[1-7]");  // no SLURM_STEP_NODELIST in a batch step: the job's
+  EXPECT_EQ(it.submit_raw, std::optional<std::string>(std::string(5000, 'x')));
+  auto t = mrcheck::spank_glue::make_task_facts(it, nullptr, false);
+  EXPECT_EQ(t.node, "node7");
+  EXPECT_EQ(t.job_id, 77u);
+  EXPECT_EQ(t.local_task_id, 3);
+  EXPECT_EQ(t.request.env_checks, std::optional<std::string>("memlock"));
+  // A node list longer than the buffer is never passed on cut: the step's falls back to the job's, then to "".
+  h.job_env["SLURM_STEP_NODELIST"] = std::string(9000, 'n');
+  EXPECT_EQ(mrcheck::spank_glue::read_spank_items(nullptr).nodelist, "node[1-7]");
+  h.job_env["SLURM_JOB_NODELIST"] = std::string(9000, 'n');
+  EXPECT_EQ(mrcheck::spank_glue::read_spank_items(nullptr).nodelist, "");
+}
+
+// The one idle gate (include/mrcheck/step_gate.h), asked by the loader, the core and the step engine.
+static_assert(!mrcheck_step_may_check(0, 0, 0));
+static_assert(mrcheck_step_may_check(1, 0, 0) && mrcheck_step_may_check(0, 1, 0) && mrcheck_step_may_check(0, 0, 1));
+static_assert(!mrcheck_user_asked(0, 0) && mrcheck_user_asked(1, 0) && mrcheck_user_asked(0, 1));
 
 TEST(SpankHooks, SlurmstepdWithMrcheckChecksInTheJobLoadsTheChecks) {
   restore_engine r;

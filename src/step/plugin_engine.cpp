@@ -8,6 +8,7 @@
 #include <mrcheck/child.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/probe_stop.h>
+#include <mrcheck/step_gate.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -49,6 +50,8 @@ std::optional<std::string> normalize_optarg(const char* optarg) {
 
 result<check_groups> effective_checks(const config& c, const check_request& req) {
   const check_groups& site = c.default_checks;
+  // The idle gate the loader and the SPANK hooks ask too (include/mrcheck/step_gate.h): nothing runs.
+  if (!mrcheck_step_may_check(req.option_seen, req.env_checks.has_value(), site.any())) return check_groups{};
   std::optional<check_groups> user;
   if (req.option_seen) {
     auto g = req.option ? parse_check_groups(std::string_view(*req.option)) : parse_check_groups(std::nullopt);
@@ -82,7 +85,7 @@ result<submit_plan> plan_submit(const config& c, const submit_inputs& in, const 
   plan.checks = *g;
   // sbatch/salloc options do not reach the sruns inside the job (docs/facts/slurm-spank.md §3): carry the user's
   // request in the job environment; the node side validates it again.
-  if (in.tool != "srun" && (in.request.option_seen || in.request.env_checks)) {
+  if (in.tool != "srun" && mrcheck_user_asked(in.request.option_seen, in.request.env_checks.has_value())) {
     plan.setenv.emplace_back("MRCHECK_CHECKS", g->any() ? g->to_string() : std::string("off"));
   }
   if (!g->any()) return plan;
