@@ -54,7 +54,7 @@ runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string
   std::string_view prog = argv[0];
   if (auto slash = prog.rfind('/'); slash != std::string_view::npos) prog.remove_prefix(slash + 1);
   // The launchers Apptainer installs (`singularity` is its compatibility link) and SingularityCE's; the SIF
-  // launch line runs `run-singularity`, which execs `singularity run` (docs/facts/containers.md §2).
+  // launch line runs `run-singularity`, which execs `apptainer run` (docs/facts/containers.md §2).
   if (prog == "apptainer" || prog == "singularity" || prog == "run-singularity") {
     std::string what = escape_line(prog, 32);
     if (argv.size() > 1) what += " " + escape_line(argv[1], 32);
