@@ -9,9 +9,9 @@ source "$(dirname "$0")/../e2e/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 [[ -f $MRCHECK_BUILD_DIR/tests/container/spank_testct.so ]] || e2e_skip "spank_testct.so not built"
 # The test plugin enters the image as the job user, as enroot does: a new user namespace. A kernel, a sandbox
-# (seccomp, AppArmor) or a chroot (the release legs of scripts/slurm-release.sh: the kernel refuses a user
-# namespace to a chrooted process) that refuses it to unprivileged users leaves nothing to test here. Checked
-# first, so that such a leg does not debootstrap images it cannot use.
+# (seccomp, AppArmor) or a chroot (the kernel refuses a user namespace to a chrooted process; the release legs of
+# scripts/slurm-release.sh use pivot_root for that reason) that refuses it to unprivileged users leaves nothing
+# to test here. Checked first, so that such a leg does not debootstrap images it cannot use.
 if ! userns_err=$(setpriv --reuid=65534 --regid=65534 --clear-groups -- unshare --user --mount true 2>&1); then
   e2e_skip "an unprivileged user cannot create a user namespace here (unshare --user --mount: ${userns_err:-refused})"
 fi
