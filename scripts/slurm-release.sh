@@ -25,6 +25,7 @@
 #   MRCHECK_FOREIGN_PLUGIN  a spank_mrcheck.so built for ANOTHER release: copied into the root for the test
 #                           that Slurm refuses it (tests/e2e/release_mismatch_test.sh)
 #   MRCHECK_BUILD_DIR       build tree for 22.05, on this machine (default: build, as scripts/test.sh)
+#   MRCHECK_IMAGE_CACHE     the container test images (default /var/cache/mrcheck/images), bound into the root
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,7 +48,7 @@ case $release in
   26.05) suite=sid default_port=19800 ;;
   *) die "unsupported Slurm release '$release': mrcheck supports 22.05, 24.11 and 26.05 (docs/slurm-releases.md)" ;;
 esac
-((EUID == 0)) || die "run as root (debootstrap, chroot and a private Slurm need it)"
+((EUID == 0)) || die "run as root (debootstrap, mount namespaces and a private Slurm need it)"
 
 cache=${MRCHECK_RELEASE_CACHE:-/var/cache/mrcheck/releases}
 mirror=${MRCHECK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -64,6 +65,7 @@ else
   in_build=/mrcheck/build
 fi
 slurm_dir=/tmp/mrcheck-slurm-$release
+image_cache=${MRCHECK_IMAGE_CACHE:-/var/cache/mrcheck/images}
 
 # --- the root ----------------------------------------------------------------------------------------------
 # What the root needs to build mrcheck and run the private Slurm: scripts/install-deps.sh's list, less what
@@ -74,6 +76,9 @@ root_packages=(
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server
   procps iproute2 util-linux psmisc passwd python3 dpkg-dev debhelper fakeroot kmod file
 )
+# Apptainer, for the end-to-end test with a real container runtime (tests/container/apptainer_test.sh): only
+# sid packages it (1.4.5; 30 MB, about 15 s to install), and it runs here only in a root entered with pivot_root.
+[[ $suite == sid ]] && root_packages+=(apptainer)
 apt_opts=(-o Acquire::Retries=3)
 # sid's Release file on the mirror may be past its Valid-Until date (it is renewed when the suite moves).
 [[ $suite == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
@@ -102,6 +107,10 @@ mount_all() {
   fi
   mkdir -p "$root$in_src"
   mountpoint -q "$root$in_src" || mount --bind "$src" "$root$in_src"
+  # The container test images (tests/container/make-images.sh) this machine made or cached, at the same path:
+  # the root has no debootstrap, and the images are the same for every release.
+  mkdir -p "$image_cache" "$root/var/cache/mrcheck/images"
+  mountpoint -q "$root/var/cache/mrcheck/images" || mount --bind "$image_cache" "$root/var/cache/mrcheck/images"
   cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 }
 
@@ -117,7 +126,21 @@ in_root() {
   if ((host)); then
     (cd "$in_src" && env -i "${envs[@]}" "$@")
   else
-    chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash -c 'cd "$MRCHECK_SOURCE_DIR" && exec "$@"' bash "$@"
+    # Entered with pivot_root, not chroot: the kernel refuses a user namespace to a chrooted process (`man 2
+    # unshare`, EPERM), and the tests that need one (Apptainer, the container test plugin) would skip. A private
+    # mount namespace per call, the root (with what mount_all put under it) bound onto itself and made its
+    # root; daemons started by one call keep theirs, and the next call reaches them through the same files
+    # (munge socket, state, logs) and ports.
+    unshare --mount --propagation private /bin/bash -c '
+      set -e
+      root=$1
+      shift
+      mount --rbind "$root" "$root"
+      cd "$root"
+      pivot_root . .
+      umount -l .
+      cd /
+      exec /usr/bin/env -i "$@"' bash "$root" "${envs[@]}" /bin/bash -c 'cd "$MRCHECK_SOURCE_DIR" && exec "$@"' bash "$@"
   fi
 }
 

@@ -27,6 +27,14 @@ for rel in $releases; do
   bash scripts/slurm-release.sh "$rel" root >"${TMPDIR:-/tmp}/mrcheck-root-$rel.log" 2>&1 &
   root_job[$rel]=$!
 done
+# The container test images (one debootstrap, cached) are made here, beside the build, rather than by the main
+# leg's container test: the release legs bind the cache into their roots (which have no debootstrap), so their
+# container tests (Apptainer in the 26.05 leg) run on them.
+images_job=
+if [[ -n $releases ]]; then
+  bash tests/container/make-images.sh >"${TMPDIR:-/tmp}/mrcheck-images.log" 2>&1 &
+  images_job=$!
+fi
 
 echo "== build (g++, -Werror)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON >/dev/null
@@ -44,6 +52,8 @@ status=0
 # .deb built and checked there. A leg gets the plugin built for the release before it, to show that Slurm
 # refuses a plugin of another release (tests/e2e/release_mismatch_test.sh); the main leg gets the last one.
 foreign=$build/spank/spank_mrcheck.so
+# 77: no route to the mirror and nothing cached; the container tests then skip, saying so.
+[[ -n $images_job ]] && { wait "$images_job" || echo "test.sh: no container test images (${TMPDIR:-/tmp}/mrcheck-images.log)"; }
 for rel in $releases; do
   echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"
   t0=$SECONDS

@@ -97,6 +97,14 @@ task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env) {
   // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.
   const char* conf = std::getenv("SLURM_CONF");
   t.slurm_conf_path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";
+  // The task's command, to know a container launcher (`srun apptainer exec IMAGE cmd`, docs/containers.md).
+  int argc = 0;
+  char** argv = nullptr;
+  if (spank_err_t rc = spank_get_item(sp, S_JOB_ARGV, &argc, &argv); rc == ESPANK_SUCCESS && argv) {
+    for (int i = 0; i < argc && i < 4 && argv[i]; ++i) t.job_argv.emplace_back(argv[i]);
+  } else if (rc != ESPANK_SUCCESS) {
+    slurm_debug("mrcheck: spank_get_item(S_JOB_ARGV): %s", spank_strerror(rc));
+  }
   if (with_env) {
     char** env = nullptr;
     if (item(sp, S_JOB_ENV, "S_JOB_ENV", &env) && env) {

@@ -191,7 +191,7 @@ int on_task_init(spank_t sp, int, char**) {
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
   auto stopped = std::make_shared<bool>(false);
   // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
-  task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins) : task_location{};
+  task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins, t.job_argv) : task_location{};
   probe_runner host = real_probe_runner_stop(s.cfg, budget.total, stopped);
   task_verdict v = current_engine().task(s.cfg, t, s.node,
                                          loc.place == task_place::host

@@ -46,6 +46,15 @@ runtime_guess guess_runtime(const runtime_signs& s);
 // The same, read from a root (explain, `mrcheck report` in a container) and an environment.
 runtime_signs signs_from_root(const sysroot& root, std::vector<std::string> env);
 
+// The task's own program is a container launcher (docs/facts/containers.md §2): argv[0]'s file name is
+// `apptainer`, `singularity` or `run-singularity`, or argv[0] is a SIF image run directly (`image_head`, the
+// first bytes of that file as the caller read them, starts with SIF's "#!/usr/bin/env run-singularity\n").
+// Then the task starts on the host and the launcher moves a child of it into the container. `none` otherwise.
+runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string_view image_head);
+// The first `max` bytes of the file argv[0] names, when it ends in ".sif" (what launcher_runtime looks at); ""
+// when it does not or cannot be read.
+std::string sif_head(const std::vector<std::string>& argv, std::size_t max = 64);
+
 // One line each, for the runtime: how to raise the locked-memory limit, how to pass the RDMA devices in, how to
 // get a matching rdma-core into the image.
 std::string container_memlock_fix(container_runtime r);
@@ -121,11 +130,14 @@ enum class task_place {
 };
 struct task_location {
   task_place place = task_place::host;
-  std::string detail;  // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
+  std::string detail;      // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
+  runtime_guess launcher;  // maybe_later because the task's program is a container launcher (`apptainer exec`)
 };
 // `container_plugins`: comma-separated file names (config key container_plugins=), matched against the
-// libraries mapped into this process (/proc/self/maps).
-task_location locate_task(const container_state& st, std::string_view container_plugins);
+// libraries mapped into this process (/proc/self/maps). `argv`: the task's command (S_JOB_ARGV); a container
+// launcher (launcher_runtime) makes the task maybe_later too.
+task_location locate_task(const container_state& st, std::string_view container_plugins,
+                          const std::vector<std::string>& argv = {});
 
 struct container_probe_request {
   std::vector<std::string> env;                      // the task's environment
@@ -142,9 +154,12 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
 // task_init with the task still on the host while a container plugin after mrcheck may move it into its
 // container: forks a watcher (job user, holding the task's stderr) that waits until task `task` is in another
 // mount namespace (then runs the helper there and writes the verdict lines to stderr; it cannot stop the task)
-// or has exec'd on the host (then it leaves silently), at most `wait_for_entry`.
+// or has exec'd on the host (then it leaves silently), at most `wait_for_entry`. With `launcher` (the task's
+// program is a container launcher, task_location::launcher) the task itself stays outside: the watcher waits for
+// a descendant of it that has exec'd its own program in another mount namespace and probes there.
 status spawn_deferred_container_probe(const container_state& st, pid_t task, container_probe_request req,
-                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry);
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry,
+                                      bool launcher = false);
 
 // ---- logs (mrcheck explain) ---------------------------------------------------------------------------------
 

@@ -346,15 +346,32 @@ static void put_limit(const char *key, int resource)
 	putf(key, "%s %s", s, h);
 }
 
+/* Decimal digits only, at most `max`. Not strtoull: built on glibc >= 2.38 with _GNU_SOURCE, that is
+ * __isoc23_strtoull@GLIBC_2.38, which an image with an older glibc lacks (the helper would not start there). */
+static int parse_count(const char *s, unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v = 0;
+	if (*s == '\0')
+		return -1;
+	for (; *s != '\0'; ++s) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (unsigned long long)(*s - '0');
+		if (v > max)
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t bytes = 0;
 	int nccl = 0;
 	for (int i = 1; i < argc; ++i) {
 		if (strcmp(argv[i], "--reg-bytes") == 0 && i + 1 < argc) {
-			char *end = NULL;
-			unsigned long long v = strtoull(argv[++i], &end, 10);
-			if (end == argv[i] || *end != '\0' || v > ((unsigned long long)1 << 40)) {
+			unsigned long long v = 0;
+			if (parse_count(argv[++i], (unsigned long long)1 << 40, &v) != 0) {
 				fprintf(stderr, "mrcheck-ctprobe: bad --reg-bytes\n");
 				return 2;
 			}

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -113,7 +114,8 @@ void prepare_container_state(container_state& st, const std::string& helper_path
   st.host_root_id = root_id("/");
 }
 
-task_location locate_task(const container_state& st, std::string_view container_plugins) {
+task_location locate_task(const container_state& st, std::string_view container_plugins,
+                          const std::vector<std::string>& argv) {
   task_location loc;
   std::string mnt = link_text("/proc/self/ns/mnt");
   std::string rid = root_id("/");
@@ -125,6 +127,13 @@ task_location locate_task(const container_state& st, std::string_view container_
   if (!st.host_root_id.empty() && !rid.empty() && rid != st.host_root_id) {
     loc.place = task_place::inside;
     loc.detail = "its own root directory (chroot)";
+    return loc;
+  }
+  // `srun apptainer exec IMAGE cmd`: the task itself is the launcher; a child of it enters the container.
+  if (auto l = launcher_runtime(argv, sif_head(argv)); l.runtime != container_runtime::none) {
+    loc.place = task_place::maybe_later;
+    loc.detail = l.evidence;
+    loc.launcher = std::move(l);
     return loc;
   }
   if (container_plugins.empty()) return loc;
@@ -184,6 +193,76 @@ int join_namespaces(const void* arg) noexcept {
   return 0;
 }
 
+// The children of `pid`, from /proc/PID/task/TID/children (every thread's; Linux 3.5, CONFIG_PROC_CHILDREN),
+// or, where those files do not exist, from the parent field of every /proc/N/stat.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  auto add = [&out](std::string_view list) {
+    while (!list.empty()) {
+      auto sp = list.find(' ');
+      std::string_view w = list.substr(0, sp);
+      list.remove_prefix(sp == std::string_view::npos ? list.size() : sp + 1);
+      pid_t c = 0;
+      if (!w.empty() && std::from_chars(w.data(), w.data() + w.size(), c).ec == std::errc{} && c > 0)
+        out.push_back(c);
+    }
+  };
+  bool any = false;
+  if (DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      auto text = sysroot{}.read(fmt::format("/proc/{}/task/{}/children", pid, e->d_name), 64 * 1024);
+      if (!text) continue;
+      any = true;
+      add(*text);
+    }
+    ::closedir(d);
+  }
+  if (any) return out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    auto stat = sysroot{}.read(fmt::format("/proc/{}/stat", e->d_name), 4096);
+    if (!stat) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    auto rp = stat->rfind(')');
+    if (rp == std::string::npos || rp + 4 >= stat->size()) continue;
+    std::string_view rest = std::string_view(*stat).substr(rp + 4);
+    pid_t ppid = 0;
+    std::from_chars(rest.data(), rest.data() + rest.size(), ppid);
+    if (ppid == pid) {
+      pid_t c = 0;
+      std::from_chars(e->d_name, e->d_name + std::strlen(e->d_name), c);
+      if (c > 0) out.push_back(c);
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+// A launcher's container process: the first descendant of `task` (breadth first, at most 64 looked at) that is
+// in another mount namespace than slurmstepd's and has exec'd a program other than the launcher's own (the
+// task's exe: Apptainer's starter, whose child stays the starter until the container is set up; a starter under
+// a wrapper is skipped by name). 0: none yet.
+pid_t launched_container_process(pid_t task, const std::string& host_ns) {
+  std::string launcher_exe = link_text(fmt::format("/proc/{}/exe", task));
+  if (launcher_exe.empty()) return 0;
+  std::vector<pid_t> queue = children_of(task);
+  for (std::size_t i = 0; i < queue.size() && i < 64; ++i) {
+    pid_t p = queue[i];
+    std::string ns = link_text(fmt::format("/proc/{}/ns/mnt", p));
+    std::string exe = link_text(fmt::format("/proc/{}/exe", p));
+    // Apptainer's runtime parent (`starter`, `starter-suid`) has a mount namespace of its own, not the image's.
+    std::string_view name = std::string_view(exe).substr(exe.rfind('/') + 1);
+    bool starter = name.substr(0, 7) == "starter";
+    if (!ns.empty() && ns != host_ns && !exe.empty() && exe != launcher_exe && !starter) return p;
+    auto more = children_of(p);
+    queue.insert(queue.end(), more.begin(), more.end());
+  }
+  return 0;
+}
+
 }  // namespace
 
 ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req) {
@@ -228,7 +307,8 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
 }
 
 status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
-                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry) {
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry,
+                                      bool launcher) {
   child_spec spec;
   // Detached (double fork, as the post-exec watcher of src/limits/post_exec.cpp): the task child execs right
   // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
@@ -244,7 +324,7 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     spec.extra_fds.push_back({3, st.helper_fd});
     st.helper_fd = 3;
   }
-  spec.run_in_child = [st, task, req, rt, wait_for_entry]() mutable -> int {
+  spec.run_in_child = [st, task, req, rt, wait_for_entry, launcher]() mutable -> int {
     std::string host_ns = st.host_mnt_ns;
     std::string path = fmt::format("/proc/{}/ns/mnt", task);
     auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
@@ -252,12 +332,29 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     bool alive = true;
     std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
     std::string exe_path = fmt::format("/proc/{}/exe", task);
+    pid_t target = task;
     for (;;) {
       seen = link_text(path);
       // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
       if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) {
         alive = false;
         break;
+      }
+      if (launcher) {
+        // The task is the launcher (`apptainer exec`): it execs on the host and may move into a namespace of
+        // its own (Apptainer's "runtime parent"); the container is where its child runs the job's program.
+        if (pid_t p = launched_container_process(task, host_ns); p > 0) {
+          target = p;
+          path = fmt::format("/proc/{}/ns/mnt", p);
+          seen = link_text(path);
+          if (!seen.empty()) break;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+          seen.clear();
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
       }
       if (!seen.empty() && seen != host_ns) break;
       // Exec'd on the host: this step runs in no container (the plugin is loaded but was not asked to).
@@ -272,7 +369,7 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     } else if (seen.empty() || seen == host_ns) {
       return 0;  // neither in a container nor exec'd in time: nothing known to report
     } else {
-      req.join_pid = task;
+      req.join_pid = target;
       ctprobe_run run = run_ctprobe(st, req);
       // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
       if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(path.c_str(), F_OK) != 0) {

@@ -81,9 +81,11 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
         *watching = true;
         runtime_guess rt = task_runtime(t, loc, nullptr);
         if (loc.detail.find("pyxis") != std::string::npos) rt = {container_runtime::pyxis, loc.detail + " is loaded"};
+        bool launcher = loc.launcher.runtime != container_runtime::none;
+        if (launcher) rt = loc.launcher;
         req.reg_bytes = container_reg_bytes(t.job_env);
         req.fail_is_warn = c.on_fail == fail_policy::warn;
-        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.probe_timeout); !w) {
+        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.probe_timeout, launcher); !w) {
           check_result r;
           r.id = "container";
           r.result = verdict::error;

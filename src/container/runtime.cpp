@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <regex>
 
@@ -45,6 +48,36 @@ bool has_marker(const runtime_signs& s, std::string_view path) {
 }
 
 }  // namespace
+
+runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string_view image_head) {
+  if (argv.empty()) return {};
+  std::string_view prog = argv[0];
+  if (auto slash = prog.rfind('/'); slash != std::string_view::npos) prog.remove_prefix(slash + 1);
+  // The launchers Apptainer installs (`singularity` is its compatibility link) and SingularityCE's; the SIF
+  // launch line runs `run-singularity`, which execs `apptainer run` (docs/facts/containers.md §2).
+  if (prog == "apptainer" || prog == "singularity" || prog == "run-singularity") {
+    std::string what = escape_line(prog, 32);
+    if (argv.size() > 1) what += " " + escape_line(argv[1], 32);
+    return {container_runtime::apptainer, fmt::format("the task's program is `{}`", what)};
+  }
+  constexpr std::string_view sif_launch = "#!/usr/bin/env run-singularity\n";
+  if (prog.size() > 4 && prog.substr(prog.size() - 4) == ".sif" && has_prefix(image_head, sif_launch))
+    return {container_runtime::apptainer, fmt::format("the task's program is the SIF image {}", escape_line(prog, 64))};
+  return {};
+}
+
+std::string sif_head(const std::vector<std::string>& argv, std::size_t max) {
+  if (argv.empty() || argv[0].size() <= 4 || argv[0].substr(argv[0].size() - 4) != ".sif") return {};
+  // A plain open of what the task will exec (relative to its working directory, as execve resolves it); an
+  // image is large, so no sysroot read (which refuses a file above its maximum rather than cutting it).
+  int fd = ::open(argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return {};
+  std::string head(max, '\0');
+  ssize_t n = ::pread(fd, head.data(), head.size(), 0);
+  ::close(fd);
+  head.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return head;
+}
 
 runtime_guess guess_runtime(const runtime_signs& s) {
   runtime_guess g;

@@ -9,9 +9,9 @@ source "$(dirname "$0")/../e2e/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 [[ -f $MRCHECK_BUILD_DIR/tests/container/spank_testct.so ]] || e2e_skip "spank_testct.so not built"
 # The test plugin enters the image as the job user, as enroot does: a new user namespace. A kernel, a sandbox
-# (seccomp, AppArmor) or a chroot (the release legs of scripts/slurm-release.sh: the kernel refuses a user
-# namespace to a chrooted process) that refuses it to unprivileged users leaves nothing to test here. Checked
-# first, so that such a leg does not debootstrap images it cannot use.
+# (seccomp, AppArmor) or a chroot (the kernel refuses a user namespace to a chrooted process; the release legs of
+# scripts/slurm-release.sh use pivot_root for that reason) that refuses it to unprivileged users leaves nothing
+# to test here. Checked first, so that such a leg does not debootstrap images it cannot use.
 if ! userns_err=$(setpriv --reuid=65534 --regid=65534 --clear-groups -- unshare --user --mount true 2>&1); then
   e2e_skip "an unprivileged user cannot create a user namespace here (unshare --user --mount: ${userns_err:-refused})"
 fi
@@ -26,6 +26,12 @@ d=$E2E_INSTALL
 install -m 0755 "$MRCHECK_BUILD_DIR/src/mrcheck-ctprobe" "$d/bin/mrcheck-ctprobe"
 install -m 0755 "$MRCHECK_BUILD_DIR/tests/container/spank_testct.so" "$d/lib/slurm/"
 [[ -f $d/lib/fake/libibverbs.so.1 ]] || e2e_skip "the fake libibverbs was not built"
+# The fake stands in for a device only if it loads under the images' glibc (bookworm's 2.36). One built in a newer
+# suite's root (the release legs of scripts/slurm-release.sh: glibc >= 2.38 binds strtol, sscanf & co. to new
+# __isoc23_* symbols) does not, and then nothing here can stand in for an HCA inside the image.
+fake_err=$("$images/bookworm/lib64/ld-linux-x86-64.so.2" --library-path "$images/bookworm/lib/x86_64-linux-gnu" \
+  --list "$d/lib/fake/libibverbs.so.1" 2>&1 >/dev/null || true)
+[[ $fake_err == *"not found"* ]] && e2e_skip "the fake libibverbs does not load in the bookworm image (${fake_err##*: })"
 ct_dropin() { rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; echo "optional $d/lib/slurm/spank_testct.so $*" >"$MRCHECK_SLURM_PLUGSTACK_D/$CT_NAME"; }
 trap 'rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf; plugin_cleanup' EXIT
 # The registration inside is NCCL's estimate for the job's NCCL_* settings; small buffers make it 1.5 MiB, which

@@ -234,6 +234,37 @@ TEST(container_runtime, each_from_what_it_leaves) {
   EXPECT_EQ(g({"PYXIS_VERSION=0.24.0"}, {"/.dockerenv"}), container_runtime::pyxis);
 }
 
+TEST(container_runtime, launcher_from_the_task_program) {
+  const std::string sif = "#!/usr/bin/env run-singularity\n\0\0SIF_MAGIC";
+  auto l = [&](std::vector<std::string> argv, std::string_view head = "") {
+    return launcher_runtime(argv, head).runtime;
+  };
+  EXPECT_EQ(l({"/usr/bin/apptainer", "exec", "/images/x.sif", "nvidia-smi"}), container_runtime::apptainer);
+  EXPECT_EQ(l({"apptainer", "run", "x.sif"}), container_runtime::apptainer);
+  EXPECT_EQ(l({"/opt/singularity/bin/singularity", "exec", "x.sif", "true"}), container_runtime::apptainer);
+  EXPECT_EQ(l({"run-singularity", "x.sif"}), container_runtime::apptainer);
+  EXPECT_EQ(l({"./pytorch.sif", "train.py"}, sif), container_runtime::apptainer);
+  // A .sif that is not a SIF image, a program that only contains the name, an empty command: not a launcher.
+  EXPECT_EQ(l({"./pytorch.sif"}, "#!/bin/sh\n"), container_runtime::none);
+  EXPECT_EQ(l({"./pytorch.img"}, sif), container_runtime::none);
+  EXPECT_EQ(l({"/usr/bin/apptainer-wrapper", "exec"}), container_runtime::none);
+  EXPECT_EQ(l({"/apptainer/bin/python3", "train.py"}), container_runtime::none);
+  EXPECT_EQ(l({}), container_runtime::none);
+  EXPECT_NE(launcher_runtime({"/usr/bin/apptainer", "exec"}, "").evidence.find("`apptainer exec`"), std::string::npos);
+  // The image's first bytes are read only for a .sif program.
+  EXPECT_EQ(sif_head({"/nonexistent/x.sif"}), "");
+  EXPECT_EQ(sif_head({"/bin/sh"}), "");
+}
+
+TEST(container_locate, launcher_program_is_maybe_later) {
+  container_state st;  // slurmstepd's namespace unknown: only the program and the plugins decide
+  auto loc = locate_task(st, "", {"/usr/bin/apptainer", "exec", "--userns", "/images/bookworm", "true"});
+  EXPECT_EQ(loc.place, task_place::maybe_later);
+  EXPECT_EQ(loc.launcher.runtime, container_runtime::apptainer);
+  EXPECT_EQ(locate_task(st, "", {"/usr/bin/python3", "train.py"}).place, task_place::host);
+  EXPECT_EQ(locate_task(st, "", {}).place, task_place::host);
+}
+
 TEST(container_runtime, fixes_differ_by_runtime) {
   EXPECT_NE(container_memlock_fix(container_runtime::pyxis), container_memlock_fix(container_runtime::docker));
   EXPECT_EQ(container_memlock_fix(container_runtime::pyxis).find("--ulimit"), std::string::npos);
