@@ -310,7 +310,7 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
                                       runtime_guess rt, std::chrono::milliseconds wait_for_entry,
                                       bool launcher) {
   child_spec spec;
-  // Detached (double fork, as the post-exec watcher of src/limits/post_exec.cpp): the task child execs right
+  // Detached (double fork, as the post-exec watcher of src/step/post_exec.cpp): the task child execs right
   // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
   // of the task's: an inherited pipe end would keep srun's I/O open.
   spec.detach = true;

@@ -1,5 +1,5 @@
 // The plugin's probes for a task in a container: the same groups (`mr`, `nccl`) as the host probes of
-// src/limits/plugin_engine.cpp, served by the container helper from inside the task's container.
+// src/step/plugin_engine.cpp, served by the container helper from inside the task's container.
 #include <mrcheck/container_runner.h>
 
 #include <mrcheck/mr_probe.h>

@@ -84,15 +84,12 @@ run_user srun -J ns-handoff-$$ -N3 -n3 --mr-check=memlock true
 admin_comment ns-handoff-$$
 expect_eq "handoff: one record with all three nodes" "$AC" "mrcheck: step 0: pass on 3 nodes"
 
-# 2. The node-pair rendezvous between two stacks (scripted stand-in ranks; the peer is node1's address). The
-# stand-in is a test program of its own where the build has one (`--stand-in PROG --spec0/--spec1`), else the
-# CLI's hidden `--fake0/--fake1`.
-if [[ -x $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank ]]; then
-  install -m 0755 "$MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank" "$E2E_INSTALL/bin/"
-  STAND_IN=(--stand-in "$E2E_INSTALL/bin/mrcheck_fake_nccl_rank" --spec0 action=pass --spec1 action=pass)
-else
-  STAND_IN=(--fake0 action=pass --fake1 action=pass)
-fi
+# 2. The node-pair rendezvous between two stacks (scripted stand-in ranks, the test program
+# tests/unit/fake_nccl_rank.cpp: `--stand-in PROG --spec0/--spec1`; the peer is node1's address).
+[[ -x $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank ]] ||
+  { echo "FAIL: $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank is not built (ninja mrcheck_fake_nccl_rank)"; exit 1; }
+install -m 0755 "$MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank" "$E2E_INSTALL/bin/"
+STAND_IN=(--stand-in "$E2E_INSTALL/bin/mrcheck_fake_nccl_rank" --spec0 action=pass --spec1 action=pass)
 run_user srun -J ns-pair-$$ -N2 -n2 "$E2E_INSTALL/bin/mrcheck" probe nccl --mode node-pair --peer "$(addr_of node1)" \
   "${STAND_IN[@]}" --timeout 20 --json
 [[ $RC == 0 ]] || show_run "node-pair"
