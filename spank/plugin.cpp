@@ -196,7 +196,8 @@ int on_task_init(spank_t sp, int, char**) {
   task_verdict v = current_engine().task(s.cfg, t, s.node,
                                          loc.place == task_place::host
                                              ? host
-                                             : container_probe_runner(s.cfg, s.ct, loc, host, budget.total));
+                                             : container_probe_runner(s.cfg, s.ct, loc, host, budget.total,
+                                                                      s.node.checks.verbose));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (*stopped) {

@@ -44,6 +44,8 @@ struct config {
   bool allow_user_off = true;                        // allow_user_off=yes|no
   std::chrono::milliseconds probe_timeout{30000};    // probe_timeout=30s
   std::chrono::milliseconds nccl_timeout{60000};     // nccl_timeout=60s
+  std::chrono::milliseconds container_wait{600000};  // container_wait=10m: how long the watcher waits for a task
+                                                     //   to enter its container (docs/containers.md)
   std::string container_plugins = "spank_pyxis.so";  // container_plugins= SPANK plugins that move tasks into
                                                      //   containers (docs/containers.md)
   std::string verbs_library = "libibverbs.so.1";     // verbs_library= name or absolute path for dlopen

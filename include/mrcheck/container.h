@@ -36,9 +36,9 @@ struct runtime_signs {
 };
 struct runtime_guess {
   container_runtime runtime = container_runtime::none;
-  std::string evidence;  // "PYXIS_VERSION=0.24.0 in the task environment"
+  std::string evidence;  // "spank_pyxis.so is loaded in this step", "/.dockerenv in the container"
 };
-// Most specific first: pyxis (PYXIS_*, _SLURM_SPANK_OPTION_pyxis_*), enroot (ENROOT_*), Apptainer/Singularity
+// Most specific first: pyxis (PYXIS_*), enroot (ENROOT_*), Apptainer/Singularity
 // (APPTAINER_*/SINGULARITY_* or /.singularity.d), podman (/run/.containerenv with engine="podman..." or
 // container=podman), docker (/.dockerenv), Kubernetes (KUBERNETES_SERVICE_HOST or the serviceaccount mount);
 // a task in its own namespace with none of those is `unknown`.
@@ -132,7 +132,12 @@ struct task_location {
   task_place place = task_place::host;
   std::string detail;      // "mount namespace mnt:[...] (slurmstepd: mnt:[...])", the plugin seen
   runtime_guess launcher;  // maybe_later because the task's program is a container launcher (`apptainer exec`)
+  std::string plugin;      // the `container_plugins` plugin mapped in this process ("spank_pyxis.so"), or ""
 };
+// The runtime a container SPANK plugin stands for: pyxis for a file name with "pyxis" in it (then enroot runs
+// the container), `none` otherwise (a site's own plugin: the signs inside tell). The task's environment does
+// not name pyxis (docs/facts/containers.md §2), so this is how a task pyxis moved is recognised.
+runtime_guess plugin_runtime(std::string_view plugin);
 // `container_plugins`: comma-separated file names (config key container_plugins=), matched against the
 // libraries mapped into this process (/proc/self/maps). `argv`: the task's command (S_JOB_ARGV); a container
 // launcher (launcher_runtime) makes the task maybe_later too.
@@ -147,14 +152,20 @@ struct container_probe_request {
   std::chrono::milliseconds timeout{30000};
   pid_t join_pid = 0;         // 0: run where we are; else join this process's user+mount namespaces
   bool fail_is_warn = false;  // on_fail=warn: the deferred watcher reports a FAIL as WARN
+  bool verbose = false;       // --mr-check=...,verbose: the deferred watcher prints its PASS lines too
 };
 // Runs the helper by descriptor, inside (join_pid's namespaces, or the current ones). Never throws.
 ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req);
+// The runtime of a task the helper ran in: `known` when it names one (the container plugin, the launcher),
+// else guessed from the task's environment and what the helper saw inside (marker files, /run/.containerenv).
+runtime_guess runtime_inside(const ctprobe_run& run, const std::vector<std::string>& env, runtime_guess known);
 
 // task_init with the task still on the host while a container plugin after mrcheck may move it into its
 // container: forks a watcher (job user, holding the task's stderr) that waits until task `task` is in another
-// mount namespace (then runs the helper there and writes the verdict lines to stderr; it cannot stop the task)
-// or has exec'd on the host (then it leaves silently), at most `wait_for_entry`. With `launcher` (the task's
+// mount namespace (then runs the helper there and writes the verdict lines to stderr, the PASS lines only with
+// `req.verbose`; it cannot stop the task) or has exec'd on the host (then it leaves silently), at most
+// `wait_for_entry` (config container_wait: a container plugin may import an image first). A task that ends
+// without entering a container, or is not in one by then, gets one line that says so. With `launcher` (the task's
 // program is a container launcher, task_location::launcher) the task itself stays outside: the watcher waits for
 // a descendant of it that has exec'd its own program in another mount namespace and probes there.
 status spawn_deferred_container_probe(const container_state& st, pid_t task, container_probe_request req,

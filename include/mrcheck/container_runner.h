@@ -9,8 +9,9 @@ namespace mrcheck {
 
 // `mr` and `nccl` for a task that is in its container (the helper runs there) or is about to enter one (the
 // `host` runner's probes now, and a watcher checks the container after the task starts). The probes of one task
-// share `budget` (plan_probe_budget) as the host's do. `c` and `st` must outlive the runner.
+// share `budget` (plan_probe_budget) as the host's do. `verbose`: the watcher prints its PASS lines too (the
+// runner's own verdicts go through the engine, which decides). `c` and `st` must outlive the runner.
 probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
-                                    probe_runner host, std::chrono::milliseconds budget);
+                                    probe_runner host, std::chrono::milliseconds budget, bool verbose);
 
 }  // namespace mrcheck

@@ -40,7 +40,7 @@ result<std::string> parse_abs_path(std::string_view v) {
   return std::string(v);
 }
 
-constexpr std::array<config_key_doc, 19> k_keys{{
+constexpr std::array<config_key_doc, 20> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
     {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
@@ -53,6 +53,8 @@ constexpr std::array<config_key_doc, 19> k_keys{{
     {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child"},
     {"container_plugins", "spank_pyxis.so",
      "SPANK plugins (file names, comma-separated) that move tasks into containers"},
+    {"container_wait", "10m",
+     "how long a task listed before its container plugin is watched for entering its container"},
     {"report_dir", "", "directory for per-node JSON reports (empty: none)"},
     {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
     {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
@@ -177,10 +179,10 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
     auto v = parse_bool(value);
     if (!v) return bad(v.error());
     c.allow_user_off = *v;
-  } else if (key == "probe_timeout" || key == "nccl_timeout") {
+  } else if (key == "probe_timeout" || key == "nccl_timeout" || key == "container_wait") {
     auto v = parse_duration(value);
     if (!v) return bad(v.error());
-    (key == "probe_timeout" ? c.probe_timeout : c.nccl_timeout) = *v;
+    (key == "probe_timeout" ? c.probe_timeout : key == "nccl_timeout" ? c.nccl_timeout : c.container_wait) = *v;
   } else if (key == "verbs_library") {
     if (value.empty() || value.size() > 4096) return bad(status::error("empty or too long"));
     if (value.find('/') != std::string_view::npos) {

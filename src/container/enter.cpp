@@ -114,9 +114,32 @@ void prepare_container_state(container_state& st, const std::string& helper_path
   st.host_root_id = root_id("/");
 }
 
+namespace {
+
+// The first of `container_plugins` (comma-separated file names) mapped into this process: every plugstack plugin
+// is mapped into slurmstepd and so into the task child. "" when none is.
+std::string mapped_container_plugin(std::string_view container_plugins) {
+  if (container_plugins.empty()) return {};
+  auto maps = sysroot{}.read("/proc/self/maps", 16u << 20);
+  if (!maps) return {};
+  std::string_view names = container_plugins;
+  while (!names.empty()) {
+    auto c = names.find(',');
+    std::string_view name = names.substr(0, c);
+    names.remove_prefix(c == std::string_view::npos ? names.size() : c + 1);
+    if (!name.empty() && maps->find("/" + std::string(name) + "\n") != std::string::npos) return std::string(name);
+  }
+  return {};
+}
+
+}  // namespace
+
 task_location locate_task(const container_state& st, std::string_view container_plugins,
                           const std::vector<std::string>& argv) {
   task_location loc;
+  // In both orders: the plugin that moved the task (or will) names the runtime, which the task's environment
+  // does not (pyxis: docs/facts/containers.md §2).
+  loc.plugin = mapped_container_plugin(container_plugins);
   std::string mnt = link_text("/proc/self/ns/mnt");
   std::string rid = root_id("/");
   if (!st.host_mnt_ns.empty() && !mnt.empty() && mnt != st.host_mnt_ns) {
@@ -136,24 +159,28 @@ task_location locate_task(const container_state& st, std::string_view container_
     loc.launcher = std::move(l);
     return loc;
   }
-  if (container_plugins.empty()) return loc;
-  // Every plugstack plugin is mapped into slurmstepd and so into this task child.
-  auto maps = sysroot{}.read("/proc/self/maps", 16u << 20);
-  if (!maps) return loc;
-  std::string_view names = container_plugins;
-  while (!names.empty()) {
-    auto c = names.find(',');
-    std::string_view name = names.substr(0, c);
-    names.remove_prefix(c == std::string_view::npos ? names.size() : c + 1);
-    if (name.empty()) continue;
-    std::string needle = "/" + std::string(name) + "\n";
-    if (maps->find(needle) != std::string::npos) {
-      loc.place = task_place::maybe_later;
-      loc.detail = fmt::format("SPANK plugin {}", escape_line(name, 64));
-      return loc;
-    }
+  if (!loc.plugin.empty()) {
+    loc.place = task_place::maybe_later;
+    loc.detail = fmt::format("SPANK plugin {}", escape_line(loc.plugin, 64));
   }
   return loc;
+}
+
+runtime_guess runtime_inside(const ctprobe_run& run, const std::vector<std::string>& env, runtime_guess known) {
+  if (known.runtime != container_runtime::none && known.runtime != container_runtime::unknown) return known;
+  runtime_signs s;
+  s.env = env;
+  s.own_namespace = true;
+  if (auto v = parse_ctprobe_output(run.outcome.out)) {
+    std::string_view m = v->kv["markers"];
+    while (!m.empty()) {
+      auto c = m.find(',');
+      if (!m.substr(0, c).empty()) s.marker_files.emplace_back(m.substr(0, c));
+      m.remove_prefix(c == std::string_view::npos ? m.size() : c + 1);
+    }
+    if (auto e = v->kv.find("containerenv"); e != v->kv.end()) s.containerenv = e->second;
+  }
+  return guess_runtime(s);
 }
 
 namespace {
@@ -203,8 +230,7 @@ std::vector<pid_t> children_of(pid_t pid) {
       std::string_view w = list.substr(0, sp);
       list.remove_prefix(sp == std::string_view::npos ? list.size() : sp + 1);
       pid_t c = 0;
-      if (!w.empty() && std::from_chars(w.data(), w.data() + w.size(), c).ec == std::errc{} && c > 0)
-        out.push_back(c);
+      if (!w.empty() && std::from_chars(w.data(), w.data() + w.size(), c).ec == std::errc{} && c > 0) out.push_back(c);
     }
   };
   bool any = false;
@@ -306,9 +332,112 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
   return run;
 }
 
+namespace {
+
+// Where the watcher found the task (or the launcher's container process).
+enum class entry {
+  entered,  // in another mount namespace: probe there
+  on_host,  // exec'd its program on the host: this step uses no container
+  ended,    // gone before either
+  not_yet,  // still neither when wait_for_entry ran out
+};
+struct entry_seen {
+  entry what = entry::not_yet;
+  pid_t target = 0;     // the process whose namespaces the helper joins
+  std::string ns_path;  // its /proc/PID/ns/mnt
+};
+
+// Polls every 20 ms at first (a plugin that only enters namespaces takes milliseconds), then backs off to 250 ms
+// (pyxis importing an image with enroot takes seconds to minutes).
+entry_seen wait_for_container(pid_t task, const std::string& host_ns, std::chrono::milliseconds wait_for_entry,
+                              bool launcher) {
+  using namespace std::chrono_literals;
+  const auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
+  const std::string task_ns = fmt::format("/proc/{}/ns/mnt", task);
+  const std::string exe_path = fmt::format("/proc/{}/exe", task);
+  const std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
+  std::chrono::milliseconds pause = 20ms;
+  for (;;) {
+    std::string seen = link_text(task_ns);
+    // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
+    if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}};
+    if (launcher) {
+      // The task is the launcher (`apptainer exec`): it execs on the host and may move into a namespace of its
+      // own (Apptainer's "runtime parent"); the container is where its child runs the job's program.
+      if (pid_t p = launched_container_process(task, host_ns); p > 0) {
+        std::string ns = fmt::format("/proc/{}/ns/mnt", p);
+        if (!link_text(ns).empty()) return {entry::entered, p, ns};
+      }
+    } else if (!seen.empty() && seen != host_ns) {
+      return {entry::entered, task, task_ns};
+    } else if (std::string exe = link_text(exe_path);
+               !exe.empty() && exe != stepd_exe && link_text(task_ns) == host_ns) {
+      return {entry::on_host, 0, {}};  // the plugin is loaded but this step did not ask it for a container
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return {};
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::milliseconds>(pause * 2, 250ms);
+  }
+}
+
+// The watcher's lines once the task is in its container: the helper's verdicts, after one line that says the
+// check came late. PASS/SKIP lines only with req.verbose, as the host's probes print them.
+std::vector<std::string> deferred_verdict_lines(const container_state& st, container_probe_request req,
+                                                runtime_guess rt, const entry_seen& at) {
+  std::vector<std::string> lines;
+  req.join_pid = at.target;
+  ctprobe_run run = run_ctprobe(st, req);
+  // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
+  if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(at.ns_path.c_str(), F_OK) != 0) {
+    lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
+  } else {
+    rt = runtime_inside(run, req.env, rt);
+    report rep;
+    rep.checks = judge_container(run, st.host, rt, req.nccl);
+    for (auto& ch : rep.checks) {
+      if (ch.result == verdict::fail && req.fail_is_warn) ch.result = verdict::warn;
+    }
+    for (auto& ch : rep.checks) {
+      if (req.verbose && (ch.result == verdict::pass || ch.result == verdict::skip)) {
+        lines.push_back(fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), escape_line(ch.summary, 600)));
+      }
+    }
+    for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
+    if (lines.empty()) return lines;  // all passed, not verbose: nothing to say, as on the host
+  }
+  lines.insert(lines.begin(), fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
+                                          "task_init: checked now; a failure here cannot stop the task (list "
+                                          "mrcheck after the container plugin in plugstack.conf)",
+                                          to_string(rt.runtime)));
+  return lines;
+}
+
+// What the watcher prints for what it saw (docs/containers.md).
+std::vector<std::string> deferred_lines(const container_state& st, const container_probe_request& req,
+                                        const runtime_guess& rt, const entry_seen& at,
+                                        std::chrono::milliseconds wait_for_entry, bool launcher) {
+  switch (at.what) {
+    case entry::entered: return deferred_verdict_lines(st, req, rt, at);
+    case entry::on_host: return {};
+    case entry::ended:
+      // A launcher that ends without a container failed to start one (its own error is above). With a container
+      // plugin the step may have asked for no container and run a short program on the host: only when asked.
+      if (!launcher && !req.verbose) return {};
+      return {
+          "mrcheck: container: not checked: the task ended before it entered a container (when the "
+          "container runtime failed, its own error is above)"};
+    case entry::not_yet: break;
+  }
+  return {
+      fmt::format("mrcheck: container: not checked: the task was not in a container after {} s (container_wait "
+                  "in mrcheck.conf; importing a large image can take longer)",
+                  std::chrono::duration_cast<std::chrono::seconds>(wait_for_entry).count())};
+}
+
+}  // namespace
+
 status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
-                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry,
-                                      bool launcher) {
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry, bool launcher) {
   child_spec spec;
   // Detached (double fork, as the post-exec watcher of src/step/post_exec.cpp): the task child execs right
   // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
@@ -324,94 +453,14 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     spec.extra_fds.push_back({3, st.helper_fd});
     st.helper_fd = 3;
   }
-  spec.run_in_child = [st, task, req, rt, wait_for_entry, launcher]() mutable -> int {
-    std::string host_ns = st.host_mnt_ns;
-    std::string path = fmt::format("/proc/{}/ns/mnt", task);
-    auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
-    std::string seen;
-    bool alive = true;
-    std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
-    std::string exe_path = fmt::format("/proc/{}/exe", task);
-    pid_t target = task;
-    for (;;) {
-      seen = link_text(path);
-      // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
-      if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) {
-        alive = false;
-        break;
-      }
-      if (launcher) {
-        // The task is the launcher (`apptainer exec`): it execs on the host and may move into a namespace of
-        // its own (Apptainer's "runtime parent"); the container is where its child runs the job's program.
-        if (pid_t p = launched_container_process(task, host_ns); p > 0) {
-          target = p;
-          path = fmt::format("/proc/{}/ns/mnt", p);
-          seen = link_text(path);
-          if (!seen.empty()) break;
-        }
-        if (std::chrono::steady_clock::now() >= deadline) {
-          seen.clear();
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      if (!seen.empty() && seen != host_ns) break;
-      // Exec'd on the host: this step runs in no container (the plugin is loaded but was not asked to).
-      if (std::string exe = link_text(exe_path); !exe.empty() && exe != stepd_exe && link_text(path) == host_ns)
-        return 0;
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::vector<std::string> lines;
-    if (!alive) {
-      lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
-    } else if (seen.empty() || seen == host_ns) {
-      return 0;  // neither in a container nor exec'd in time: nothing known to report
-    } else {
-      req.join_pid = target;
-      ctprobe_run run = run_ctprobe(st, req);
-      // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
-      if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(path.c_str(), F_OK) != 0) {
-        lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
-      } else {
-        report rep;
-        if (rt.runtime == container_runtime::none || rt.runtime == container_runtime::unknown) {
-          runtime_signs signs;
-          signs.env = req.env;
-          signs.own_namespace = true;
-          if (auto v = parse_ctprobe_output(run.outcome.out)) {
-            std::string_view m = v->kv["markers"];
-            while (!m.empty()) {
-              auto c = m.find(',');
-              signs.marker_files.emplace_back(m.substr(0, c));
-              m.remove_prefix(c == std::string_view::npos ? m.size() : c + 1);
-            }
-          }
-          rt = guess_runtime(signs);
-        }
-        rep.checks = judge_container(run, st.host, rt, req.nccl);
-        for (auto& ch : rep.checks) {
-          if (ch.result == verdict::fail && req.fail_is_warn) ch.result = verdict::warn;
-        }
-        for (auto& ch : rep.checks) {
-          if (ch.result == verdict::pass || ch.result == verdict::skip) {
-            lines.push_back(
-                fmt::format("mrcheck: {}: {}: {}", ch.id, to_string(ch.result), escape_line(ch.summary, 600)));
-          }
-        }
-        for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
-      }
-      lines.insert(lines.begin(),
-                   fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
-                               "task_init: checked now; a failure here cannot stop the task (list mrcheck "
-                               "after the container plugin in plugstack.conf)",
-                               to_string(rt.runtime)));
-    }
+  spec.run_in_child = [st, task, req, rt, wait_for_entry, launcher]() -> int {
+    entry_seen at = wait_for_container(task, st.host_mnt_ns, wait_for_entry, launcher);
     std::string text;
-    for (auto& l : lines) text += l + "\n";
-    std::fputs(text.c_str(), stderr);
-    std::fflush(stderr);
+    for (auto& l : deferred_lines(st, req, rt, at, wait_for_entry, launcher)) text += l + "\n";
+    if (!text.empty()) {
+      std::fputs(text.c_str(), stderr);
+      std::fflush(stderr);
+    }
     return 0;
   };
   auto c = spawn_child(spec);

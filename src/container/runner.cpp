@@ -33,36 +33,27 @@ std::vector<std::string> container_environment(const task_facts& t) {
   return env;
 }
 
+// The task's runtime: the container plugin that moved it (or will), the launcher it runs, else what its
+// environment and the helper's view inside show (runtime_inside).
 runtime_guess task_runtime(const task_facts& t, const task_location& loc, const ctprobe_run* run) {
+  runtime_guess known = loc.launcher;
+  if (known.runtime == container_runtime::none) known = plugin_runtime(loc.plugin);
+  if (run != nullptr) return runtime_inside(*run, t.job_env, known);
+  if (known.runtime != container_runtime::none) return known;
   runtime_signs s;
   s.env = t.job_env;
   s.own_namespace = loc.place != task_place::host;
-  if (run != nullptr) {
-    if (auto v = parse_ctprobe_output(run->outcome.out)) {
-      auto it = v->kv.find("markers");
-      if (it != v->kv.end()) {
-        std::string_view m = it->second;
-        while (!m.empty()) {
-          auto c = m.find(',');
-          if (!m.substr(0, c).empty()) s.marker_files.emplace_back(m.substr(0, c));
-          if (c == std::string_view::npos) break;
-          m.remove_prefix(c + 1);
-        }
-      }
-      if (auto e = v->kv.find("containerenv"); e != v->kv.end()) s.containerenv = e->second;
-    }
-  }
   return guess_runtime(s);
 }
 
 }  // namespace
 
 probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
-                                    probe_runner host_runner, std::chrono::milliseconds budget) {
+                                    probe_runner host_runner, std::chrono::milliseconds budget, bool verbose) {
   using clock = std::chrono::steady_clock;
   auto watching = std::make_shared<bool>(false);
   auto deadline = clock::now() + budget;
-  return [&c, &st, loc, watching, deadline,
+  return [&c, &st, loc, watching, deadline, verbose,
           host_runner = std::move(host_runner)](const std::string& group, const task_facts& t,
                                                 const memlock_limit& limits) -> std::vector<check_result> {
     container_probe_request req;
@@ -80,12 +71,11 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       if (!*watching) {
         *watching = true;
         runtime_guess rt = task_runtime(t, loc, nullptr);
-        if (loc.detail.find("pyxis") != std::string::npos) rt = {container_runtime::pyxis, loc.detail + " is loaded"};
         bool launcher = loc.launcher.runtime != container_runtime::none;
-        if (launcher) rt = loc.launcher;
         req.reg_bytes = container_reg_bytes(t.job_env);
         req.fail_is_warn = c.on_fail == fail_policy::warn;
-        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.probe_timeout, launcher); !w) {
+        req.verbose = verbose;
+        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.container_wait, launcher); !w) {
           check_result r;
           r.id = "container";
           r.result = verdict::error;

@@ -81,9 +81,10 @@ std::string sif_head(const std::vector<std::string>& argv, std::size_t max) {
 
 runtime_guess guess_runtime(const runtime_signs& s) {
   runtime_guess g;
-  // pyxis exports PYXIS_VERSION and PYXIS_RUNTIME_PATH to enroot (pyxis_slurmstepd.c), and enroot passes its
-  // environment into the container; srun carries the --container-* options as _SLURM_SPANK_OPTION_pyxis_*.
-  if (auto e = env_with_prefix(s.env, {"PYXIS_", "_SLURM_SPANK_OPTION_pyxis_"})) {
+  // pyxis exports PYXIS_* only to the enroot it runs, and slurmstepd removes the _SLURM_SPANK_OPTION_* variables
+  // before any task starts: a task pyxis moved shows neither (docs/facts/containers.md §2), and is recognised by
+  // the plugin mapped into it (plugin_runtime). PYXIS_* stays a sign for an environment that does carry it.
+  if (auto e = env_with_prefix(s.env, {"PYXIS_"})) {
     g = {container_runtime::pyxis, *e + " in the task environment"};
   } else if (auto e2 = env_with_prefix(s.env, {"ENROOT_"})) {
     g = {container_runtime::enroot, *e2 + " in the task environment"};
@@ -110,6 +111,11 @@ runtime_guess guess_runtime(const runtime_signs& s) {
     g = {container_runtime::unknown, "the task runs in its own mount namespace"};
   }
   return g;
+}
+
+runtime_guess plugin_runtime(std::string_view plugin) {
+  if (plugin.find("pyxis") == std::string_view::npos) return {};
+  return {container_runtime::pyxis, fmt::format("{} is loaded in this step", plugin)};
 }
 
 runtime_signs signs_from_root(const sysroot& root, std::vector<std::string> env) {

@@ -219,8 +219,9 @@ TEST(container_runtime, each_from_what_it_leaves) {
     return guess_runtime(s).runtime;
   };
   EXPECT_EQ(g({"PYXIS_VERSION=0.24.0"}, {}), container_runtime::pyxis);
+  // slurmstepd removes the option variables before any task starts: not a sign (docs/facts/containers.md §2).
   EXPECT_EQ(g({"_SLURM_SPANK_OPTION_pyxis_container_image=nvcr.io#nvidia/pytorch:25.01-py3"}, {}),
-            container_runtime::pyxis);
+            container_runtime::none);
   EXPECT_EQ(g({"ENROOT_ROOTFS=/x"}, {}), container_runtime::enroot);
   EXPECT_EQ(g({"APPTAINER_CONTAINER=/x.sif"}, {}), container_runtime::apptainer);
   EXPECT_EQ(g({}, {"/.singularity.d"}), container_runtime::apptainer);
@@ -263,6 +264,32 @@ TEST(container_locate, launcher_program_is_maybe_later) {
   EXPECT_EQ(loc.launcher.runtime, container_runtime::apptainer);
   EXPECT_EQ(locate_task(st, "", {"/usr/bin/python3", "train.py"}).place, task_place::host);
   EXPECT_EQ(locate_task(st, "", {}).place, task_place::host);
+}
+
+// Real pyxis 0.24 leaves nothing of its own in the task's environment: a task it moved is recognised by the
+// plugin mapped into the task child, in both plugstack orders.
+TEST(container_locate, the_container_plugin_mapped_names_the_runtime_inside_too) {
+  container_state st;
+  st.host_mnt_ns = "mnt:[1]";  // not this process's: the task is "inside"
+  // Every process here has libc mapped; a list naming it stands in for spank_pyxis.so in slurmstepd.
+  auto loc = locate_task(st, "no-such-plugin.so,libc.so.6", {});
+  EXPECT_EQ(loc.place, task_place::inside);
+  EXPECT_EQ(loc.plugin, "libc.so.6");
+  EXPECT_EQ(locate_task(st, "no-such-plugin.so", {}).plugin, "");
+  container_state here;  // namespace unknown: the plugin makes the task maybe_later
+  auto later = locate_task(here, "libc.so.6", {});
+  EXPECT_EQ(later.place, task_place::maybe_later);
+  EXPECT_EQ(later.plugin, "libc.so.6");
+
+  EXPECT_EQ(plugin_runtime("spank_pyxis.so").runtime, container_runtime::pyxis);
+  EXPECT_NE(plugin_runtime("spank_pyxis.so").evidence.find("spank_pyxis.so"), std::string::npos);
+  EXPECT_EQ(plugin_runtime("spank_testct.so").runtime, container_runtime::none);
+  EXPECT_EQ(plugin_runtime("").runtime, container_runtime::none);
+  // What the helper saw inside cannot override the plugin that put the task there.
+  ctprobe_run run;
+  run.outcome.out = "ctprobe=1\nmarkers=/.dockerenv\nend=1\n";
+  EXPECT_EQ(runtime_inside(run, {}, {}).runtime, container_runtime::docker);
+  EXPECT_EQ(runtime_inside(run, {}, plugin_runtime("spank_pyxis.so")).runtime, container_runtime::pyxis);
 }
 
 TEST(container_runtime, fixes_differ_by_runtime) {
