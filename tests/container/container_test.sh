@@ -92,6 +92,22 @@ expect_contains "after: the host's probes ran first" "$ERR" "mrcheck: mr_host: "
 expect_contains "after: says the order" "$ERR" "mrcheck: container: the task entered its container (a container) after mrcheck's task_init"
 expect_contains "after: probed inside once the task is in" "$ERR" "mrcheck: container: pass: a container: rdma-core 44.0 (host 44.0), 1 device(s) (mlx5_0)"
 expect_contains "after: says it cannot stop the task" "$ERR" "a failure here cannot stop the task"
+# Without verbose the watcher says nothing when all passed, as the host's probes.
+run_user srun --mr-check=mr --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg; sleep 1"
+show_run "after, not verbose"
+expect_eq "after, quiet: the task ran in the image" "$OUT" "in-image"
+expect_not_contains "after, quiet: no PASS line" "$ERR" "mrcheck: container: pass"
+expect_not_contains "after, quiet: no late-check line" "$ERR" "after mrcheck's task_init"
+# A container plugin that takes longer than container_wait (pyxis importing a large image): the watcher says it
+# did not check, instead of leaving silently.
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so container_wait=1s
+CT_NAME=zz-testct.conf ct_dropin delay_ms=3000
+run_user srun --mr-check=mr --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg; sleep 1"
+show_run "after, slow container plugin"
+expect_eq "slow: the task ran in the image" "$OUT" "in-image"
+expect_contains "slow: says it did not check" "$ERR" "mrcheck: container: not checked: the task was not in a container after 1 s"
+CT_NAME=zz-testct.conf ct_dropin
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
 
 # A container that is gone before the probe: no hang, a verdict, nothing left behind.
 start=$SECONDS

@@ -7,8 +7,9 @@
  * user, like enroot without privileges: a new user namespace (the user mapped to itself) and mount namespace,
  * the host's /proc, /sys and /dev bound into DIR, then pivot_root into DIR. With `hook=privileged` on the
  * plugstack line it does the same as root at task_init_privileged (older pyxis joined there), without a user
- * namespace. Where mrcheck sits relative to this plugin in plugstack.conf decides what mrcheck sees at its
- * own task_init: tests/e2e/container_test.sh runs both orders.
+ * namespace. With `delay_ms=N` it first waits N ms, as pyxis does while enroot imports the image. Where mrcheck
+ * sits relative to this plugin in plugstack.conf decides what mrcheck sees at its own task_init:
+ * tests/container/container_test.sh runs both orders.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@ SPANK_PLUGIN(testct, 1)
 
 static char *container_root;
 static int privileged_hook;
+static long delay_ms;
 
 static int opt_root(int val, const char *optarg, int remote)
 {
@@ -51,6 +54,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	for (int i = 0; i < ac; ++i)
 		if (strcmp(av[i], "hook=privileged") == 0)
 			privileged_hook = 1;
+		else if (strncmp(av[i], "delay_ms=", 9) == 0)
+			delay_ms = strtol(av[i] + 9, NULL, 10);
 	return 0;
 }
 
@@ -125,5 +130,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)sp, (void)ac, (void)av;
 	if (container_root == NULL || privileged_hook)
 		return 0;
+	if (delay_ms > 0) {
+		struct timespec t = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+		while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+		}
+	}
 	return enter(1);
 }
