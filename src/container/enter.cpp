@@ -429,8 +429,8 @@ std::vector<std::string> deferred_lines(const container_state& st, const contain
     case entry::not_yet: break;
   }
   return {
-      fmt::format("mrcheck: container: not checked: the task was not in a container after {} s (container_wait "
-                  "in mrcheck.conf; importing a large image can take longer)",
+      fmt::format("mrcheck: container: not checked: the task was not in a container after {} s (importing a "
+                  "large image takes longer: raise container_wait on mrcheck's plugstack line or in its config file)",
                   std::chrono::duration_cast<std::chrono::seconds>(wait_for_entry).count())};
 }
 
