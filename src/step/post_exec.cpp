@@ -123,9 +123,12 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   auto pause = std::chrono::microseconds(100);
   task_sample s;
   while (true) {
+    // The image first, then the limits: once the image shows the exec, the limits read after it are the ones
+    // the program started with. The other order could take limits read just before a setrlimit+exec for the
+    // limits at exec (seen under ASan and load: MemlockChainPostExecWatch.SeesTheLimitAChildExecsWith).
+    exec_image now = image_of(task_dir);
     s = sample(root, task);
     if (!s.alive) break;
-    exec_image now = image_of(task_dir);
     if (!before.read || !now.read) {
       if (!is_slurm_daemon(s.comm, "slurmstepd")) break;  // no /proc/PID/exe or auxv to read: the name is all there is
     } else if (!(now == before)) {
