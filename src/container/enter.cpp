@@ -8,6 +8,7 @@
 #include <mrcheck/container.h>
 
 #include <mrcheck/build_config.h>
+#include <mrcheck/facts.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
 
@@ -251,17 +252,7 @@ std::vector<pid_t> children_of(pid_t pid) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     auto stat = sysroot{}.read(fmt::format("/proc/{}/stat", e->d_name), 4096);
     if (!stat) continue;
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
-    auto rp = stat->rfind(')');
-    if (rp == std::string::npos || rp + 4 >= stat->size()) continue;
-    std::string_view rest = std::string_view(*stat).substr(rp + 4);
-    pid_t ppid = 0;
-    std::from_chars(rest.data(), rest.data() + rest.size(), ppid);
-    if (ppid == pid) {
-      pid_t c = 0;
-      std::from_chars(e->d_name, e->d_name + std::strlen(e->d_name), c);
-      if (c > 0) out.push_back(c);
-    }
+    if (auto f = parse_proc_stat(*stat); f && f->ppid == pid && f->pid > 0) out.push_back(f->pid);
   }
   ::closedir(d);
   return out;
