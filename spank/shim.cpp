@@ -312,8 +312,11 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
   int init_rc = g.core_init_failed ? -1 : 0;
   if (g.core == nullptr) {
     if (g.core_failed) return 0;
-    if (!mrcheck_step_may_check(g.option.seen, mrcheck_env_checks_set(sp, ctx), config_may_set_checks()))
-      return 0;  // idle
+    // The gate's inputs, each read only when the ones before did not already decide: the configuration file
+    // is read on idle steps only, as the core parses it anyway once loaded.
+    int env = g.option.seen ? 0 : mrcheck_env_checks_set(sp, ctx);
+    int site = g.option.seen || env ? 0 : config_may_set_checks();
+    if (!mrcheck_step_may_check(g.option.seen, env, site)) return 0;  // idle
     init_rc = start_core(sp);
     if (g.core == nullptr) return ctx == S_CTX_REMOTE ? 0 : -1;
   }
