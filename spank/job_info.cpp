@@ -77,6 +77,14 @@ spank_items read_spank_items(spank_t sp) {
   auto list = job_getenv(sp, "SLURM_STEP_NODELIST");
   if (!list || list->empty() || too_long(list)) list = job_getenv(sp, "SLURM_JOB_NODELIST");
   if (list && !too_long(list)) it.nodelist = *list;
+  // The task's command, to know a container launcher (`srun apptainer exec IMAGE cmd`, docs/containers.md).
+  int argc = 0;
+  char** argv = nullptr;
+  if (spank_err_t rc = spank_get_item(sp, S_JOB_ARGV, &argc, &argv); rc == ESPANK_SUCCESS && argv) {
+    for (int i = 0; i < argc && i < 4 && argv[i]; ++i) it.argv.emplace_back(argv[i]);
+  } else if (rc != ESPANK_SUCCESS) {
+    slurm_debug("mrcheck: spank_get_item(S_JOB_ARGV): %s", spank_strerror(rc));
+  }
   return it;
 }
 
@@ -97,14 +105,7 @@ task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env) {
   // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.
   const char* conf = std::getenv("SLURM_CONF");
   t.slurm_conf_path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";
-  // The task's command, to know a container launcher (`srun apptainer exec IMAGE cmd`, docs/containers.md).
-  int argc = 0;
-  char** argv = nullptr;
-  if (spank_err_t rc = spank_get_item(sp, S_JOB_ARGV, &argc, &argv); rc == ESPANK_SUCCESS && argv) {
-    for (int i = 0; i < argc && i < 4 && argv[i]; ++i) t.job_argv.emplace_back(argv[i]);
-  } else if (rc != ESPANK_SUCCESS) {
-    slurm_debug("mrcheck: spank_get_item(S_JOB_ARGV): %s", spank_strerror(rc));
-  }
+  t.job_argv = it.argv;
   if (with_env) {
     char** env = nullptr;
     if (item(sp, S_JOB_ENV, "S_JOB_ENV", &env) && env) {
