@@ -61,13 +61,13 @@ runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string
     return {container_runtime::apptainer, fmt::format("the task's program is `{}`", what)};
   }
   constexpr std::string_view sif_launch = "#!/usr/bin/env run-singularity\n";
-  if (prog.size() > 4 && prog.substr(prog.size() - 4) == ".sif" && has_prefix(image_head, sif_launch))
+  if (prog.size() > 4 && prog.ends_with(".sif") && has_prefix(image_head, sif_launch))
     return {container_runtime::apptainer, fmt::format("the task's program is the SIF image {}", escape_line(prog, 64))};
   return {};
 }
 
 std::string sif_head(const std::vector<std::string>& argv, std::size_t max) {
-  if (argv.empty() || argv[0].size() <= 4 || argv[0].substr(argv[0].size() - 4) != ".sif") return {};
+  if (argv.empty() || argv[0].size() <= 4 || !argv[0].ends_with(".sif")) return {};
   // A plain open of what the task will exec (relative to its working directory, as execve resolves it); an
   // image is large, so no sysroot read (which refuses a file above its maximum rather than cutting it).
   int fd = ::open(argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
