@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace mrcheck {
@@ -153,7 +154,8 @@ class nccl_log_scanner {
   std::deque<pending_warn> recent_warn_;     // unrecognised WARN lines (at most recent_warnings)
   std::optional<std::size_t> last_failure_;  // index into groups_ of the last real failure
   std::uint64_t last_failure_line_ = 0;
-  unsigned last_class_ = 0;                                            // forms::classify() of the last line
+  std::unordered_set<std::size_t> seen_processes_;  // hashes of "host:pid" whose rank announcement was read
+  unsigned last_class_ = 0;                         // forms::classify() of the last line
   std::map<std::string, std::pair<int, std::uint64_t>> errno_traces_;  // thread -> (errno, line) of "-> N (text)"
 };
 

@@ -386,6 +386,10 @@ enum class rule {
 struct row {
   form_row doc;
   rule how;
+  // Whether the anchor joins the cheap rejection. Rows whose lines always carry a failure word ("failed",
+  // "error", "Unable", "Couldn't": anchors of their own, k_extra) leave theirs out, so that an ordinary line
+  // naming the same thing ("NCCL INFO DMA-BUF is available", "NET/OFI Selected Provider") is rejected cheaply.
+  bool filter = true;
 };
 
 constexpr row k_rows[] = {
@@ -430,7 +434,8 @@ constexpr row k_rows[] = {
       "create_nccl_ofi_component:496 NCCL WARN NET/OFI Couldn't enable endpoint. RC: -12, ERROR: Cannot allocate "
       "memory",
       "https://github.com/aws/aws-ofi-nccl/issues/44"},
-     rule::ofi_step},
+     rule::ofi_step,
+     false},
     {{"<warn>", "libfabric providers (efa, verbs, ...)", "from the message", "strerror text, (N), (-N)", "-",
       "libfabric:22102:1638393161:verbs:ep_ctrl:vrb_ep_enable():884<warn> rdma_create_qp: Cannot allocate memory (12)",
       "https://github.com/ofiwg/libfabric/issues/7368"},
@@ -445,17 +450,20 @@ constexpr row k_rows[] = {
     {{"infiniband ", "RDMA kernel drivers (efa, mlx5)", "by the driver's verb", "[-N], err -N, status -N",
       "dmesg (no host)", "infiniband efa_0: Failed to process command ALLOC_PD (opcode 14) comp_status 1 err -12",
       "https://github.com/aws/aws-ofi-nccl/issues/22"},
-     rule::kernel_dev},
+     rule::kernel_dev,
+     false},
     {{"mlx5_cmd_", "mlx5_core firmware commands", "the command", "err(-N); status <text>(0xN) is firmware's",
       "dmesg (no host)",
       "mlx5_core 0000:61:00.0: mlx5_cmd_check:795:(pid 53945): ALLOC_UAR(0x802) op_mod(0x0) failed, status limits "
       "exceeded(0x8), syndrome (0x5a7939)",
       "https://github.com/openucx/ucx/issues/6049"},
-     rule::mlx5_cmd},
+     rule::mlx5_cmd,
+     false},
     {{"Call to ", "NCCL (ibvwrap, NET/MLX5)", "named", "strerror text, -N, errno N", "NCCL host:pid:tid",
       "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
       "https://github.com/NVIDIA/nccl-tests/issues/206"},
-     rule::nccl_call},
+     rule::nccl_call,
+     false},
     {{"unhandled system error", "NCCL", "", "-", "NCCL host:pid:tid",
       "NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:47, unhandled system error, NCCL version "
       "2.7.8",
@@ -488,7 +496,8 @@ constexpr row k_rows[] = {
       "E0605 17:54:16.878770 178707 rdma_context.cpp:198] Failed to register memory 0x7f56e6600000: Numerical result "
       "out of range [34]",
       "https://github.com/kvcache-ai/Mooncake/issues/454"},
-     rule::registration},
+     rule::registration,
+     false},
     {{"ailed", "verbs users (UCX, mscclpp, NVSHMEM, perftest-like tools)", "the ibv_/mlx5dv_/rdma_/fi_ identifier",
       "strerror text, -N, (errno N), errno=N", "UCX [host:pid:tid]",
       "[1652739463.054681] [cn0022:4071024:0]        ib_iface.c:1035 UCX  ERROR ibv_create_cq(cqe=4096) failed: Cannot "
@@ -500,14 +509,17 @@ constexpr row k_rows[] = {
      rule::verbs_call},
     {{"rror", "verbs users printing an error", "the identifier", "error code: N, Os { code: N }", "-",
       "ibv_reg_mr failed [error code: 14]", "https://github.com/ut-osa/assise/issues/26"},
-     rule::verbs_call},
+     rule::verbs_call,
+     false},
     {{"DMA-BUF", "NCCL and others", "ibv_reg_dmabuf_mr or none", "strerror text", "NCCL host:pid:tid",
       "NCCL WARN NET/IB : DMA-BUF registration failed", "https://github.com/NVIDIA/nccl/issues/778"},
-     rule::dmabuf},
+     rule::dmabuf,
+     false},
     {{"dmabuf", "NCCL and others", "ibv_reg_dmabuf_mr or none", "strerror text", "-",
       "ibv_reg_dmabuf_mr(address=0xfcc99fa00000, length=16384, ...) failed: Unknown error 524",
       "https://github.com/ai-dynamo/nixl/pull/1605"},
-     rule::dmabuf},
+     rule::dmabuf,
+     false},
     {{"ocket creation failed", "NCCL bootstrap", "socket", "strerror text", "NCCL host:pid:tid",
       "misc/socket.cc:356 NCCL WARN Net : Socket creation failed : Address family not supported by protocol",
       "https://github.com/NVIDIA/nccl/issues/210"},
@@ -846,7 +858,8 @@ constexpr anchor k_extra[] = {
     {"kernel ABI", k_container},
     {"load driver", k_container},
     {"libibverbs", k_container | k_form},
-    {"rror", k_form},
+    {"error", k_form},
+    {"Error", k_form},
     {"ERROR", k_form},
     {"errno", k_form},
     {"ailure", k_form},
@@ -855,21 +868,24 @@ constexpr anchor k_extra[] = {
     {"unable", k_form},
     {"Couldn't", k_form},
     {"annot ", k_form},
-    {" -> ", k_trace},
 };
 
-constexpr std::size_t k_min = 4;  // shortest anchor
-constexpr std::size_t k_hash = 1u << 12;
+constexpr std::size_t k_min = 5;          // the shortest anchor of the cheap rejection
+constexpr std::size_t k_hash = 1u << 16;  // every bigram its own entry: no false small shifts
 
+// Wu-Manber (block of 2) over the anchors: a window of k_min bytes is checked only where its last bigram ends the
+// k_min-prefix of some anchor; elsewhere it moves by up to k_min - 1 bytes.
 struct wu_manber {
   std::vector<anchor> anchors;
   std::array<std::uint8_t, k_hash> shift{};
   std::array<std::vector<std::uint16_t>, k_hash> bucket;  // anchors whose k_min-prefix ends with this bigram
 
-  static std::size_t h(unsigned char a, unsigned char b) { return ((a << 5) ^ b) & (k_hash - 1); }
+  static std::size_t h(unsigned char a, unsigned char b) { return (static_cast<std::size_t>(a) << 8) | b; }
 
   wu_manber() {
-    for (const row& r : k_rows) anchors.push_back({r.doc.anchor, k_form});
+    for (const row& r : k_rows) {
+      if (r.filter && r.doc.anchor.size() >= k_min) anchors.push_back({r.doc.anchor, k_form});
+    }
     for (const anchor& a : k_extra) anchors.push_back(a);
     shift.fill(static_cast<std::uint8_t>(k_min - 1));
     for (std::size_t i = 0; i < anchors.size(); ++i) {

@@ -43,7 +43,6 @@ enum anchor_class : unsigned {
   k_rank = 4u,       // "rank N nranks M" announcements
   k_container = 8u,  // lines the container evidence reads (src/container/runtime.cpp)
   k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
-  k_trace = 32u,     // " -> " (NCCL's return trace, a library's errno trace)
 };
 
 // One pass over the line (multi-pattern Wu-Manber over the anchors of the table plus the scanner's own), OR of

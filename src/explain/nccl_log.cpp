@@ -138,6 +138,17 @@ void nccl_log_scanner::note_rank(std::string_view line) {
   if (ec != std::errc() || v < 0) return;
   t.remove_prefix(static_cast<std::size_t>(ptr - t.data()));
   if (!(t.starts_with(" nranks ") || t.starts_with(" nRanks "))) return;
+  // A process announces its rank on many lines; the NCCL header's "host:pid" is read in full only once.
+  std::size_t info = line.find(" NCCL INFO ");
+  if (info != std::string_view::npos) {
+    std::string_view head = line.substr(0, info);
+    std::size_t dev = head.rfind(" [");
+    std::string_view tok = head.substr(0, dev == std::string_view::npos ? 0 : dev);
+    tok = tok.substr(tok.rfind(' ') == std::string_view::npos ? 0 : tok.rfind(' ') + 1);
+    tok = tok.substr(0, tok.rfind(':'));
+    if (!tok.empty() && !seen_processes_.insert(std::hash<std::string_view>{}(tok)).second) return;
+    if (seen_processes_.size() > limits_.max_pid_ranks) seen_processes_.clear();
+  }
   forms::prefix p = forms::read_prefix(line);
   if (p.host.empty() || !p.pid) return;
   if (pid_rank_.size() >= limits_.max_pid_ranks) return;
@@ -259,7 +270,9 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
   // One pass over the line says which of the work below can apply; the ordinary line stops here.
   const unsigned cls = forms::classify(line);
   last_class_ = cls;
-  if (cls == 0) return std::nullopt;
+  // Warnings too old to be tied to anything any more (attach_window) stop costing a search per line.
+  while (!recent_warn_.empty() && lines_ - recent_warn_.front().line > limits_.attach_window) recent_warn_.pop_front();
+  if (cls == 0 && recent_warn_.empty()) return std::nullopt;
   if ((cls & forms::k_rank) != 0) note_rank(line);
 
   std::optional<nccl_event> ev;
@@ -269,17 +282,18 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
     if (std::optional<forms::match> m = forms::match_line(p)) ev = event_from(p, *m);
   }
   if (!ev) {
-    // A library's errno trace ("file.cc:796 -> 524 (Unknown error 524)"): the errno of the failure the same
-    // thread reports next.
-    if ((cls & forms::k_trace) != 0 && errno_trace(line) != 0) {
-      if ((cls & forms::k_form) == 0) p = forms::read_prefix(line);
-      if (int e = errno_trace(p.message); e != 0 && !p.thread.empty()) {
+    // A library's errno trace at error level ("CTRAN ERROR file.cc:796 -> 524 (Unknown error 524)"): the errno of
+    // the failure the same thread reports next.
+    if ((cls & forms::k_form) != 0 && !p.thread.empty()) {
+      if (int e = errno_trace(p.message); e != 0) {
         if (errno_traces_.size() >= 16) errno_traces_.erase(errno_traces_.begin());
         errno_traces_[p.thread] = {e, lines_};
+        return std::nullopt;
       }
-      return std::nullopt;
     }
-    if (((cls & forms::k_warn) != 0 || ((cls & forms::k_trace) != 0 && !recent_warn_.empty())) && note_warning(line)) {
+    // NCCL's return trace ("file.cc:223 -> 2") matters only while a WARN waits for it.
+    if (((cls & forms::k_warn) != 0 || (!recent_warn_.empty() && line.find(" -> ") != std::string_view::npos)) &&
+        note_warning(line)) {
       return promoted_;
     }
     return std::nullopt;
