@@ -39,10 +39,9 @@ done
 [[ -n $ours ]] || exit 0
 [[ $system == *"$ours"* ]] && exit 0
 
+# As it is: slurmdbd keeps backslashes (mrcheck's \xNN escapes) as given, and sacctmgr turns quotes into
+# backquotes (measured on 22.05; docs/jobstats.md).
 value=${system:+$system | }$ours
-# slurmdbd puts the value between quotes in SQL as it is (as_mysql_job.c): MySQL would read mrcheck's \xNN
-# escapes as escapes, so each backslash is doubled; sacctmgr itself turns quotes into backquotes.
-value=${value//\\/\\\\}
 for attempt in 1 2 3; do
   if out=$(sacctmgr -i update job where jobid="$id" set SystemComment="$value" 2>&1); then
     log "copied mrcheck's records to SystemComment"
