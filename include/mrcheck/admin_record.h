@@ -118,15 +118,19 @@ class admin_listener {
 };
 
 // Accepts one connection on `l` and reads one node record, all within `timeout`. Only a peer whose source
-// port is below 1024 (root on its host) and that says the hello of this job.step is accepted; anything else
-// is an error status (the caller goes on accepting until its deadline).
+// port is below 1024 (root on its host), that says the hello of this job.step, and whose address is one that
+// `node_addrs[record's node index]` resolves to is accepted: `node_addrs` are the step's nodes' addresses as Slurm
+// has them (NodeAddr), by node index; a record for an index past them is refused. Anything else is an error
+// status (the caller goes on accepting until its deadline).
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
-                                        std::chrono::milliseconds timeout);
+                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs);
 
 // Sends `r` to node 0 at `host` (name or address): walks the port sequence until a listener of this job.step
-// answers or `deadline` passes. Binds a source port below 1024 (needs root).
-status admin_send_record(const std::string& host, std::uint64_t job_id, std::uint64_t step_id, const node_record& r,
-                         std::chrono::steady_clock::time_point deadline, int attempts = 0);
+// answers or `deadline` passes. Binds a source port below 1024 (needs root), on `source` (this node's address
+// as Slurm has it, so node 0 knows the peer) when that is an address of this host.
+status admin_send_record(const std::string& host, const std::string& source, std::uint64_t job_id,
+                         std::uint64_t step_id, const node_record& r, std::chrono::steady_clock::time_point deadline,
+                         int attempts = 0);
 
 inline constexpr std::uint64_t k_admin_port_salt = 0x6d72636b61646d00ULL;  // "mrckadm\0"
 

@@ -268,12 +268,14 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
   std::uint64_t job = 4000000000ULL + static_cast<std::uint64_t>(::getpid());
   auto l = admin_listener::open(job, 3);
   ASSERT_TRUE(l) << l.error().message();
+  const std::vector<std::string> addrs = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
   node_record sent = rec(2, "node3", {fail_memlock()});
   std::thread t([&] {
-    auto s = admin_send_record("127.0.0.1", job, 3, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    auto s = admin_send_record("127.0.0.1", "127.0.0.1", job, 3, sent,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
     EXPECT_TRUE(s) << s.message();
   });
-  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5));
+  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5), addrs);
   t.join();
   ASSERT_TRUE(got) << got.error().message();
   EXPECT_EQ(*got, sent);
@@ -293,10 +295,44 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
     ::recv(fd, buf, sizeof buf, 0);
     ::close(fd);
   });
-  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3));
+  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3), addrs);
   user.join();
   ASSERT_FALSE(forged);
   EXPECT_NE(forged.error().message().find("unprivileged port"), std::string::npos) << forged.error().message();
+}
+
+// Root elsewhere (a reserved port, the right hello) is still not the node: node 0 takes a record only from the
+// address Slurm has for the node index it names, and the sender is told so instead of retrying.
+TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "binding a source port below 1024 needs root";
+  std::uint64_t job = 4100000000ULL + static_cast<std::uint64_t>(::getpid());
+  auto l = admin_listener::open(job, 5);
+  ASSERT_TRUE(l) << l.error().message();
+  node_record sent = rec(1, "node2", {pass_memlock()});
+  for (const auto& addrs : {std::vector<std::string>{"127.0.0.1", "192.0.2.7"},  // node 1 lives elsewhere
+                            std::vector<std::string>{"127.0.0.1"}}) {            // no node index 1 in the step
+    status s = status::ok();
+    std::thread t([&] {
+      s = admin_send_record("127.0.0.1", "", job, 5, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    });
+    auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), addrs);
+    t.join();
+    ASSERT_FALSE(got);
+    EXPECT_NE(got.error().message().find("refused a record for node index 1 from 127.0.0.1"), std::string::npos)
+        << got.error().message();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.message().find("node 0 refused the record"), std::string::npos) << s.message();
+  }
+  // The sender binds the address it is given when it is one of this host's: 127.0.0.2 is (the loopback /8).
+  std::thread t([&] {
+    auto s = admin_send_record("127.0.0.1", "127.0.0.2", job, 5, sent,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(s) << s.message();
+  });
+  auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), {"127.0.0.1", "127.0.0.2"});
+  t.join();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_EQ(got->node_id, 1u);
 }
 
 }  // namespace
