@@ -11,6 +11,7 @@
 //
 // JSON (--json), stable; new keys may be added, none renamed or removed:
 //   {
+//     "schema_version": 1,                  // include/mrcheck/verdict_schema.h; docs/schema/explain.schema.json
 //     "source": "job.log",                  // the FILE argument, "-" for stdin
 //     "lines_read": 12345,
 //     "truncated_lines": 0,                 // lines longer than 64 KiB (only their first 64 KiB were read)
@@ -57,6 +58,7 @@
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
+#include <mrcheck/verdict_schema.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -186,6 +188,7 @@ int cmd_explain(const args& a) {
   if (json) {
     nlohmann::json j = findings_to_json(findings, source, scanner, origin);
     j["container"] = container_notes_json(containers);
+    j["schema_version"] = k_json_schema_version;
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", findings_to_text(findings, source, scanner));
