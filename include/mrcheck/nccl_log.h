@@ -154,7 +154,7 @@ class nccl_log_scanner {
 // Reads `fd` to EOF through the scanner: a fixed 64 KiB read buffer and one line of at most max_line bytes
 // (the rest of a longer line is skipped, counted in truncated_lines()). EINTR is retried. Error status with
 // the errno if read() fails; the lines read before it stay in the scanner.
-// `also` sees every line too, with its 1-based number (the container evidence of src/container/runtime.cpp).
+// `also` sees every line too, with its 1-based number (the container evidence of src/diagnosis/container_runtime.cpp).
 using line_observer = std::function<void(std::string_view line, std::size_t number)>;
 status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 
