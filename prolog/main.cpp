@@ -18,7 +18,7 @@
 #include "admin_collect.h"
 #include "slurm_control.h"
 
-#include "../src/facts/libraries.h"
+#include <mrcheck/facts.h>
 #include "prolog/node_action.h"
 #include "prolog/textfile.h"
 

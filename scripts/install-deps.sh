@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format git
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format git ccache
   libfmt-dev libhwloc-dev nlohmann-json3-dev libslurm-dev libibverbs-dev ibverbs-providers
   libgtest-dev googletest
   # the real local Slurm the end-to-end tests run on

@@ -10,7 +10,7 @@
 // the most likely cause for the errno and says, through `confirmed`, whether the evidence backed it.
 #pragma once
 
-#include <mrcheck/container.h>
+#include <mrcheck/container_runtime.h>
 #include <mrcheck/facts.h>
 
 #include <nlohmann/json_fwd.hpp>
@@ -101,7 +101,8 @@ struct node_evidence {
   std::optional<bool> is_root;       // euid 0
   std::optional<bool> cap_ipc_lock;  // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
-  container_runtime runtime = container_runtime::none;  // which one, for the fix text (src/container/runtime.cpp)
+  container_runtime runtime =
+      container_runtime::none;  // which one, for the fix text (src/diagnosis/container_runtime.cpp)
 
   // Pinning resources.
   std::optional<std::uint64_t> max_map_count;

@@ -122,7 +122,7 @@ class nccl_log_scanner {
   std::uint64_t dropped_events() const { return dropped_; }  // events past max_groups
   const limits& caps() const { return limits_; }
   // What the cheap rejection found on the last line fed: anchors of the container evidence
-  // (src/container/runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
+  // (src/diagnosis/container_runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
   bool last_line_container() const { return (last_class_ & 8u) != 0; }
   bool last_line_net_ib() const { return (last_class_ & 16u) != 0; }
 
@@ -163,7 +163,7 @@ class nccl_log_scanner {
 // most max_line bytes copied only when it spans two reads (the rest of a longer line is skipped, counted in
 // truncated_lines()). EINTR is retried. Error status with the errno if read() fails; the lines read before it stay
 // in the scanner. `also` sees, with its 1-based number, each line whose cheap rejection found an anchor of the
-// container evidence or "NET/IB" (last_line_container(), last_line_net_ib()); src/container/runtime.cpp reads them.
+// container evidence or "NET/IB" (last_line_container(), last_line_net_ib()); src/diagnosis/container_runtime.cpp reads them.
 using line_observer = std::function<void(std::string_view line, std::size_t number)>;
 status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 

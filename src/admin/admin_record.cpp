@@ -1,7 +1,7 @@
 #include <mrcheck/admin_record.h>
 
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/probe_protocol.h>
+#include <mrcheck/step.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>

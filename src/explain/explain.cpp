@@ -132,7 +132,7 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
   return e;
 }
 
-// Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/container/runtime.cpp),
+// Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/diagnosis/container_runtime.cpp),
 // then the cgroup names of pid 1 for runtimes that leave no marker.
 void container_evidence(const sysroot& root, node_evidence& e) {
   runtime_guess g = guess_runtime(

@@ -1,6 +1,6 @@
 // The admins' record (issue 7): node records, the step line, appending within the length limit, report_dir.
 #include <mrcheck/admin_record.h>
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// The table of line forms (src/explain/line_forms.cpp): every row's real sample is recognised, the one errno reader
+// The table of line forms (src/nccl/line_forms.cpp): every row's real sample is recognised, the one errno reader
 // reads every notation, the one prefix reader every launcher/collector/library header, and the lines the issue
 // tracker was given as examples.
-#include "explain/line_forms.h"
+#include "nccl/line_forms.h"
 
 #include <mrcheck/nccl_log.h>
 

@@ -39,9 +39,9 @@ int errno_in(std::string_view text);
 // Scanner-level classes of lines, set by the cheap rejection.
 enum anchor_class : unsigned {
   k_form = 1u,       // a form of the table may match
-  k_warn = 2u,       // a WARN line (pending warnings, src/explain/nccl_log.cpp)
+  k_warn = 2u,       // a WARN line (pending warnings, src/nccl/nccl_log.cpp)
   k_rank = 4u,       // "rank N nranks M" announcements
-  k_container = 8u,  // lines the container evidence reads (src/container/runtime.cpp)
+  k_container = 8u,  // lines the container evidence reads (src/diagnosis/container_runtime.cpp)
   k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
 };
 
