@@ -110,7 +110,13 @@ class rank_run {
     void* nccl = ::dlopen(r_.nccl_library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!nccl) {
       r_.missing_library = true;
-      r_.error = fmt::format("dlopen {}: {}", r_.nccl_library, ::dlerror());
+      std::string nccl_error = ::dlerror();
+      // Without CUDA as well, that is the first thing to say (a node without the driver).
+      if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) == nullptr) {
+        r_.error = fmt::format("dlopen libcuda.so.1: {}; dlopen {}: {}", ::dlerror(), r_.nccl_library, nccl_error);
+      } else {
+        r_.error = fmt::format("dlopen {}: {}", r_.nccl_library, nccl_error);
+      }
       return false;
     }
     if (!resolve(nccl, "ncclGetVersion", nccl_.get_version)) {
