@@ -154,8 +154,13 @@ struct node_facts {
   result<nvidia_driver_fact> nvidia = status::error("not read");   // /proc/driver/nvidia/version
   result<std::vector<gpu_fact>> gpus = status::error("not read");  // NVIDIA PCI functions (vendor 0x10de, class 0x03xx)
   result<library_fact> libibverbs = status::error("not read");
-  result<int> cuda_driver_version = status::error("not read");           // cuDriverGetVersion: 13000 = 13.0
-  result<int> nccl_version = status::error("not read");                  // ncclGetVersion: 22809 = 2.28.9
+  result<int> cuda_driver_version = status::error("not read");  // cuDriverGetVersion: 13000 = 13.0
+  result<int> nccl_version = status::error("not read");         // ncclGetVersion: 22809 = 2.28.9
+  // The NCCL the job's program would load (include/mrcheck/job_nccl.h), when the caller knows the job (`mrcheck
+  // report` from the user's shell): its version read from the file, and "PATH (origin)". The `nccl` rule judges
+  // it instead of the system's. Empty source: not looked for (prolog, --root).
+  result<int> job_nccl_version = status::error("not looked for");
+  std::string job_nccl_source;
   result<process_fact> slurmd = status::error("not read");               // via its pid file
   result<library_fact> libcuda = status::error("not read");              // libcuda.so.1 as it loads
   result<library_fact> libnccl = status::error("not read");              // libnccl.so.2 as it loads
