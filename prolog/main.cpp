@@ -18,6 +18,8 @@
 #include "admin_collect.h"
 #include "slurm_control.h"
 
+#include "prolog/history_step.h"
+
 #include "../src/facts/libraries.h"
 #include "prolog/node_action.h"
 #include "prolog/textfile.h"
@@ -27,6 +29,7 @@
 #include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/history.h>
 #include <mrcheck/log.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
@@ -287,8 +290,13 @@ std::optional<run_setup> load_setup(const options& o, const char* mode_name, std
 
 // Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read their
 // versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and procfs; the
-// facts are the same as collect_facts() would gather in one go.
-report judge_node(const run_setup& s, phase_timer& t) {
+// facts are the same as collect_facts() would gather in one go. The facts are kept for the stack fingerprint.
+struct judged {
+  report rep;
+  node_facts facts;
+  matrix_facts extra;
+};
+judged judge_node(const run_setup& s, phase_timer& t) {
   collect_options copts;
   const char* slurm_conf_env = std::getenv("SLURM_CONF");
   if (slurm_conf_env && *slurm_conf_env && s.root.is_host()) copts.slurm_conf = slurm_conf_env;
@@ -311,7 +319,7 @@ report judge_node(const run_setup& s, phase_timer& t) {
   t.mark("matrix facts");
   report rep = run_checks(prolog_selection(), node_check_inputs(facts, s.rules, &s.cfg, &extra));
   t.mark("judge");
-  return rep;
+  return {std::move(rep), std::move(facts), std::move(extra)};
 }
 
 // The drain or resume through slurmctld within the budget; when the controller is unreachable the action is kept
@@ -387,10 +395,27 @@ int run(int argc, char** argv) {
   auto setup = load_setup(o, mode_name, out);
   if (!setup) return k_exit_usage;
   t.mark("config+rules");
-  report rep = judge_node(*setup, t);
+  judged jd = judge_node(*setup, t);
+  const report& rep = jd.rep;
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 
+  // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
+  // explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
+  const std::int64_t now = std::time(nullptr);
+  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now));
+  prolog::history_step hist;
+  if (!o.dry_run || !o.state_dir.empty()) {
+    std::string dir = !o.state_dir.empty() ? o.state_dir : setup->cfg.state_dir;
+    if (auto store = state_store::open(dir, ::geteuid())) {
+      hist = prolog::begin_history(store->dir(), setup->node, fp, rep, now, ::geteuid(), out, mode_name);
+    } else if (o.dry_run) {
+      log(out, log_level::error, "{}: stack history not kept: {}", mode_name, store.error().message());
+    }
+  }
+  t.mark("history");
+
   desired_action want = plan_action(rep, setup->cfg.on_error);
+  prolog::name_change_in_reason(want, rep, hist);
   bool fails = want.what == desired_action::kind::drain;
   nlohmann::json j;
   if (o.json) j = report_to_json(rep);
@@ -398,17 +423,24 @@ int run(int argc, char** argv) {
   j["mode"] = mode_name;
   j["rules"] = setup->rules.source;
   j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
+  if (o.json) {
+    j["stack"] = fingerprint_to_json(fp);
+    j["history"] = prolog::history_json(hist);
+  }
 
   // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
   // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
   std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
   if (!textfile.empty()) {
-    if (auto s = write_textfile(textfile, prometheus_textfile(rep, std::time(nullptr)), ::geteuid()); !s) {
+    std::string text = prometheus_textfile(rep, now) +
+                       prometheus_stack_lines(fp, hist.history ? &*hist.history : nullptr);
+    if (auto s = write_textfile(textfile, text, ::geteuid()); !s) {
       log(out, log_level::error, "{}: {}", mode_name, s.message());
     }
     t.mark("textfile");
   }
 
+  prolog::finish_history(hist, out, mode_name);
   int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
   int code = fail_code;
   if (o.dry_run) {

@@ -3,6 +3,7 @@
 // root write (or overwrite) a file elsewhere.
 #include <mrcheck/admin_record.h>
 
+#include <mrcheck/atomic_file.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -55,32 +56,9 @@ status write_node_report(const std::string& dir, std::uint32_t job_id, std::stri
                     escape_line(dir, 128), st.st_uid, st.st_mode & 07777));
   }
   std::string name = fmt::format("job{}.{}.{}.json", job_id, step_part, node);
-  std::string tmp = fmt::format(".{}.{}.tmp", name, ::getpid());
-  int fd = ::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    ::close(dfd);
-    return status::from_errno(fmt::format("report_dir {}: create {}", escape_line(dir, 128), tmp), e);
-  }
-  std::string body = json + "\n";
-  const char* p = body.data();
-  std::size_t left = body.size();
-  int werr = 0;
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      werr = w < 0 ? errno : EIO;
-      break;
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
-  if (::close(fd) != 0 && !werr) werr = errno;
-  if (!werr && ::renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) werr = errno;
-  if (werr) ::unlinkat(dfd, tmp.c_str(), 0);
+  auto s = write_file_at(dfd, name, json + "\n", 0644, false, fmt::format("report_dir {}", escape_line(dir, 128)));
   ::close(dfd);
-  if (werr) return status::from_errno(fmt::format("report_dir {}: write {}", escape_line(dir, 128), name), werr);
+  if (!s) return s;
   return status::ok();
 }
 
