@@ -194,6 +194,7 @@ int cmd_report(const args& a) {
     nlohmann::json j = report_to_json(r);
     j["facts"] = facts;
     j["stack"] = fingerprint_to_json(fp);
+    if (facts.hostname_status) j["stack"]["host"] = facts.hostname;
     if (hist && !hist->changes.empty()) {
       nlohmann::json lines = nlohmann::json::array();
       for (const auto& c : hist->changes) {

@@ -46,7 +46,7 @@ history_load load_history(const std::string& dir, const std::string& node, uid_t
   auto text = read_file_at(d.get(), name, owner, k_max_history_file, fmt::format("history {}", escape_line(dir, 128)));
   if (!text) {
     if (text.error().err() != ENOENT) {
-      out.error = text.error().message();
+      out.error = text.error().message() + ": history restarted";
       out.restarted = true;
     }
     return out;

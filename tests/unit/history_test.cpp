@@ -3,12 +3,14 @@
 // a host moved to the distro stack under a container image's old libibverbs, a firmware update, a driver
 // reinstall), the change lines and drain reasons they give, the bounded history, and the file's bad inputs.
 // The "after" trees are copies of tests/fixtures/matrix_aligned with the few files such a change rewrites.
+#include <mrcheck/fleet.h>
 #include <mrcheck/history.h>
 #include <mrcheck/history_store.h>
 #include <mrcheck/matrix.h>
 
 #include "prolog/node_action.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -307,6 +309,60 @@ TEST(History, PrometheusLinesEscapeLabels) {
   EXPECT_NE(s.find("mrcheck_stack_changed_timestamp_seconds 1764400000\n"), std::string::npos) << s;
   EXPECT_NE(s.find("mrcheck_stack_info{kernel=\"6.1\\\"x\\\\y\\nz\",mlx5_0_fw=\"28.39.1002\"} 1\n"), std::string::npos)
       << s;
+}
+
+}  // namespace
+}  // namespace mrcheck
+
+namespace mrcheck {
+namespace {
+
+TEST(Fleet, MajorityOutliersAndTheRuleThatFails) {
+  std::vector<fleet_node> nodes;
+  for (int i = 1; i <= 64; ++i) {
+    fleet_node n;
+    n.name = fmt::format("node{:03}", i);
+    bool out = i == 17 || i == 33 || i == 34;
+    n.fp.items["mlx5_core"] = out ? "6.1.0-28-amd64 (inbox)" : "24.10-1.1.4 (OFED)";
+    n.fp.items["kernel"] = "6.1.0-28-amd64";
+    if (out) n.failing["rdma_stack"] = "inbox mlx5_core under OFED user space";
+    if (i == 5) n.failing["hca_fw"] = "old";  // fails, but not because of a fact that differs
+    nodes.push_back(n);
+  }
+  fleet_result r = compare_fleet(nodes);
+  EXPECT_EQ(r.nodes, 64u);
+  EXPECT_EQ(r.same, 1u);
+  ASSERT_EQ(r.differ.size(), 1u);
+  EXPECT_TRUE(r.outlier_fails);
+  EXPECT_EQ(r.differ[0].majority_nodes, 61u);
+  EXPECT_EQ(fleet_text(r),
+            "mrcheck fleet: 64 nodes; 1 facts the same on every node, 1 differ; an outlier fails a check\n"
+            "mlx5_core: 61 nodes run 24.10-1.1.4 (OFED)\n"
+            "  node[017,033-034]: mlx5_core 6.1.0-28-amd64 (inbox) while 61 nodes run 24.10-1.1.4 (OFED): "
+            "rdma_stack fails: inbox mlx5_core under OFED user space\n");
+  // An outlier that passes its rules is listed but does not fail the fleet.
+  for (auto& n : nodes) n.failing.erase("rdma_stack");
+  EXPECT_FALSE(compare_fleet(nodes).outlier_fails);
+}
+
+TEST(Fleet, ReportParsingFastPathAgreesWithTheFullParse) {
+  nlohmann::json j = {{"checks", {{{"id", "rdma_stack"}, {"verdict", "fail"}, {"summary", "x \"stack\": y"}}}},
+                      {"facts", {{"note", "\"stack\": {\"items\": {}}"}, {"deep", {{"a", {1, 2, {{"b", "}]"}}}}}}}},
+                      {"stack", {{"items", {{"kernel", "6.1"}}}, {"host", "n7"}}},
+                      {"verdict", "fail"}};
+  auto fast = fleet_node_from_json(j.dump(2), "fallback");  // mrcheck's own layout
+  ASSERT_TRUE(fast.is_ok()) << fast.error().message();
+  EXPECT_EQ(fast->name, "n7");
+  EXPECT_EQ(fast->fp.items.at("kernel"), "6.1");
+  EXPECT_EQ(fast->failing.at("rdma_stack"), "x \"stack\": y");
+  // The same report with "stack" first and compact: the same node.
+  std::string reordered =
+      R"({"stack":{"items":{"kernel":"6.1"},"host":"n7"},"checks":[{"id":"rdma_stack","verdict":"fail","summary":"x"}]})";
+  auto other = fleet_node_from_json(reordered, "fallback");
+  ASSERT_TRUE(other.is_ok());
+  EXPECT_EQ(other->fp, fast->fp);
+  EXPECT_FALSE(fleet_node_from_json("{\"checks\": []}", "f").is_ok());
+  EXPECT_FALSE(fleet_node_from_json("{\"stack\": [1, 2", "f").is_ok());
 }
 
 }  // namespace
