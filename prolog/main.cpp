@@ -19,6 +19,7 @@
 #include "slurm_control.h"
 
 #include "prolog/history_step.h"
+#include "prolog/revalidate.h"
 
 #include "../src/facts/libraries.h"
 #include "prolog/node_action.h"
@@ -396,7 +397,7 @@ int run(int argc, char** argv) {
   if (!setup) return k_exit_usage;
   t.mark("config+rules");
   judged jd = judge_node(*setup, t);
-  const report& rep = jd.rep;
+  report& rep = jd.rep;
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 
   // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
@@ -413,6 +414,19 @@ int run(int argc, char** argv) {
     }
   }
   t.mark("history");
+  // Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
+  // textfile carry it like any other.
+  if (hist.history && prolog::revalidation_due(setup->cfg.revalidate, *hist.history)) {
+    check_result rv = prolog::run_revalidation(setup->cfg);
+    log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
+        rv.summary);
+    hist.history->revalidated = std::string(to_string(rv.result));
+    hist.history->revalidate_reason = escape_line(rv.summary, 200);
+    hist.history->revalidated_time = now;
+    hist.dirty = true;
+    rep.checks.push_back(std::move(rv));
+    t.mark("revalidate");
+  }
 
   desired_action want = plan_action(rep, setup->cfg.on_error);
   prolog::name_change_in_reason(want, rep, hist);

@@ -79,6 +79,7 @@ std::string utc_minute(std::int64_t t) {
 namespace {
 std::string when_words(const stack_change& c) {
   if (c.new_boot && c.boot_time) return "since boot at " + utc_minute(*c.boot_time);
+  if (c.new_boot) return "after a reboot, first seen at " + utc_minute(c.time);
   return "first seen at " + utc_minute(c.time);
 }
 }  // namespace
@@ -91,6 +92,7 @@ std::string change_line(const stack_change& c, const stack_change_item& i) {
 std::string change_words(const stack_change& c, const stack_change_item& i) {
   return fmt::format("{} {} -> {} {}", key_words(i.key), value_words(i.before), value_words(i.after),
                      c.new_boot && c.boot_time ? "since reboot " + utc_minute(*c.boot_time)
+                     : c.new_boot              ? "since a reboot, seen " + utc_minute(c.time)
                                                : "since " + utc_minute(c.time));
 }
 
@@ -216,7 +218,8 @@ const stack_change* change_for_check(const stack_history& h, std::string_view ch
     const stack_change_item* best = nullptr;
     for (const auto& i : c->items) {
       auto checks = checks_for_key(i.key);
-      if (std::find(checks.begin(), checks.end(), check_id) == checks.end()) continue;
+      // Re-validation runs because of the change as a whole.
+      if (check_id != "revalidate" && std::find(checks.begin(), checks.end(), check_id) == checks.end()) continue;
       if (!best || item_rank(i.key) < item_rank(best->key)) best = &i;
     }
     if (best) {
