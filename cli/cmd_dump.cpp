@@ -5,23 +5,29 @@
 // Library facts (dlopen results) go to DIR/.mrcheck/libraries.json; DIR/MRCHECK_DUMP says where and when.
 //
 // Nothing is copied that the collectors did not read: no /proc/PID/environ, no cmdline, no slurm.conf (read
-// unrecorded, it may hold AccountingStoragePass). An existing non-empty DIR is refused.
+// unrecorded, it may hold AccountingStoragePass). An existing non-empty DIR is refused, and so is a DIR that is
+// not the caller's (or root's) or that group or others can write: root dumping into a user's directory would
+// write wherever a link the user plants there points. Everything in DIR is created relative to DIR's descriptor
+// (include/mrcheck/private_dir.h), never through a link.
 #include "commands.h"
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/private_dir.h>
 #include <mrcheck/sysroot.h>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <utility>
 
@@ -34,10 +40,53 @@ namespace fs = std::filesystem;
 constexpr const char* k_dump_usage = "usage: mrcheck dump --out DIR [--root DIR]\n";
 constexpr int k_max_link_depth = 40;  // the kernel's own limit on nested symlinks
 
+// DIR's tree, every name made relative to DIR's descriptor and never through a link (a link in DIR is only ever
+// one the dump made, as a copy of the node's).
+class out_tree {
+ public:
+  explicit out_tree(dir_handle root) : root_(std::move(root)) {}
+
+  // The directory `rel` (relative to DIR), made where missing.
+  result<dir_handle> dirs(const fs::path& rel) const {
+    dir_handle cur(::dup(root_.fd()));
+    if (cur.fd() < 0) return status::from_errno("dump: dup", errno);
+    for (const auto& comp : rel) {
+      if (comp.empty() || comp == "." || comp == "/") continue;
+      if (comp == "..") return status::error(fmt::format("dump: '..' in {}", rel.string()));
+      auto next = make_dir_at(cur, comp.string(), 0755);
+      if (!next) return next.error().with_context(fmt::format("dump: {}", rel.string()));
+      cur = std::move(*next);
+    }
+    return cur;
+  }
+
+  status link(const fs::path& rel, const fs::path& target) const {
+    auto d = dirs(rel.parent_path());
+    if (!d) return d.error();
+    struct stat st {};
+    std::string name = rel.filename().string();
+    if (::fstatat(d->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) return status::ok();
+    if (::symlinkat(target.c_str(), d->fd(), name.c_str()) != 0)
+      return status::from_errno(fmt::format("dump: symlink {}", rel.string()), errno);
+    return status::ok();
+  }
+
+  status file(const fs::path& rel, std::string_view text) const {
+    auto d = dirs(rel.parent_path());
+    if (!d) return d.error();
+    if (auto s = write_file_at(*d, rel.filename().string(), text, 0644, false); !s)
+      return s.with_context(fmt::format("dump: {}", rel.string()));
+    return status::ok();
+  }
+
+ private:
+  dir_handle root_;
+};
+
 // Copies node paths from `src` (host "/" or a tree) into `out`, recreating every symlink met on the way.
 class tree_copier {
  public:
-  tree_copier(const sysroot& src, fs::path out) : src_(src), out_(std::move(out)) { src_.set_recorder(nullptr); }
+  tree_copier(const sysroot& src, const out_tree& out) : src_(src), out_(out) { src_.set_recorder(nullptr); }
 
   status copy(sysroot::access kind, const std::string& node_path) {
     fs::path p = fs::path(node_path).lexically_normal();
@@ -61,8 +110,6 @@ class tree_copier {
   std::size_t files() const { return files_; }
 
  private:
-  fs::path out_path(const fs::path& node) const { return out_ / node.relative_path(); }
-
   struct stat lstat_node(const fs::path& node, bool& ok) const {
     struct stat st {};
     ok = ::lstat(src_.host_path(node.string()).c_str(), &st) == 0;
@@ -86,12 +133,7 @@ class tree_copier {
     std::error_code ec;
     fs::path target = fs::read_symlink(src_.host_path(link.string()), ec);
     if (ec) return status::from_errno(fmt::format("dump: readlink {}", link.string()), ec.value());
-    fs::path dst = out_path(link);
-    if (fs::is_symlink(fs::symlink_status(dst, ec))) return status::ok();
-    fs::create_directories(dst.parent_path(), ec);
-    fs::create_symlink(target, dst, ec);
-    if (ec) return status::from_errno(fmt::format("dump: symlink {}", dst.string()), ec.value());
-    return status::ok();
+    return out_.link(link.relative_path(), target);
   }
 
   // Makes every component of directory `node` exist in out, following symlinks; returns its physical path.
@@ -107,9 +149,7 @@ class tree_copier {
         cur = *r;
         continue;
       }
-      std::error_code ec;
-      fs::create_directories(out_path(next), ec);
-      if (ec) return status::from_errno(fmt::format("dump: mkdir {}", out_path(next).string()), ec.value());
+      if (auto d = out_.dirs(next.relative_path()); !d) return d.error();
       cur = next;
     }
     return cur;
@@ -129,7 +169,7 @@ class tree_copier {
       if (fs::is_symlink(st)) {
         if (auto s = make_link(child); !s) return s;
       } else if (fs::is_directory(st)) {
-        fs::create_directories(out_path(child), ec2);
+        if (auto d = out_.dirs(child.relative_path()); !d) return d.error();
       }
     }
     return status::ok();
@@ -154,40 +194,30 @@ class tree_copier {
     // Read again through the sysroot (same size cap and same refusal of FIFOs/devices as the collectors).
     auto text = src_.read(phys.string());
     if (!text) return text.error().with_context("dump");
-    fs::path dst = out_path(phys);
-    std::ofstream o(dst, std::ios::binary | std::ios::trunc);
-    o.write(text->data(), static_cast<std::streamsize>(text->size()));
-    o.close();
-    if (!o) return status::error(fmt::format("dump: write {}: failed", dst.string()));
+    if (auto s = out_.file(phys.relative_path(), *text); !s) return s;
     ++files_;
     return status::ok();
   }
 
   sysroot src_;
-  fs::path out_;
+  const out_tree& out_;
   std::set<std::string> copied_;
   std::size_t files_ = 0;
 };
 
 // Git does not keep empty directories, and an empty /sys/class/infiniband or /sys/module/mlx5_core is a fact
 // ("class present, no device"; "module loaded"). A ".keep" file keeps them; the collectors skip dot names.
-void keep_empty_dirs(const fs::path& out) {
+void keep_empty_dirs(const fs::path& out, const out_tree& tree) {
   std::error_code ec;
   std::vector<fs::path> empty;
   for (fs::recursive_directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_directory(ec) && !it->is_symlink(ec) && fs::is_empty(it->path(), ec)) empty.push_back(it->path());
+    if (it->is_directory(ec) && !it->is_symlink(ec) && fs::is_empty(it->path(), ec)) {
+      empty.push_back(it->path().lexically_relative(out));
+    }
   }
-  for (const auto& d : empty) std::ofstream(d / ".keep").close();
-}
-
-status write_text(const fs::path& p, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(p.parent_path(), ec);
-  std::ofstream o(p, std::ios::binary | std::ios::trunc);
-  o << text;
-  o.close();
-  if (!o) return status::error(fmt::format("dump: write {}: failed", p.string()));
-  return status::ok();
+  for (const auto& d : empty) {
+    if (auto s = tree.file(d / ".keep", ""); !s) fmt::print(stderr, "mrcheck: {}\n", s.message());
+  }
 }
 
 }  // namespace
@@ -225,19 +255,29 @@ int cmd_dump(const args& a) {
     root = *r;
   }
   std::error_code ec;
-  fs::path out = fs::absolute(out_dir, ec);
+  fs::path out = fs::absolute(out_dir, ec).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "DIR/"
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)) {
       fmt::print(stderr, "mrcheck: dump: {} exists and is not an empty directory; refusing to write into it\n",
-                 out_dir);
+                 escape_line(out_dir, 256));
+      return k_exit_usage;
+    }
+  } else {
+    fs::create_directories(out.parent_path(), ec);
+    if (::mkdir(out.c_str(), 0755) != 0) {
+      fmt::print(stderr, "mrcheck: dump: mkdir {}: {}\n", escape_line(out_dir, 256), std::strerror(errno));
       return k_exit_usage;
     }
   }
-  fs::create_directories(out, ec);
-  if (ec) {
-    fmt::print(stderr, "mrcheck: dump: mkdir {}: {}\n", out_dir, ec.message());
+  // Checked on the descriptor: the directory the dump writes into is the one it checked (a user cannot swap it).
+  // (mkdir's 0755 can only lose bits to the umask, never become writable by others.)
+  auto out_dir_fd = open_private_dir(out.string(), ::geteuid(), "dump: --out");
+  if (!out_dir_fd) {
+    fmt::print(stderr, "mrcheck: {}\n", out_dir_fd.error().message());
     return k_exit_usage;
   }
+  out_tree tree(std::move(*out_dir_fd));
 
   std::vector<std::pair<sysroot::access, std::string>> reads;
   root.set_recorder([&reads](sysroot::access k, const std::string& p) { reads.emplace_back(k, p); });
@@ -248,7 +288,7 @@ int cmd_dump(const args& a) {
   node_facts facts = collect_facts(root, opts);
   root.set_recorder(nullptr);
 
-  tree_copier copier(root, out);
+  tree_copier copier(root, tree);
   std::size_t failed = 0;
   for (const auto& [kind, path] : reads) {
     if (path == k_libraries_json) continue;  // rewritten below
@@ -262,19 +302,18 @@ int cmd_dump(const args& a) {
   bool have_libs = root.is_host() ||
                    std::any_of(reads.begin(), reads.end(), [](const auto& r) { return r.second == k_libraries_json; });
   if (have_libs) {
-    if (auto s = write_text(out / fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n");
-        !s) {
+    if (auto s = tree.file(fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n"); !s) {
       fmt::print(stderr, "mrcheck: {}\n", s.message());
       return k_exit_usage;
     }
   }
-  keep_empty_dirs(out);
+  keep_empty_dirs(out, tree);
   std::time_t now = std::time(nullptr);
   std::string stamp = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(now));
   std::string info = fmt::format(
       "mrcheck dump of host {} at {} by mrcheck {}; source root {}; {} files; replay with: mrcheck report --root DIR\n",
       facts.hostname_status ? facts.hostname : "unknown", stamp, MRCHECK_VERSION, root.root().string(), copier.files());
-  if (auto s = write_text(out / "MRCHECK_DUMP", info); !s) {
+  if (auto s = tree.file("MRCHECK_DUMP", info); !s) {
     fmt::print(stderr, "mrcheck: {}\n", s.message());
     return k_exit_usage;
   }

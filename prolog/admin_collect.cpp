@@ -7,20 +7,23 @@
 // Node 0 listens for the other nodes' records (admin_accept_record), waits for them at most report_timeout
 // after its own, formats the step record, and writes it with slurm_load_job + slurm_update_job + a read back
 // (write_admin_comment): three controller RPCs per step whatever the number of tasks and nodes, two more for
-// each retry. Other nodes send their record to node 0.
+// each retry. Other nodes send their record to node 0. In a step of several nodes every collector also reads the
+// step's node list from slurmctld (load_step_nodes: one REQUEST_STEP_LAYOUT per node and step).
 // It detaches first (admin_protocol.h), so a step cancelled before node 0 collected still gets a record:
 // "cancelled; no report from ..." when node 0's task began checking and ended without its record.
 // Every node writes its JSON report to report_dir= when set.
 //
 // Trust: the arguments come from slurmstepd (root); the pipe's content from the task child, which runs as the
 // job user before exec, so it is parsed strictly and re-escaped - it can only change what its own node says.
-// The environment is slurmstepd's, never the job's. alarm() bounds the whole run, libslurm included.
+// The environment is slurmstepd's, never the job's. The step's nodes come from slurmctld and their addresses
+// from slurm.conf, never from the job's SLURM_STEP_NODELIST (the job user's srun writes that): a collector
+// connects only to node 0 of its step, and node 0 takes a record only from the address of the node it is for.
+// alarm() bounds the whole run, libslurm included.
 #include "admin_collect.h"
 
 #include <mrcheck/admin_protocol.h>
 
 #include <mrcheck/admin_record.h>
-#include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -61,8 +64,7 @@ struct collect_args {
   std::uint32_t step = 0;
   std::uint32_t node_id = 0;
   std::uint32_t nnodes = 1;
-  std::string node;      // SLURMD_NODENAME of this node
-  std::string nodelist;  // the step's node list, for naming silent nodes
+  std::string node;  // SLURMD_NODENAME of this node
   bool admin_comment = false;
   std::string report_dir;
   std::size_t max = 4096;
@@ -110,8 +112,6 @@ std::optional<collect_args> parse(int argc, char** argv) {
       ok = parse_num(v, a.nnodes) && a.nnodes > 0 && a.nnodes <= 100000;
     else if (k == "--node")
       a.node = std::string(v.substr(0, 64));
-    else if (k == "--nodelist")
-      a.nodelist = std::string(v.substr(0, 64 * 1024));
     else if (k == "--admin-comment")
       a.admin_comment = v == "1";
     else if (k == "--report-dir")
@@ -138,6 +138,38 @@ std::string file_node(const collect_args& a) {
             std::all_of(a.node.begin(), a.node.end(),
                         [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
   return ok ? a.node : fmt::format("node{}", a.node_id);
+}
+
+// The step's nodes as slurmctld has them, by node index, and the address Slurm has for each (NodeAddr).
+struct step_nodes {
+  std::vector<std::string> names;
+  std::vector<std::string> addrs;
+};
+
+// One REQUEST_STEP_LAYOUT. Empty (with a log line) when slurmctld does not answer or its list does not fit what
+// slurmstepd told this collector (node count, this node's name at its index).
+step_nodes load_step_nodes(const collect_args& a) {
+  step_nodes n;
+#ifdef MRCHECK_HAVE_SLURM
+  slurm_api::init();
+  std::string list;
+  if (int rc = slurm_api::load_step_nodelist(a.job, a.step, list); rc != 0) {
+    logf("mrcheck: admin: job {} {}: the step's node list from slurmctld: {}", a.job, step_label(a.step),
+         escape_line(slurm_api::error_text(rc), 200));
+    return n;
+  }
+  n.names = slurm_api::expand_hostlist(list, a.nnodes + 1);
+  if (n.names.size() != a.nnodes || n.names[a.node_id] != a.node) {
+    logf("mrcheck: admin: job {} {}: slurmctld's node list '{}' is not this step's ({} nodes, {} at index {})", a.job,
+         step_label(a.step), escape_line(list, 200), a.nnodes, escape_line(a.node, 64), a.node_id);
+    n.names.clear();
+    return n;
+  }
+  for (const auto& name : n.names) n.addrs.push_back(slurm_api::node_address(name));
+#else
+  logf("mrcheck: admin: job {} {}: built without libslurm, the step's node list is unknown", a.job, step_label(a.step));
+#endif
+  return n;
 }
 
 #ifdef MRCHECK_HAVE_SLURM
@@ -184,6 +216,9 @@ status write_admin_comment(std::uint32_t job, const std::string& record, std::si
   }
   std::minstd_rand rnd(std::random_device{}());
   for (attempts = 1; attempts <= k_write_attempts; ++attempts) {
+    if (is_jobstats_summary(current)) {
+      return status::error("AdminComment holds jobstats' JS1: summary, left as it is: record not written");
+    }
     auto next = append_admin_comment(current, record, max);
     if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
     if (int rc = slurm_api::set_admin_comment(job, *next); rc != 0) {
@@ -261,7 +296,8 @@ struct collected {
 
 // Reads this node's record from fd 3 and, on node 0, the other nodes' records from the listener, until all are
 // in or time is up (own: a.own; then a.timeout more; a.timeout at most once slurmstepd has gone).
-collected gather(const collect_args& a, std::optional<admin_listener>& listener, clock::time_point start) {
+collected gather(const collect_args& a, std::optional<admin_listener>& listener, const step_nodes& nodes,
+                 clock::time_point start) {
   const std::string step = step_label(a.step);
   const bool node0 = a.node_id == 0;
   collected c;
@@ -310,7 +346,7 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
       }
     }
     if (listener && (p[1].revents & POLLIN)) {
-      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000));
+      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000), nodes.addrs);
       if (!r) {
         logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
       } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
@@ -318,6 +354,7 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
                              [&](const node_record& o) { return o.node_id == r->node_id; })) {
         logf("mrcheck: admin: job {} {}: ignored a record for node index {}", a.job, step, r->node_id);
       } else {
+        if (r->node_id < nodes.names.size()) r->node = nodes.names[r->node_id];  // slurmctld's name, not the peer's
         others.push_back(std::move(*r));
       }
     }
@@ -329,25 +366,20 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
 int hand_in(const collect_args& a, const own_message& own) {
   const std::string step = step_label(a.step);
   if (!own.record) return 0;  // this node did not check the step: nothing to hand in
-#ifdef MRCHECK_HAVE_SLURM
-  slurm_api::init();
-  // Node 0 is the first node of the step's list (Slurm numbers a step's nodes in list order).
-  std::vector<std::string> first = slurm_api::expand_hostlist(a.nodelist, 1);
-  if (first.empty()) {
-    logf("mrcheck: admin: job {} {}: no step node list: cannot reach node 0", a.job, step);
+  step_nodes nodes = load_step_nodes(a);
+  if (nodes.addrs.empty()) {
+    logf("mrcheck: admin: job {} {}: cannot reach node 0 without the step's node list: record not handed in", a.job,
+         step);
     return 1;
   }
-  std::string host = slurm_api::node_address(first.front());
-#else
-  std::string host = first_host_of_nodelist(a.nodelist);
-#endif
-  auto s = admin_send_record(host, a.job, a.step, *own.record, clock::now() + a.timeout);
+  auto s = admin_send_record(nodes.addrs.front(), nodes.addrs[a.node_id], a.job, a.step, *own.record,
+                             clock::now() + a.timeout);
   if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
   return s ? 0 : 1;
 }
 
 // Node 0: the step's record of every node into the job's AdminComment. Returns the exit code.
-int write_step_record(const collect_args& a, collected& c) {
+int write_step_record(const collect_args& a, collected& c, const step_nodes& nodes) {
   const std::string step = step_label(a.step);
   const own_message& own = c.own;
   // Not checked here; or checked, but the task ended before its record (cancelled, killed): then a record says so.
@@ -357,9 +389,7 @@ int write_step_record(const collect_args& a, collected& c) {
   if (own.record) all.push_back(*own.record);
 #ifdef MRCHECK_HAVE_SLURM
   slurm_api::init();
-  std::vector<std::string> names = slurm_api::expand_hostlist(a.nodelist, a.nnodes);
-  if (names.empty() || names.front() != a.node) names.clear();  // not this step's list: name by index
-  std::string record = format_step_record(step, a.nnodes, all, names, cancelled);
+  std::string record = format_step_record(step, a.nnodes, all, nodes.names, cancelled);
   int attempts = 0;
   auto s = write_admin_comment(a.job, record, a.max, attempts);
   if (!s) {
@@ -391,11 +421,14 @@ int collect(const collect_args& a) {
       logf("mrcheck: admin: job {} {}: {}", a.job, step_label(a.step), l.error().message());
     }
   }
-  collected c = gather(a, listener, start);
+  // Node 0 of several: the step's nodes first, to know each peer (while they connect, the listener queues them).
+  step_nodes nodes;
+  if (listener) nodes = load_step_nodes(a);
+  collected c = gather(a, listener, nodes, start);
   ::close(k_record_fd);
   write_report(a, c.own);
   if (!a.admin_comment) return 0;
-  return node0 ? write_step_record(a, c) : hand_in(a, c.own);
+  return node0 ? write_step_record(a, c, nodes) : hand_in(a, c.own);
 }
 
 }  // namespace

@@ -446,7 +446,10 @@ int run(int argc, char** argv) {
   // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
   std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
   if (!textfile.empty()) {
-    std::string text = prometheus_textfile(rep, now) +
+    textfile_input in{now,       setup->node,
+                      mode_name, mode == run_mode::prolog && job_id ? job_id : "",
+                      &jd.facts, read_gpu_uuids(setup->root, jd.facts)};
+    std::string text = prometheus_textfile(rep, in) +
                        prometheus_stack_lines(fp, hist.history ? &*hist.history : nullptr);
     if (auto s = write_textfile(textfile, text, ::geteuid()); !s) {
       log(out, log_level::error, "{}: {}", mode_name, s.message());

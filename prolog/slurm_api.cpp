@@ -136,6 +136,18 @@ int set_admin_comment(std::uint32_t job, const std::string& text) {
   return slurm_update_job(&d) == SLURM_SUCCESS ? SLURM_SUCCESS : failed();
 }
 
+int load_step_nodelist(std::uint32_t job, std::uint32_t step, std::string& out) {
+  slurm_step_id_t id{};  // 25.11 added sluid: zero, as whole_job() sets it
+  id.job_id = job;
+  id.step_het_comp = NO_VAL;
+  id.step_id = step;
+  slurm_step_layout_t* layout = slurm_job_step_layout_get(&id);
+  if (!layout) return failed();
+  out = layout->node_list ? layout->node_list : "";
+  slurm_job_step_layout_free(layout);
+  return SLURM_SUCCESS;
+}
+
 std::vector<std::string> expand_hostlist(const std::string& list, std::size_t max) {
   std::vector<std::string> out;
   if (list.empty()) return out;

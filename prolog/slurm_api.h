@@ -39,6 +39,10 @@ int update_node(const std::string& name, node_change change, const std::string& 
 int load_admin_comment(std::uint32_t job, std::string& out);
 int set_admin_comment(std::uint32_t job, const std::string& text);
 
+// The step's node list as slurmctld has it (slurm_job_step_layout_get: one REQUEST_STEP_LAYOUT), node index
+// order. Never the job's SLURM_STEP_NODELIST, which the job user's srun writes.
+int load_step_nodelist(std::uint32_t job, std::uint32_t step, std::string& out);
+
 // A Slurm host list ("n[1-3],m") expanded, at most `max` names; empty when it does not parse.
 std::vector<std::string> expand_hostlist(const std::string& list, std::size_t max);
 

@@ -17,6 +17,9 @@ packages=(
   # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh); find-debuginfo
   # (debugedit) and eu-strip (elfutils) strip it and split its debug information as on EL
   rpm rpmlint debugedit elfutils file cpio
+  # the tools mrcheck meets (tests/ecosystem): node_exporter scrapes its textfile, promtool lints it and the alert
+  # rules, jsonschema validates every --json output against docs/schema/
+  prometheus-node-exporter prometheus python3-jsonschema
 )
 
 missing=()

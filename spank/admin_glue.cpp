@@ -188,7 +188,6 @@ void admin_task_post_fork(const spank_items& it, const config& c) {
   // slurmstepd sets SLURMD_NODENAME in its own environment (slurmstepd.c): trusted, unlike the job's.
   const char* me = std::getenv("SLURMD_NODENAME");
   std::string node = me ? me : "";
-  const std::string& list = it.nodelist;
   auto own = c.probe_timeout + c.nccl_timeout + std::chrono::seconds(30);
   std::vector<std::string> args = {c.admin_helper_path(),
                                    std::string(k_admin_collect_command),
@@ -202,8 +201,6 @@ void admin_task_post_fork(const spank_items& it, const config& c) {
                                    std::to_string(nnodes),
                                    "--node",
                                    node,
-                                   "--nodelist",
-                                   list,
                                    "--admin-comment",
                                    c.admin_comment ? "1" : "0",
                                    "--report-dir",

@@ -12,8 +12,9 @@ namespace mrcheck::spank_glue {
 
 namespace {
 
-// The one buffer for a job environment value: MRCHECK_SUBMIT is bounded to 1 KiB, a step's node list (for the
-// admins' collector) can be a few KiB. Anything larger is not ours, or too long to be worth passing on.
+// The one buffer for a job environment value: MRCHECK_SUBMIT is bounded to 1 KiB. Anything larger is not ours, or
+// too long to be worth passing on. (The step's node list is not read here: the job's SLURM_STEP_NODELIST is what the
+// user's srun sent; the admins' collector asks slurmctld, prolog/admin_collect.cpp.)
 constexpr std::size_t k_env_max = 8192;
 // slurm/slurm.h's SLURM_BATCH_SCRIPT and SLURM_EXTERN_CONT (22.05), without pulling in all of slurm.h.
 constexpr std::uint32_t k_batch_step = 0xfffffffb;
@@ -47,8 +48,6 @@ std::optional<std::string> job_getenv(spank_t sp, const char* name) {
   return std::nullopt;
 }
 
-bool too_long(const std::optional<std::string>& v) { return v && v->size() >= k_env_max; }
-
 }  // namespace
 
 std::string submit_tool(spank_context_t ctx) {
@@ -74,9 +73,6 @@ spank_items read_spank_items(spank_t sp) {
   it.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
   it.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
   if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) it.submit_host = *h;
-  auto list = job_getenv(sp, "SLURM_STEP_NODELIST");
-  if (!list || list->empty() || too_long(list)) list = job_getenv(sp, "SLURM_JOB_NODELIST");
-  if (list && !too_long(list)) it.nodelist = *list;
   // The task's command, to know a container launcher (`srun apptainer exec IMAGE cmd`, docs/containers.md).
   int argc = 0;
   char** argv = nullptr;

@@ -2,7 +2,7 @@
 // `mrcheck-prolog admin-collect` (prolog/admin_collect.cpp). Both ends include this header; nothing of it is
 // spelled out anywhere else.
 //
-//   argv   ADMIN_HELPER admin-collect --job J --step S --node-id I --nnodes N --node NAME --nodelist LIST
+//   argv   ADMIN_HELPER admin-collect --job J --step S --node-id I --nnodes N --node NAME
 //          --admin-comment 0|1 --report-dir DIR --max BYTES --timeout-ms MS --own-ms MS
 //   fd 3   read end of a pipe: local task 0 writes the begin marker line when it starts checking, then (itself
 //          or the post-exec watcher, which sends it after exec) the node record (one JSON line, admin_record.h), the node's report (one JSON line, optional) and the

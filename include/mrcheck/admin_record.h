@@ -78,8 +78,12 @@ std::string step_label(std::uint32_t step_id);
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
                                const std::vector<std::string>& names, bool cancelled = false);
 
+// True when `admin_comment` is jobstats' job summary ("JS1:" then base64 of gzipped JSON, written whole by its
+// EpilogSlurmctld): mrcheck never changes it (docs/jobstats.md).
+bool is_jobstats_summary(std::string_view admin_comment);
+
 // Appends `record` to the job's current admin_comment. Records are separated by " | "; text that is not
-// mrcheck's is kept as it is. When the result would exceed `max` bytes, mrcheck's oldest step records are
+// mrcheck's is kept byte for byte; a jobstats summary (is_jobstats_summary) is never changed (nullopt). When the result would exceed `max` bytes, mrcheck's oldest step records are
 // folded, oldest first, into one summary record ("mrcheck: 4 earlier steps: 1 FAIL, 3 pass"); if it still
 // does not fit, the new record is cut. Returns nullopt when even that cannot fit (others' text fills it).
 std::optional<std::string> append_admin_comment(std::string_view existing, std::string_view record, std::size_t max);
@@ -114,15 +118,19 @@ class admin_listener {
 };
 
 // Accepts one connection on `l` and reads one node record, all within `timeout`. Only a peer whose source
-// port is below 1024 (root on its host) and that says the hello of this job.step is accepted; anything else
-// is an error status (the caller goes on accepting until its deadline).
+// port is below 1024 (root on its host), that says the hello of this job.step, and whose address is one that
+// `node_addrs[record's node index]` resolves to is accepted: `node_addrs` are the step's nodes' addresses as Slurm
+// has them (NodeAddr), by node index; a record for an index past them is refused. Anything else is an error
+// status (the caller goes on accepting until its deadline).
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
-                                        std::chrono::milliseconds timeout);
+                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs);
 
 // Sends `r` to node 0 at `host` (name or address): walks the port sequence until a listener of this job.step
-// answers or `deadline` passes. Binds a source port below 1024 (needs root).
-status admin_send_record(const std::string& host, std::uint64_t job_id, std::uint64_t step_id, const node_record& r,
-                         std::chrono::steady_clock::time_point deadline, int attempts = 0);
+// answers or `deadline` passes. Binds a source port below 1024 (needs root), on `source` (this node's address
+// as Slurm has it, so node 0 knows the peer) when that is an address of this host.
+status admin_send_record(const std::string& host, const std::string& source, std::uint64_t job_id,
+                         std::uint64_t step_id, const node_record& r, std::chrono::steady_clock::time_point deadline,
+                         int attempts = 0);
 
 inline constexpr std::uint64_t k_admin_port_salt = 0x6d72636b61646d00ULL;  // "mrckadm\0"
 

@@ -4,8 +4,10 @@
 // peer of another step.
 //
 // Who may hand in a record: only a peer whose source port is below 1024, i.e. root on its host (the
-// collector binds one; users cannot). A user on a node of the job can therefore not add or fake a node's
-// verdict; the worst they can do is hold the port first, and then node 0 reports the other nodes as
+// collector binds one; users cannot), and whose address is the one Slurm has for the node it speaks for (the
+// caller passes the step's node addresses, as slurmctld and slurm.conf have them; the sender binds its own). A
+// user on a node of the job can therefore not add or fake a node's verdict, nor can root on a host outside the
+// step; the worst a user can do is hold the port first, and then node 0 reports the other nodes as
 // "no report" - a finding in itself.
 #include <mrcheck/admin_record.h>
 
@@ -95,32 +97,71 @@ int peer_port(int fd) {
   return -1;
 }
 
-// A socket bound to a free source port in 512..1023 (root only), like bindresvport(3) but for both families.
-int reserved_socket(const addrinfo* ai) {
+// An address as text, an IPv4-mapped IPv6 address as the IPv4 one (a dual-stack listener sees IPv4 peers so).
+std::string address_text(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      ::inet_ntop(AF_INET, &a.s6_addr[12], buf, sizeof buf);
+    } else {
+      ::inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    }
+  }
+  return buf;
+}
+
+// The addresses `host` (an address or a name) resolves to; empty when it does not.
+std::vector<std::string> host_addresses(const std::string& host) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) out.push_back(address_text(ai->ai_addr));
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// A socket bound to a free source port in 512..1023 (root only), like bindresvport(3) but for both families,
+// on `source` when it is an address of this host (of ai's family), else on any.
+int reserved_socket(const addrinfo* ai, const addrinfo* source) {
   static thread_local std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
                                            static_cast<unsigned>(clock::now().time_since_epoch().count()));
+  sockaddr_storage local{};
+  socklen_t len = 0;
+  if (source && source->ai_family == ai->ai_family && source->ai_addrlen <= sizeof local) {
+    std::memcpy(&local, source->ai_addr, source->ai_addrlen);
+    len = source->ai_addrlen;
+  } else if (ai->ai_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&local);
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_any;
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&local);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    len = sizeof *a;
+  }
   int start = 512 + static_cast<int>(rng() % 512);
   for (int i = 0; i < 512; ++i) {
-    int port = 512 + (start - 512 + i) % 512;
+    auto port = htons(static_cast<std::uint16_t>(512 + (start - 512 + i) % 512));
+    if (local.ss_family == AF_INET6) {
+      reinterpret_cast<sockaddr_in6*>(&local)->sin6_port = port;
+    } else {
+      reinterpret_cast<sockaddr_in*>(&local)->sin_port = port;
+    }
     int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) return -1;
-    int rc;
-    if (ai->ai_family == AF_INET6) {
-      sockaddr_in6 a{};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(static_cast<std::uint16_t>(port));
-      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    } else {
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(static_cast<std::uint16_t>(port));
-      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    }
-    if (rc == 0) return fd;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&local), len) == 0) return fd;
     int e = errno;
     ::close(fd);
+    // Not an address of this host (NAT, a name that resolves elsewhere): any address; node 0 decides.
+    if (e == EADDRNOTAVAIL && source) return reserved_socket(ai, nullptr);
     if (e != EADDRINUSE) return -1;  // EACCES: not root
   }
   return -1;
@@ -152,14 +193,16 @@ result<admin_listener> admin_listener::open(std::uint64_t job_id, std::uint64_t 
 }
 
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
-                                        std::chrono::milliseconds timeout) {
+                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs) {
   auto until = clock::now() + timeout;
   struct pollfd p {
     l.fd(), POLLIN, 0
   };
   int n = ::poll(&p, 1, ms_until(until));
   if (n <= 0) return status::from_errno("admin handoff: nobody connected", n == 0 ? ETIMEDOUT : errno);
-  int c = ::accept4(l.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof peer;
+  int c = ::accept4(l.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
   if (c < 0) return status::from_errno("admin handoff: accept", errno);
   int port = peer_port(c);
   if (port < 0 || port >= 1024) {
@@ -179,14 +222,46 @@ result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t j
     return status::error("admin handoff: no record from the peer in time");
   }
   auto r = decode_node_record(line);
-  send_all(c, r ? "ok\n" : "bad\n");
+  if (!r) {
+    send_all(c, "bad\n");
+    ::close(c);
+    return r;
+  }
+  // Only the node itself speaks for its index: the peer's address must be one Slurm has for that node.
+  std::string from = address_text(reinterpret_cast<sockaddr*>(&peer));
+  std::vector<std::string> known;
+  if (r->node_id < node_addrs.size()) known = host_addresses(node_addrs[r->node_id]);
+  if (std::find(known.begin(), known.end(), from) == known.end()) {
+    send_all(c, "refused\n");
+    ::close(c);
+    return status::error(
+        fmt::format("admin handoff: refused a record for node index {} from {}, not that node's "
+                    "address ({})",
+                    r->node_id, escape_line(from, 64),
+                    r->node_id < node_addrs.size() ? escape_line(node_addrs[r->node_id], 64)
+                                                   : std::string("not a node of the step")));
+  }
+  send_all(c, "ok\n");
   ::close(c);  // node 0 closes first: TIME_WAIT stays here, not on the peer's reserved port
   return r;
 }
 
-status admin_send_record(const std::string& host, std::uint64_t job_id, std::uint64_t step_id, const node_record& r,
-                         clock::time_point deadline, int attempts) {
+status admin_send_record(const std::string& host, const std::string& source, std::uint64_t job_id,
+                         std::uint64_t step_id, const node_record& r, clock::time_point deadline, int attempts) {
   if (attempts <= 0) attempts = k_attempts;
+  addrinfo* src = nullptr;
+  if (!source.empty()) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (::getaddrinfo(source.c_str(), nullptr, &hints, &src) != 0) src = nullptr;
+  }
+  struct free_src {
+    addrinfo* p;
+    ~free_src() {
+      if (p) ::freeaddrinfo(p);
+    }
+  } src_owner{src};
   std::string msg = hello(job_id, step_id) + "\n" + encode_node_record(r) + "\n";
   std::string last = "nobody answered";
   int round = 0;
@@ -208,7 +283,9 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
         return status::error(fmt::format("admin handoff: resolve {}: {}", escape_line(host, 64), ::gai_strerror(gai)));
       }
       for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-        int fd = reserved_socket(ai);
+        const addrinfo* from = src;
+        while (from && from->ai_family != ai->ai_family) from = from->ai_next;
+        int fd = reserved_socket(ai, from);
         if (fd < 0) {
           last = fmt::format("no reserved source port: {}", std::strerror(errno ? errno : EACCES));
           continue;
@@ -238,6 +315,12 @@ status admin_send_record(const std::string& host, std::uint64_t job_id, std::uin
         res = nullptr;
         if (sent && reply == "ok") return status::ok();
         if (sent && reply == "bad") return status::error("admin handoff: node 0 refused the record as malformed");
+        if (sent && reply == "refused") {
+          return status::error(
+              fmt::format("admin handoff: node 0 refused the record: it did not come from this "
+                          "node's address ({})",
+                          escape_line(source, 64)));
+        }
         last = fmt::format("port {} answered '{}'", port, escape_line(reply, 16));
         break;
       }

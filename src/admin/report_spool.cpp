@@ -3,17 +3,12 @@
 // root write (or overwrite) a file elsewhere.
 #include <mrcheck/admin_record.h>
 
-#include <mrcheck/atomic_file.h>
+#include <mrcheck/private_dir.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 
 namespace mrcheck {
 
@@ -31,34 +26,18 @@ bool safe_component(std::string_view s) {
 
 status write_node_report(const std::string& dir, std::uint32_t job_id, std::string_view step, std::string_view node,
                          const std::string& json) {
-  if (dir.empty() || dir.front() != '/')
-    return status::error(fmt::format("report_dir '{}' is not absolute", escape_line(dir, 128)));
   std::string step_part(step);
   std::replace(step_part.begin(), step_part.end(), ' ', '_');
   if (!safe_component(step_part) || !safe_component(node)) {
     return status::error(fmt::format("report_dir: unsafe file name part '{}' / '{}'", escape_line(step_part, 32),
                                      escape_line(node, 64)));
   }
-  // O_NOFOLLOW on the directory itself; the checks below run on what was opened, not on the path again.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return status::from_errno(fmt::format("report_dir {}", escape_line(dir, 128)), errno);
-  struct stat st {};
-  if (::fstat(dfd, &st) != 0) {
-    int e = errno;
-    ::close(dfd);
-    return status::from_errno(fmt::format("report_dir {}: fstat", escape_line(dir, 128)), e);
-  }
-  if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-    ::close(dfd);
-    return status::error(
-        fmt::format("report_dir {} must be owned by root and not writable by group or others "
-                    "(owner uid {}, mode {:o}): refused",
-                    escape_line(dir, 128), st.st_uid, st.st_mode & 07777));
-  }
+  auto d = open_private_dir(dir, 0, "report_dir");
+  if (!d) return d.error();
   std::string name = fmt::format("job{}.{}.{}.json", job_id, step_part, node);
-  auto s = write_file_at(dfd, name, json + "\n", 0644, false, fmt::format("report_dir {}", escape_line(dir, 128)));
-  ::close(dfd);
-  if (!s) return s;
+  if (auto w = write_file_at(*d, name, json + "\n", 0644, true); !w) {
+    return status::error(fmt::format("report_dir {}: {}", escape_line(dir, 128), w.message()));
+  }
   return status::ok();
 }
 

@@ -15,27 +15,14 @@
 source "$(dirname "$0")/lib.sh"
 [[ -f $MRCHECK_BUILD_DIR/spank/spank_mrcheck.so ]] || e2e_skip "spank_mrcheck.so not built"
 [[ -x $MRCHECK_BUILD_DIR/prolog/mrcheck-prolog ]] || e2e_skip "mrcheck-prolog not built"
-((${MRCHECK_SLURM_PORT_BASE:-16800} + 500 < 65000)) || e2e_skip "port base too high"
-export MRCHECK_SLURM_DIR=${MRCHECK_SLURMNS_DIR:-${MRCHECK_SLURM_DIR}-netns}
-export MRCHECK_SLURM_PORT_BASE=${MRCHECK_SLURMNS_PORT_BASE:-$((${MRCHECK_SLURM_PORT_BASE:-16800} + 500))}
-WAS_UP=0
-[[ -f $MRCHECK_SLURM_DIR/env.sh ]] && WAS_UP=1
-set +e
-bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-up.sh" --netns "$MRCHECK_SLURM_DIR" >&2
-UP=$?
-set -e
-((UP != 77)) || e2e_skip "slurm-up.sh --netns skipped (its reason is above: no ip, no CAP_NET_ADMIN, or a chroot)"
-((UP == 0)) || { e2e_log "FAIL: slurm-up.sh --netns failed"; exit 1; }
-# shellcheck disable=SC1091
-source "$MRCHECK_SLURM_DIR/env.sh"
-[[ ${MRCHECK_SLURM_NETNS:-0} == 1 ]] || { e2e_log "FAIL: $MRCHECK_SLURM_DIR is not a --netns cluster"; exit 1; }
+e2e_netns_up
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 prog=admin_netns_test
 source "$MRCHECK_SOURCE_DIR/tests/slurm/lib.sh" # netns_of, node_usable, port_base (resolve_dir)
 resolve_dir "$MRCHECK_SLURM_DIR"
 cleanup() {
   plugin_cleanup
-  ((WAS_UP)) || bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-down.sh" "$MRCHECK_SLURM_DIR" >&2 || true
+  e2e_netns_down
 }
 trap cleanup EXIT
 e2e_stage
@@ -43,18 +30,6 @@ e2e_stage
 ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_timeout=2s admin_comment_max=8192"
 addr_of() { awk -v n="$1" '$1 == n {print $3}' "$MRCHECK_SLURM_DIR/run/nodes"; }
 slurmd_pid() { cat "$MRCHECK_SLURM_DIR/run/slurmd-$1.pid"; }
-
-# AC: the AdminComment of job name $1 once the job has ended and slurmdbd has it.
-admin_comment() {
-  local out="" _i
-  for _i in $(seq 1 75); do
-    out=$(sacct -X -n -P --name="$1" -S now-1hour -o JobID,State,AdminComment%4000 2>/dev/null | tail -1)
-    [[ -n $out && $out != *RUNNING* && $out != *PENDING* && $out != *"|" ]] && break
-    sleep 0.2
-  done
-  AC=${out#*|}
-  AC=${AC#*|}
-}
 
 # The layout itself: three network namespaces, three mount namespaces, three addresses.
 NETS=$(for n in node1 node2 node3; do readlink "/proc/$(slurmd_pid $n)/ns/net"; done | sort -u | wc -l)
@@ -81,7 +56,7 @@ job_of() { squeue -h -n "$1" -o %i 2>/dev/null | head -1; }
 plugin_load required memlock_min=8M $ADMIN
 run_user srun -J ns-handoff-$$ -N3 -n3 --mr-check=memlock true
 [[ $RC == 0 ]] || show_run "handoff"
-admin_comment ns-handoff-$$
+e2e_admin_comment ns-handoff-$$
 expect_eq "handoff: one record with all three nodes" "$AC" "mrcheck: step 0: pass on 3 nodes"
 
 # 2. The node-pair rendezvous between two stacks (scripted stand-in ranks, the test program
@@ -139,7 +114,7 @@ scontrol update nodename=node3 state=down reason="admin_netns_test: killed" >/de
 for _ in $(seq 1 100); do kill -0 "$SRUN" 2>/dev/null || break; sleep 0.1; done
 kill "$SRUN" 2>/dev/null || true
 wait "$SRUN" 2>/dev/null || true
-admin_comment ns-dead-$$
+e2e_admin_comment ns-dead-$$
 expect_eq "dead node: the record names node3" "$AC" "mrcheck: step 0: pass on 2 nodes; no report from node3"
 bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurmd-restart.sh" --node node3 --no-wait "$MRCHECK_SLURM_DIR" >&2
 scontrol update nodename=node3 state=resume >/dev/null 2>&1 || true
@@ -166,7 +141,7 @@ for _ in $(seq 1 300); do
 done
 e2e_log "concurrent: $(collectors "$CJ") collectors waiting; gate opens"
 touch "$GATE"
-admin_comment ns-conc-$$
+e2e_admin_comment ns-conc-$$
 STEPS=$(grep -o 'step [0-9]*:' <<<"$AC" | sort -u | wc -l)
 e2e_log "concurrent: AdminComment [$AC]"
 expect_eq "concurrent: all 9 steps have their record" "$STEPS" "9"
@@ -186,25 +161,28 @@ scancel "$J.0" 2>/dev/null || true
 wait "$SRUN" 2>/dev/null || true
 T1=$(date +%s)
 touch "$GATE"
-admin_comment ns-cancel-$$
+e2e_admin_comment ns-cancel-$$
 e2e_log "cancel: srun ended $((T1 - T0)) s after scancel; AdminComment [$AC]"
 expect_eq "cancel: a record saying so" "$AC" "mrcheck: step 0: cancelled; no report from node1,node2,node3"
 ((T1 - T0 <= 12)) && e2e_pass "cancel: the step ended within its bound" || e2e_fail "cancel: took $((T1 - T0)) s"
 rm -f "$GATE"
 
 # 6. Controller RPCs of the record, one 3-node step (sdiag): one job update and two job reads (the read and
-# the read back, admin_collect.cpp write_admin_comment) beyond the same step without admin_comment.
+# the read back, admin_collect.cpp write_admin_comment) beyond the same step without admin_comment, and one read
+# of the step's layout per node (the step's nodes as slurmctld has them, load_step_nodes).
 rpc() { sdiag | awk -v m="$1" '$1 == m { for (i = 2; i <= NF; i++) if ($i ~ /^count:/) { sub(/count:/, "", $i); print $i; f = 1 } } END { if (!f) print 0 }'; }
 count_step() {
   sdiag --reset >/dev/null
   run_user srun -J ns-rpc-$$ -N3 -n3 --mr-check=memlock true
   [[ $RC == 0 ]] || show_run "rpc"
-  echo "$(rpc REQUEST_UPDATE_JOB) $(rpc REQUEST_JOB_INFO_SINGLE)"
+  echo "$(rpc REQUEST_UPDATE_JOB) $(rpc REQUEST_JOB_INFO_SINGLE) $(rpc REQUEST_STEP_LAYOUT)"
 }
 plugin_load required memlock_min=8M
 BASE=$(count_step)
 plugin_load required memlock_min=8M $ADMIN
 GOT=$(count_step)
-e2e_log "figure: 3-node step, REQUEST_UPDATE_JOB REQUEST_JOB_INFO_SINGLE = $GOT (without admin_comment: $BASE)"
-expect_eq "rpc: one job update and two job reads per step" "$GOT" "$((${BASE%% *} + 1)) $((${BASE##* } + 2))"
+e2e_log "figure: 3-node step, REQUEST_UPDATE_JOB REQUEST_JOB_INFO_SINGLE REQUEST_STEP_LAYOUT = $GOT (without admin_comment: $BASE)"
+read -r B_UPD B_INFO B_LAYOUT <<<"$BASE"
+expect_eq "rpc: one job update, two job reads and a layout read per node" "$GOT" \
+  "$((B_UPD + 1)) $((B_INFO + 2)) $((B_LAYOUT + 3))"
 e2e_done

@@ -59,10 +59,13 @@ e2e_stage() {
     # NCCL dlopens "libibverbs.so" before "libibverbs.so.1": both names must find the fake.
     ln -sf libibverbs.so.1 "$d/lib/fake/libibverbs.so"
   fi
-  # The hostile probe library (tests/fakes/hostile_probe.c), for hostile_drain_test.
-  local hostile
-  hostile=$(find "$MRCHECK_BUILD_DIR" -name 'hostile_probe.so' -path '*fakes*' 2>/dev/null | head -1 || true)
-  [[ -n $hostile ]] && install -m 0755 "$hostile" "$d/lib/fake/hostile_probe.so"
+  # The hostile libraries: for the probe (tests/fakes/hostile_probe.c, hostile_drain_test) and for srun
+  # (tests/spank/hostile_srun.c, hostile_nodelist_test).
+  local hostile lib
+  for lib in hostile_probe.so hostile_srun.so; do
+    hostile=$(find "$MRCHECK_BUILD_DIR" -name "$lib" -path '*fakes*' 2>/dev/null | head -1 || true)
+    [[ -n $hostile ]] && install -m 0755 "$hostile" "$d/lib/fake/$lib"
+  done
   chmod -R a+rX "$MRCHECK_SLURM_DIR/install"
   E2E_INSTALL=$d
 }
@@ -82,4 +85,41 @@ as_user() {
     setpriv --reuid="$E2E_USER" --regid="$E2E_USER" --init-groups -- \
       env -i SLURM_CONF="${SLURM_CONF:-}" PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="/home/$E2E_USER" \
       USER="$E2E_USER" LOGNAME="$E2E_USER" LANG=C.UTF-8 "$@")
+}
+
+# e2e_netns_up: the three nodes with a network stack and /run each (slurm-up.sh --netns), a cluster of its own beside
+# the shared one: MRCHECK_SLURMNS_DIR (default the shared DIR + "-netns") at MRCHECK_SLURMNS_PORT_BASE (default the
+# shared base + 500); sources its env.sh. Skips (77) where namespaces cannot be made. e2e_netns_down stops it
+# again unless it was up before.
+e2e_netns_up() {
+  ((${MRCHECK_SLURM_PORT_BASE:-16800} + 500 < 65000)) || e2e_skip "port base too high"
+  export MRCHECK_SLURM_DIR=${MRCHECK_SLURMNS_DIR:-${MRCHECK_SLURM_DIR}-netns}
+  export MRCHECK_SLURM_PORT_BASE=${MRCHECK_SLURMNS_PORT_BASE:-$((${MRCHECK_SLURM_PORT_BASE:-16800} + 500))}
+  E2E_NETNS_WAS_UP=0
+  [[ -f $MRCHECK_SLURM_DIR/env.sh ]] && E2E_NETNS_WAS_UP=1
+  local up
+  set +e
+  bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-up.sh" --netns "$MRCHECK_SLURM_DIR" >&2
+  up=$?
+  set -e
+  ((up != 77)) || e2e_skip "slurm-up.sh --netns skipped (its reason is above: no ip, no CAP_NET_ADMIN, or a chroot)"
+  ((up == 0)) || { e2e_log "FAIL: slurm-up.sh --netns failed"; exit 1; }
+  # shellcheck disable=SC1091
+  source "$MRCHECK_SLURM_DIR/env.sh"
+  [[ ${MRCHECK_SLURM_NETNS:-0} == 1 ]] || { e2e_log "FAIL: $MRCHECK_SLURM_DIR is not a --netns cluster"; exit 1; }
+}
+e2e_netns_down() {
+  ((${E2E_NETNS_WAS_UP:-1})) || bash "$MRCHECK_SOURCE_DIR/tests/slurm/slurm-down.sh" "$MRCHECK_SLURM_DIR" >&2 || true
+}
+
+# e2e_admin_comment JOBNAME: sets AC to the job's AdminComment once the job has ended and slurmdbd has it.
+e2e_admin_comment() {
+  local out="" _i
+  for _i in $(seq 1 75); do
+    out=$(sacct -X -n -P --name="$1" -S now-1hour -o JobID,State,AdminComment%4000 2>/dev/null | tail -1)
+    [[ -n $out && $out != *RUNNING* && $out != *PENDING* && $out != *"|" ]] && break
+    sleep 0.2
+  done
+  AC=${out#*|}  # JobID|State|AdminComment: the record itself holds " | "
+  AC=${AC#*|}
 }

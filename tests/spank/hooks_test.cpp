@@ -221,18 +221,12 @@ TEST(SpankHooks, TheAdapterReadsTheItemsIntoPlainData) {
   EXPECT_TRUE(it.batch_step);
   EXPECT_FALSE(it.extern_step);
   EXPECT_EQ(it.local_task_id, std::optional<int>(3));
-  EXPECT_EQ(it.nodelist, "node[1-7]");  // no SLURM_STEP_NODELIST in a batch step: the job's
   EXPECT_EQ(it.submit_raw, std::optional<std::string>(std::string(5000, 'x')));
   auto t = mrcheck::spank_glue::make_task_facts(it, nullptr, false);
   EXPECT_EQ(t.node, "node7");
   EXPECT_EQ(t.job_id, 77u);
   EXPECT_EQ(t.local_task_id, 3);
   EXPECT_EQ(t.request.env_checks, std::optional<std::string>("memlock"));
-  // A node list longer than the buffer is never passed on cut: the step's falls back to the job's, then to "".
-  h.job_env["SLURM_STEP_NODELIST"] = std::string(9000, 'n');
-  EXPECT_EQ(mrcheck::spank_glue::read_spank_items(nullptr).nodelist, "node[1-7]");
-  h.job_env["SLURM_JOB_NODELIST"] = std::string(9000, 'n');
-  EXPECT_EQ(mrcheck::spank_glue::read_spank_items(nullptr).nodelist, "");
 }
 
 // The one idle gate (include/mrcheck/step_gate.h), asked by the loader, the core and the step engine.

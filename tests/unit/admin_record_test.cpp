@@ -268,12 +268,14 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
   std::uint64_t job = 4000000000ULL + static_cast<std::uint64_t>(::getpid());
   auto l = admin_listener::open(job, 3);
   ASSERT_TRUE(l) << l.error().message();
+  const std::vector<std::string> addrs = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
   node_record sent = rec(2, "node3", {fail_memlock()});
   std::thread t([&] {
-    auto s = admin_send_record("127.0.0.1", job, 3, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    auto s = admin_send_record("127.0.0.1", "127.0.0.1", job, 3, sent,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
     EXPECT_TRUE(s) << s.message();
   });
-  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5));
+  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5), addrs);
   t.join();
   ASSERT_TRUE(got) << got.error().message();
   EXPECT_EQ(*got, sent);
@@ -293,11 +295,81 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
     ::recv(fd, buf, sizeof buf, 0);
     ::close(fd);
   });
-  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3));
+  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3), addrs);
   user.join();
   ASSERT_FALSE(forged);
   EXPECT_NE(forged.error().message().find("unprivileged port"), std::string::npos) << forged.error().message();
 }
 
+// Root elsewhere (a reserved port, the right hello) is still not the node: node 0 takes a record only from the
+// address Slurm has for the node index it names, and the sender is told so instead of retrying.
+TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "binding a source port below 1024 needs root";
+  std::uint64_t job = 4100000000ULL + static_cast<std::uint64_t>(::getpid());
+  auto l = admin_listener::open(job, 5);
+  ASSERT_TRUE(l) << l.error().message();
+  node_record sent = rec(1, "node2", {pass_memlock()});
+  for (const auto& addrs : {std::vector<std::string>{"127.0.0.1", "192.0.2.7"},  // node 1 lives elsewhere
+                            std::vector<std::string>{"127.0.0.1"}}) {            // no node index 1 in the step
+    status s = status::ok();
+    std::thread t([&] {
+      s = admin_send_record("127.0.0.1", "", job, 5, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    });
+    auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), addrs);
+    t.join();
+    ASSERT_FALSE(got);
+    EXPECT_NE(got.error().message().find("refused a record for node index 1 from 127.0.0.1"), std::string::npos)
+        << got.error().message();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.message().find("node 0 refused the record"), std::string::npos) << s.message();
+  }
+  // The sender binds the address it is given when it is one of this host's: 127.0.0.2 is (the loopback /8).
+  std::thread t([&] {
+    auto s = admin_send_record("127.0.0.1", "127.0.0.2", job, 5, sent,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(s) << s.message();
+  });
+  auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), {"127.0.0.1", "127.0.0.2"});
+  t.join();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_EQ(got->node_id, 1u);
+}
+
 }  // namespace
+}  // namespace mrcheck
+
+namespace mrcheck {
+
+// docs/jobstats.md: jobstats' summary is never changed, and others' text of any content comes back byte for byte.
+TEST(admin_record, a_jobstats_summary_is_never_changed) {
+  const std::string rec = "mrcheck: step 0: pass on 1 node";
+  for (std::string js : {"JS1:H4sIAAAAAAAAA6tWyk9OLkpNTFGyqlbKzU8pzUlVslIqSS0uUapVqgUA", "JS1:Short", "JS1:None"}) {
+    EXPECT_TRUE(is_jobstats_summary(js)) << js;
+    EXPECT_FALSE(append_admin_comment(js, rec, 65535)) << js;
+  }
+  EXPECT_FALSE(is_jobstats_summary("site: JS1:x"));
+  EXPECT_FALSE(is_jobstats_summary(""));
+}
+
+TEST(admin_record, foreign_text_is_kept_byte_for_byte) {
+  const std::string rec = "mrcheck: step 2: pass on 1 node";
+  std::vector<std::string> foreign = {" lead and trail  ",       "a |  | b", "ends | ",   " | ",
+                                      "line\nbreak\ttab",        "|||",      "x | | y |", std::string("nul\0in", 6),
+                                      "\xff\xfe utf8? \xc3\xa9", "q\"uo'te;"};
+  foreign.push_back(std::string(65535 - 3 - rec.size(), 'z'));  // the most that still leaves room for the record
+  for (const auto& f : foreign) {
+    auto out = append_admin_comment(f, rec, 65535);
+    ASSERT_TRUE(out) << f.size();
+    EXPECT_EQ(*out, f + " | " + rec) << f.substr(0, 40);
+  }
+  // Too big for the record: not written, never cut.
+  EXPECT_FALSE(append_admin_comment(std::string(65535, 'z'), rec, 65535));
+  EXPECT_FALSE(append_admin_comment(std::string(5000, 'z'), rec, 4096));
+  // Folding our own records leaves theirs where they were, byte for byte.
+  std::string ac = " ops  | mrcheck: step 0: FAIL memlock=64KiB on n1 | x |";
+  auto out = append_admin_comment(ac, rec, ac.size() + 3 + rec.size() - 1);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, " ops  | mrcheck: earlier steps (1): 1 FAIL | x | | " + rec);
+}
+
 }  // namespace mrcheck
