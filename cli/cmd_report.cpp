@@ -11,6 +11,8 @@
 #include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/history.h>
+#include <mrcheck/history_store.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
 
@@ -18,6 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <ctime>
 
 #include <cstdlib>
 #include <optional>
@@ -199,10 +204,26 @@ int cmd_report(const args& a) {
   }
   matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, !facts.libibverbs.is_ok());
   report r = run_all_checks(facts, *cfg, *rules, extra);
+  const std::int64_t now = std::time(nullptr);
+  stack_fingerprint fp = make_fingerprint(facts, extra, *rules, read_boot_info(root, now));
+  // The node's stack history as mrcheck-prolog keeps it (readable by root only; include/mrcheck/history.h).
+  std::optional<stack_history> hist;
+  if (root.is_host() && !cfg->state_dir.empty() && ::geteuid() == 0) {
+    hist = load_history(cfg->state_dir, facts.hostname, ::geteuid()).history;
+  }
   if (json) {
     nlohmann::json j = report_to_json(r);
     j["facts"] = facts;
     if (job) j["facts"]["job_nccl"] = job_nccl_json(*job);
+    j["stack"] = fingerprint_to_json(fp);
+    if (facts.hostname_status) j["stack"]["host"] = facts.hostname;
+    if (hist && !hist->changes.empty()) {
+      nlohmann::json lines = nlohmann::json::array();
+      for (const auto& c : hist->changes) {
+        for (const auto& i : c.items) lines.push_back(change_line(c, i));
+      }
+      j["stack_changes"] = lines;
+    }
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     std::string job_text;
@@ -211,6 +232,13 @@ int cmd_report(const args& a) {
       for (const auto& l : job_nccl_lines(*job)) job_text += "               " + l + "\n";
     }
     fmt::print("{}{}\n{}", text_facts(facts), job_text, to_text(r));
+    if (hist) {
+      // The last change mrcheck-prolog saw, one line per fact (the whole history: state_dir/history-<node>.json).
+      if (hist->changes.empty()) fmt::print("stack: unchanged since {}\n", utc_minute(hist->since));
+      if (!hist->changes.empty()) {
+        for (const auto& i : hist->changes.back().items) fmt::print("{}\n", change_line(hist->changes.back(), i));
+      }
+    }
     for (const auto& line : failure_lines(r)) fmt::print(stderr, "{}\n", line);
   }
   switch (r.overall()) {

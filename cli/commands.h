@@ -17,6 +17,7 @@ int cmd_probe_mr(
     const args& a);  // mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]
 int cmd_probe_nccl(const args& a);  // mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json]
 int cmd_explain(const args& a);     // mrcheck explain [FILE|-] [--root DIR] [--json]
+int cmd_fleet(const args& a);       // mrcheck fleet [--json] [--rules FILE] PATH...
 
 inline constexpr int k_exit_ok = 0;
 inline constexpr int k_exit_fail = 1;

@@ -26,6 +26,7 @@ constexpr std::string_view k_usage =
     "  probe mr    register memory the way NCCL does, as this user, and explain the errno\n"
     "  probe nccl  a real 2-rank NCCL all-reduce through the network path\n"
     "  explain     find NCCL failures in a log, give the cause and the fix\n"
+    "  fleet       many nodes' stacks side by side: the majority and the nodes that differ\n"
     "\n"
     "options:\n"
     "  --version   the mrcheck version and the Slurm version it was built against\n"
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     if (cmd == "dump") return cmd_dump(rest);
     if (cmd == "probe") return cmd_probe(rest);
     if (cmd == "explain") return cmd_explain(rest);
+    if (cmd == "fleet") return cmd_fleet(rest);
     fmt::print(stderr, "mrcheck: unknown command '{}'\n{}", cmd.substr(0, 64), k_usage);
     return k_exit_usage;
   } catch (const std::exception& e) {

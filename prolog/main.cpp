@@ -19,6 +19,9 @@
 #include "slurm_control.h"
 
 #include <mrcheck/facts.h>
+
+#include "prolog/history_step.h"
+#include "prolog/revalidate.h"
 #include "prolog/node_action.h"
 #include "prolog/textfile.h"
 
@@ -27,6 +30,7 @@
 #include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/history.h>
 #include <mrcheck/log.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
@@ -287,8 +291,13 @@ std::optional<run_setup> load_setup(const options& o, const char* mode_name, std
 
 // Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read their
 // versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and procfs; the
-// facts are the same as collect_facts() would gather in one go.
-report judge_node(const run_setup& s, phase_timer& t, node_facts* keep_facts = nullptr) {
+// facts are the same as collect_facts() would gather in one go. The facts are kept for the stack fingerprint.
+struct judged {
+  report rep;
+  node_facts facts;
+  matrix_facts extra;
+};
+judged judge_node(const run_setup& s, phase_timer& t) {
   collect_options copts;
   const char* slurm_conf_env = std::getenv("SLURM_CONF");
   if (slurm_conf_env && *slurm_conf_env && s.root.is_host()) copts.slurm_conf = slurm_conf_env;
@@ -311,8 +320,7 @@ report judge_node(const run_setup& s, phase_timer& t, node_facts* keep_facts = n
   t.mark("matrix facts");
   report rep = run_checks(prolog_selection(), node_check_inputs(facts, s.rules, &s.cfg, &extra));
   t.mark("judge");
-  if (keep_facts) *keep_facts = std::move(facts);
-  return rep;
+  return {std::move(rep), std::move(facts), std::move(extra)};
 }
 
 // The drain or resume through slurmctld within the budget; when the controller is unreachable the action is kept
@@ -388,11 +396,40 @@ int run(int argc, char** argv) {
   auto setup = load_setup(o, mode_name, out);
   if (!setup) return k_exit_usage;
   t.mark("config+rules");
-  node_facts facts;  // for the textfile's per-device series
-  report rep = judge_node(*setup, t, &facts);
+  judged jd = judge_node(*setup, t);
+  report& rep = jd.rep;
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 
+  // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
+  // explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
+  const std::int64_t now = std::time(nullptr);
+  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now));
+  prolog::history_step hist;
+  if (!o.dry_run || !o.state_dir.empty()) {
+    std::string dir = !o.state_dir.empty() ? o.state_dir : setup->cfg.state_dir;
+    if (auto store = state_store::open(dir, ::geteuid())) {
+      hist = prolog::begin_history(store->dir(), setup->node, fp, rep, now, ::geteuid(), out, mode_name);
+    } else if (o.dry_run) {
+      log(out, log_level::error, "{}: stack history not kept: {}", mode_name, store.error().message());
+    }
+  }
+  t.mark("history");
+  // Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
+  // textfile carry it like any other.
+  if (hist.history && prolog::revalidation_due(setup->cfg.revalidate, *hist.history)) {
+    check_result rv = prolog::run_revalidation(setup->cfg);
+    log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
+        rv.summary);
+    hist.history->revalidated = std::string(to_string(rv.result));
+    hist.history->revalidate_reason = escape_line(rv.summary, 200);
+    hist.history->revalidated_time = now;
+    hist.dirty = true;
+    rep.checks.push_back(std::move(rv));
+    t.mark("revalidate");
+  }
+
   desired_action want = plan_action(rep, setup->cfg.on_error);
+  prolog::name_change_in_reason(want, rep, hist);
   bool fails = want.what == desired_action::kind::drain;
   nlohmann::json j;
   if (o.json) j = report_to_json(rep);
@@ -400,23 +437,27 @@ int run(int argc, char** argv) {
   j["mode"] = mode_name;
   j["rules"] = setup->rules.source;
   j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
+  if (o.json) {
+    j["stack"] = fingerprint_to_json(fp);
+    j["history"] = prolog::history_json(hist);
+  }
 
   // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
   // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
   std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
   if (!textfile.empty()) {
-    textfile_input in{std::time(nullptr),
-                      setup->node,
-                      mode_name,
-                      mode == run_mode::prolog && job_id ? job_id : "",
-                      &facts,
-                      read_gpu_uuids(setup->root, facts)};
-    if (auto s = write_textfile(textfile, prometheus_textfile(rep, in), ::geteuid()); !s) {
+    textfile_input in{now,       setup->node,
+                      mode_name, mode == run_mode::prolog && job_id ? job_id : "",
+                      &jd.facts, read_gpu_uuids(setup->root, jd.facts)};
+    std::string text = prometheus_textfile(rep, in) +
+                       prometheus_stack_lines(fp, hist.history ? &*hist.history : nullptr);
+    if (auto s = write_textfile(textfile, text, ::geteuid()); !s) {
       log(out, log_level::error, "{}: {}", mode_name, s.message());
     }
     t.mark("textfile");
   }
 
+  prolog::finish_history(hist, out, mode_name);
   int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
   int code = fail_code;
   if (o.dry_run) {

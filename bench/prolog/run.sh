@@ -5,7 +5,10 @@
 # mrcheck-prolog (e.g. the previous commit's) is timed in the same loop, so both see the same machine state.
 # The runs are interleaved (checklist, prolog, baseline, checklist, ...): a machine that gets slower or
 # faster during the run shifts all of them alike.
-# usage: run.sh [--runs N] [--prolog PATH] [--baseline PATH] [--rules FILE]
+# With --history the baseline is the same binary without --state-dir: the prolog is timed keeping its stack
+# history in a state dir (a dry run with an explicit --state-dir keeps it as a real run does) against the same
+# run without history, so the difference is the history's cost alone.
+# usage: run.sh [--runs N] [--prolog PATH] [--baseline PATH] [--rules FILE] [--history]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -13,13 +16,15 @@ runs=20
 prolog=""
 baseline=""
 rules=$src/etc/mrcheck-rules.conf
+history=0
 while (($#)); do
   case "$1" in
     --runs) runs=$2; shift ;;
     --prolog) prolog=$2; shift ;;
     --baseline) baseline=$2; shift ;;
     --rules) rules=$2; shift ;;
-    *) echo "usage: run.sh [--runs N] [--prolog PATH] [--baseline PATH] [--rules FILE]" >&2; exit 2 ;;
+    --history) history=1 ;;
+    *) echo "usage: run.sh [--runs N] [--prolog PATH] [--baseline PATH] [--rules FILE] [--history]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -39,18 +44,24 @@ time_ms() {
 }
 stats() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f\n", m, v[1] }'; }
 prolog_args=(--dry-run --mode healthcheck --node bench --rules "$rules")
+base_args=("${prolog_args[@]}")
+if ((history)); then
+  baseline=$prolog
+  hist_dir=$(mktemp -d)
+  prolog_args+=(--state-dir "$hist_dir")
+fi
 
 # One warm-up each (page cache, dynamic loader), not counted.
 bash "$here/manual-checklist.sh"
 "$prolog" "${prolog_args[@]}" >/dev/null 2>&1 || true
-[[ -z $baseline ]] || "$baseline" "${prolog_args[@]}" >/dev/null 2>&1 || true
+[[ -z $baseline ]] || "$baseline" "${base_args[@]}" >/dev/null 2>&1 || true
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" ${hist_dir:+"$hist_dir"}' EXIT
 for _ in $(seq "$runs"); do
   time_ms bash "$here/manual-checklist.sh" >>"$tmp/manual"
   time_ms "$prolog" "${prolog_args[@]}" >>"$tmp/mr"
-  [[ -z $baseline ]] || time_ms "$baseline" "${prolog_args[@]}" >>"$tmp/base"
+  [[ -z $baseline ]] || time_ms "$baseline" "${base_args[@]}" >>"$tmp/base"
 done
 read -r manual_med manual_min < <(stats <"$tmp/manual")
 read -r mr_med mr_min < <(stats <"$tmp/mr")
@@ -63,7 +74,8 @@ printf '%-34s %10s %10s\n' "manual checklist (shell)" "$manual_med" "$manual_min
 printf '%-34s %10s %10s\n' "mrcheck-prolog --dry-run" "$mr_med" "$mr_min"
 if [[ -n $baseline ]]; then
   read -r base_med base_min < <(stats <"$tmp/base")
-  printf '%-34s %10s %10s\n' "baseline --dry-run" "$base_med" "$base_min"
+  printf '%-34s %10s %10s\n' "baseline --dry-run$( ((history)) && echo ' (no history)')" "$base_med" "$base_min"
+  awk -v p="$mr_med" -v b="$base_med" -v pm="$mr_min" -v bm="$base_min" 'BEGIN { printf "difference: median %+.2f ms, min %+.2f ms\n", p - b, pm - bm }'
   awk -v m="$manual_med" -v p="$base_med" 'BEGIN { printf "baseline ratio (median): %.1fx\n", m / p }'
 fi
 awk -v m="$manual_med" -v p="$mr_med" 'BEGIN { r = m / p; printf "ratio (median): %.1fx faster; goal >= 20x: %s\n", r, (r >= 20 ? "met" : "NOT met") }'

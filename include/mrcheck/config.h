@@ -53,6 +53,7 @@ struct config {
                                                      //   ("" = <bindir>/mrcheck of this build; see helper_path())
   std::string report_dir;                            // report_dir= spool dir for per-node JSON reports ("" = off)
   std::string state_dir = "/var/lib/mrcheck";        // state_dir= prolog's pending drain/resume state
+  std::string revalidate = "on_change";              // revalidate=on_change|always|never (prolog/revalidate.h)
   std::string rules;                                 // rules= matrix rules file for mrcheck-prolog
   std::string prometheus_textfile;                   // prometheus_textfile= node_exporter textfile ("" = off)
   bool admin_comment = false;                        // admin_comment=yes|no: the step's record in AdminComment

@@ -59,6 +59,7 @@ struct hca_family_rule {
 
 struct matrix_rules {
   std::string source = "built-in";  // the file the rules came from
+  std::string hash = "built-in";    // FNV-1a 64 of the file's text, hex (the stack fingerprint, history.h)
 
   // rdma_stack: kernel mlx5_core vs user space.
   rule_action rdma_stack = rule_action::fail;

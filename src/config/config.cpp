@@ -40,7 +40,7 @@ result<std::string> parse_abs_path(std::string_view v) {
   return std::string(v);
 }
 
-constexpr std::array<config_key_doc, 20> k_keys{{
+constexpr std::array<config_key_doc, 21> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
     {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
@@ -59,6 +59,9 @@ constexpr std::array<config_key_doc, 20> k_keys{{
     {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
     {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
     {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)"},
+    {"revalidate", "on_change",
+     "when mrcheck-prolog runs the registration probe and the NCCL pair: on_change (once per new stack), always, "
+     "never"},
     {"admin_comment", "no", "write each checked step's verdict for all its nodes into the job's AdminComment (sacct)"},
     {"admin_helper", MRCHECK_ADMIN_HELPER_DEFAULT,
      "absolute path of mrcheck-prolog, run as root to collect and write the step's record"},
@@ -204,6 +207,10 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
     // Slurm keeps AdminComment in a TEXT column (65535 bytes); below 256 not even one step record fits.
     if (*v < 256 || *v > 65535) return bad(status::error("must be between 256 and 65535 bytes"));
     c.admin_comment_max = *v;
+  } else if (key == "revalidate") {
+    if (value != "on_change" && value != "always" && value != "never")
+      return bad(status::error(fmt::format("'{}' is not on_change, always or never", escape_line(value, 32))));
+    c.revalidate = std::string(value);
   } else if (key == "report_timeout") {
     auto v = parse_duration(value);
     if (!v) return bad(v.error());

@@ -434,6 +434,9 @@ result<matrix_rules> parse_matrix_rules(std::string_view text, std::string_view 
     if (auto s = p.line(++number, line); !s) return s;
   }
   matrix_rules r = p.take();
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64: which rules judged a run, for the stack history
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  r.hash = fmt::format("{:016x}", h);
   // Thresholds of one check that contradict each other (from any lines of the file, or a file line against
   // a default): the warning band would be empty or inverted, which is never what was meant.
   if (r.max_map_count_min && r.max_map_count_recommended && *r.max_map_count_min > *r.max_map_count_recommended) {

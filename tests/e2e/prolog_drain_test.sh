@@ -41,6 +41,7 @@ run_prolog() {  # run_prolog FIXTURE MODE [extra args]: sets out, rc
   local fixture=$1 mode=$2
   shift 2
   set +e
+  rm -f "$state/history-$node.json"  # each fixture judged alone: no change to name (history_prolog_drain_test.sh)
   out=$("$prolog" --root "$fixtures/$fixture" --node "$node" --state-dir "$state" --rules "$rules" --mode "$mode" "$@" 2>&1)
   rc=$?
   set -e

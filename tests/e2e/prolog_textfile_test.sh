@@ -37,7 +37,7 @@ expect_eq "dry run: one gauge per check (9 matrix + 2 memory)" "$(grep -c '^mrch
 ts=$(sed -n 's/^mrcheck_last_run_timestamp_seconds //p' "$prom")
 if ((ts >= before && ts <= $(date +%s))); then e2e_pass "dry run: timestamp is now"; else e2e_fail "dry run: timestamp $ts not in [$before, now]"; fi
 # Every line is a HELP/TYPE comment or `name{label="..."} value` / `name value` (exposition format 0.0.4).
-lv='[A-Za-z_]+="([^"\\]|\\.)*"'
+lv='[A-Za-z_][A-Za-z0-9_]*="([^"\\]|\\.)*"'
 bad=$(grep -Ev "^# (HELP|TYPE) mrcheck_[a-z_]+ |^mrcheck_[a-z_]+(\{$lv(,$lv)*\})? -?[0-9]+\$" "$prom" || true)
 expect_eq "dry run: every line well-formed" "$bad" ""
 # Every family has HELP and TYPE gauge (docs/prometheus.md lists them).

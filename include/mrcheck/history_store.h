@@ -1,0 +1,29 @@
+// Loading and saving a node's stack history (history.h) in a state directory the caller has checked
+// (prolog/node_action.h: state_store::open).
+#pragma once
+
+#include <mrcheck/history.h>
+#include <mrcheck/status.h>
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mrcheck {
+
+std::string history_file_name(std::string_view node);
+
+struct history_load {
+  std::optional<stack_history> history;  // nullopt: none yet, or not usable (then `error` says why)
+  std::string error;                     // one line, "" when none
+  bool restarted = false;                // a file was there but unusable: the history starts again
+};
+// A missing file is no history and no error. A corrupt, foreign-owned, another node's or a newer version's file:
+// an error line and `restarted` (never a verdict).
+history_load load_history(const std::string& dir, const std::string& node, uid_t owner);
+// history-<node>.json, 0600, written atomically and fsync'd.
+status save_history(const std::string& dir, const stack_history& h);
+
+}  // namespace mrcheck
