@@ -171,7 +171,7 @@ cache=$(find "$work/build/rpmbuild/BUILD" -path '*-linux-build/CMakeCache.txt' 2
 for lang in C CXX; do
   flags=$(sed -n "s/^CMAKE_${lang}_FLAGS:STRING=//p" "${cache:-/dev/null}")
   check "built with EL 9's %optflags ($lang: ${flags:0:60}...)" bash -c '
-    for f in -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -fcf-protection -flto=auto; do
+    for f in -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -fcf-protection; do
       [[ " $1 " == *" $f "* ]] || { echo "missing $f"; exit 1; }
     done' _ "$flags"
 done
