@@ -8,6 +8,7 @@
 
 #include <mrcheck/facts.h>
 #include <mrcheck/sysroot.h>
+#include <mrcheck/verdict_schema.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -96,7 +97,7 @@ int cmd_chain(const args& a) {
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& p : *chain) arr.push_back(process_to_json(p));
-    nlohmann::json j = {{"chain", std::move(arr)}};
+    nlohmann::json j = {{"schema_version", k_json_schema_version}, {"chain", std::move(arr)}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return k_exit_ok;
   }

@@ -6,11 +6,12 @@
 // errno, why (limits first, then versions, then max_map_count/hugepages), the fix, and the TCP fallback
 // (NCCL_IB_DISABLE=1) last with its cost.
 //
-// Exit: 0 no NCCL failure found, 1 at least one finding (or a container problem: a kernel ABI warning, no
-// libibverbs, the silent socket fallback), 2 usage or I/O error.
+// Exit: 0 no failure found, 1 at least one finding, 2 usage or I/O error. Container notes (a kernel ABI warning, no
+// libibverbs, the silent socket fallback) are printed but are not findings: a log without a failure exits 0.
 //
 // JSON (--json), stable; new keys may be added, none renamed or removed:
 //   {
+//     "schema_version": 1,                  // include/mrcheck/verdict_schema.h; docs/schema/explain.schema.json
 //     "source": "job.log",                  // the FILE argument, "-" for stdin
 //     "lines_read": 12345,
 //     "truncated_lines": 0,                 // lines longer than 64 KiB (only their first 64 KiB were read)
@@ -20,7 +21,7 @@
 //       {
 //         "cause": "memlock",               // memlock | capability | pinning_resources | rdma_stack_mismatch |
 //                                           // gpu_peer_memory | dmabuf_unsupported | duplicate_gpu |
-//                                           // no_rdma_device | unknown
+//                                           // no_rdma_device | unknown | hca_resources
 //         "confirmed": true,                // node evidence backs the cause (false: inferred from errno alone)
 //         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error |
 //                                           // fatal_warning (a WARN outside the taxonomy that NCCL failed on)
@@ -42,7 +43,7 @@
 //         "example": "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
 //         "summary": "registration of 4 MiB needs locked memory but ...",
 //         "evidence": ["ibv_reg_mr_iova2 failed with ENOMEM 12 (Cannot allocate memory)", "RLIMIT_MEMLOCK ..."],
-//         "evidence_applies": true,         // false: the node facts are from another host than the failures
+//         "evidence_applies": true,         // false: node facts not used (another host, or a log naming none)
 //         "fix": "set PropagateResourceLimitsExcept=MEMLOCK ...",
 //         "fallback": "last resort: NCCL_IB_DISABLE=1 ..."   // null when there is none
 //       }
@@ -57,6 +58,7 @@
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
+#include <mrcheck/verdict_schema.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -75,7 +77,7 @@ constexpr const char* k_explain_usage =
     "  FILE      a job or NCCL log (stdin when '-' or omitted)\n"
     "  --root    judge with the facts of a `mrcheck dump` tree instead of this node\n"
     "  --json    machine-readable findings\n"
-    "exit: 0 no NCCL failure found, 1 failures found, 2 usage or I/O error\n";
+    "exit: 0 no failure found, 1 failures found, 2 usage or I/O error\n";
 
 // Closes the fd it owns; stdin is borrowed.
 struct input_fd {
@@ -86,7 +88,7 @@ struct input_fd {
   }
 };
 
-// The container evidence of the log (src/container/runtime.cpp): which runtime, and what its libraries said.
+// The container evidence of the log (src/diagnosis/container_runtime.cpp): which runtime, and what its libraries said.
 std::string container_notes_text(const container_log_scan& c) {
   std::string out;
   for (const auto& n : c.notes) {
@@ -164,7 +166,11 @@ int cmd_explain(const args& a) {
 
   nccl_log_scanner scanner;
   container_log_scan containers;
-  if (status s = scan_fd(in.fd, scanner, [&](std::string_view l, std::size_t n) { containers.feed(l, n); }); !s) {
+  // The container evidence needs one "NET/IB" line; after it only lines with its own anchors.
+  auto observe = [&](std::string_view l, std::size_t n) {
+    if (scanner.last_line_container() || !containers.saw_net_ib) containers.feed(l, n);
+  };
+  if (status s = scan_fd(in.fd, scanner, observe); !s) {
     fmt::print(stderr, "mrcheck: explain: {}: {}\n", escape_line(file, 200), s.message());
     return k_exit_usage;
   }
@@ -174,21 +180,21 @@ int cmd_explain(const args& a) {
   node_evidence evidence;
   if (!scanner.groups().empty()) evidence = explain_evidence(root, origin);
   containers.finish();
+  origin.log_runtime = containers.runtime;
   apply_container_log(containers, evidence);
   std::vector<finding> findings = explain_groups(scanner, evidence, origin);
-  bool container_problem = false;
-  for (const auto& n : containers.notes) container_problem = container_problem || n.what != "runtime";
 
   const std::string source = escape_line(file, 200);
   if (json) {
     nlohmann::json j = findings_to_json(findings, source, scanner, origin);
     j["container"] = container_notes_json(containers);
+    j["schema_version"] = k_json_schema_version;
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", findings_to_text(findings, source, scanner));
     fmt::print("{}", container_notes_text(containers));
   }
-  return findings.empty() && !container_problem ? k_exit_ok : k_exit_fail;
+  return findings.empty() ? k_exit_ok : k_exit_fail;
 }
 
 }  // namespace mrcheck::cli

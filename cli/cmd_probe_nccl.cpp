@@ -6,6 +6,7 @@
 
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
+#include <mrcheck/job_nccl.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
@@ -13,6 +14,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +37,8 @@ constexpr std::string_view k_help =
     "node-pair: run once on each of the step's first two nodes; --pair-rank defaults to SLURM_NODEID, --peer to\n"
     "the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), --job-id/--step-id to SLURM_JOB_ID/SLURM_STEP_ID;\n"
     "they meet on a TCP port in 20000-28999 derived from job and step.\n"
+    "NCCL: without --nccl-library, the one the job's program would load (LD_LIBRARY_PATH, the Python interpreter's\n"
+    "nvidia-nccl wheel, VIRTUAL_ENV, CONDA_PREFIX, the system's); every NCCL found is listed with its version.\n"
     "exit: 0 pass, warn or skip; 1 fail; 2 usage or the probe itself broke\n";
 
 std::optional<std::uint64_t> to_u64(std::string_view s) {
@@ -74,6 +78,7 @@ const char* env_or_null(const char* name) { return std::getenv(name); }
 struct nccl_command {
   nccl_pair_options o;
   bool json = false;
+  bool library_given = false;  // --nccl-library
   std::optional<nccl_mode> mode;
   int node_id = 0;  // SLURM_NODEID
 };
@@ -118,6 +123,7 @@ std::optional<int> parse_options(const args& a, nccl_command& cmd) {
       auto v = value();
       if (!v) return usage_error("--nccl-library needs PATH");
       o.nccl_library = std::string(*v);
+      cmd.library_given = true;
     } else if (k == "--count") {
       auto v = value();
       auto c = v ? to_u64(*v) : std::nullopt;
@@ -150,10 +156,12 @@ std::optional<int> parse_options(const args& a, nccl_command& cmd) {
 }
 
 // The report, as JSON or text (with the ranks' output and the detail when verbose or not a pass).
-void print_result(const nccl_command& cmd, const report& rep, const std::optional<nccl_pair_outcome>& outcome) {
+void print_result(const nccl_command& cmd, const report& rep, const std::optional<nccl_pair_outcome>& outcome,
+                  const job_nccl& job) {
   if (cmd.json) {
     nlohmann::json j = report_to_json(rep);
     if (outcome) add_nccl_pair_json(j, *outcome, cmd.o.verbose);
+    j["job_nccl"] = job_nccl_json(job);
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -165,6 +173,57 @@ void print_result(const nccl_command& cmd, const report& rep, const std::optiona
   fmt::print("{}", to_text(rep));
   if (!rep.checks.empty() && !rep.checks.front().detail.empty() && (cmd.o.verbose || rep.overall() != verdict::pass)) {
     fmt::print("\n{}\n", rep.checks.front().detail);
+  }
+}
+
+// Which libnccl the ranks load: --nccl-library, else the job's. A library that cannot be a working NCCL (missing,
+// a symlink loop, 0 bytes, not ELF) is a verdict before anything is loaded; as root, a file that another user
+// could have written is not loaded at all (run the probe as the job user: the plugin does).
+std::optional<check_result> choose_library(nccl_command& cmd, const job_nccl& job) {
+  std::string lib = cmd.o.nccl_library;
+  std::string whose = "--nccl-library";
+  if (!cmd.library_given) {
+    const nccl_candidate* c = job.job();
+    if (!c) return std::nullopt;  // nothing found: dlopen("libnccl.so.2") says what the loader says
+    lib = c->path;
+    whose = "the job's NCCL (" + c->origin + ")";
+  }
+  auto info = scan_nccl_library(lib);
+  if (!info) {
+    return check_result{"nccl_pair", verdict::fail,
+                        fmt::format("{} cannot load: {}", escape_line(whose, 200),
+                                    escape_line(info.error().message(), 300)),
+                        "",
+                        "the job would fail in dlopen or ncclGetVersion the same way: reinstall that NCCL or "
+                        "remove it from the job's library path"};
+  }
+  if (!info->has_get_version) {
+    return check_result{"nccl_pair", verdict::fail,
+                        fmt::format("{} {} is not an NCCL library (no ncclGetVersion)", escape_line(whose, 200),
+                                    escape_line(lib, 300)),
+                        "", ""};
+  }
+  if (::geteuid() == 0) {
+    struct stat st {};
+    if (::stat(lib.c_str(), &st) != 0 || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return check_result{"nccl_pair", verdict::error,
+                          fmt::format("{} {} not loaded as root: it is not root's alone (owner uid {})",
+                                      escape_line(whose, 200), escape_line(lib, 300), st.st_uid),
+                          "", "run `mrcheck probe nccl` as the job's user"};
+    }
+  }
+  cmd.o.nccl_library = lib;
+  return std::nullopt;
+}
+
+void add_library_detail(check_result& ch, const job_nccl& job, bool library_given) {
+  std::string d = library_given ? "NCCL given by --nccl-library; the job's would be:\n"
+                                : fmt::format("the job's NCCL: {}{}\n", job_nccl_summary(job),
+                                              job.why.empty() ? "" : " - " + job.why);
+  for (const auto& l : job_nccl_lines(job)) d += l + "\n";
+  ch.detail = ch.detail.empty() ? d : ch.detail + "\n" + d;
+  if (const nccl_candidate* c = job.job(); c && !library_given && ch.result != verdict::skip) {
+    ch.summary += fmt::format(" [the job's NCCL: {}]", escape_line(c->origin, 120));
   }
 }
 
@@ -186,6 +245,9 @@ int cmd_probe_nccl(const args& a) {
 
   report rep;
   std::optional<nccl_pair_outcome> outcome;
+  // The NCCL the job would load (found, never loaded here), or the one asked for by hand.
+  job_nccl job = find_job_nccl(job_nccl_inputs_from_env(o.env));
+  std::optional<check_result> library_problem = choose_library(cmd, job);
   std::optional<nccl_mode>& mode = cmd.mode;
   if (!mode) {
     bool fake = !o.stand_in.program.empty();
@@ -197,6 +259,10 @@ int cmd_probe_nccl(const args& a) {
       rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
     }
     mode = choice.mode;
+  }
+  if (library_problem) {
+    rep.checks = {*library_problem};  // one nccl_pair verdict (the plugin refuses two)
+    mode.reset();
   }
   if (mode == nccl_mode::node_pair && o.pair_rank > 1) {
     // Only the first task of the first two nodes pairs up; the others have nothing to do.
@@ -211,7 +277,8 @@ int cmd_probe_nccl(const args& a) {
     outcome = run_nccl_pair(o);
     rep.checks.push_back(judge_nccl_pair(*outcome));
   }
-  print_result(cmd, rep, outcome);
+  if (!rep.checks.empty()) add_library_detail(rep.checks.front(), job, cmd.library_given);
+  print_result(cmd, rep, outcome, job);
   switch (rep.overall()) {
     case verdict::fail: return k_probe_exit_fail;
     case verdict::error: return k_probe_exit_error;

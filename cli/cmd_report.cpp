@@ -4,6 +4,9 @@
 // not run at all (verdict error).
 #include "commands.h"
 
+#include <mrcheck/child.h>
+#include <mrcheck/job_nccl.h>
+
 #include <mrcheck/build_config.h>
 #include <mrcheck/check_registry.h>
 #include <mrcheck/config.h>
@@ -176,14 +179,38 @@ int cmd_report(const args& a) {
     return k_exit_usage;
   }
   node_facts facts = collect_facts(root, opts);
+  // The NCCL this shell's job would load (its LD_LIBRARY_PATH, python3's wheel, VIRTUAL_ENV, CONDA_PREFIX), read
+  // from the file, never loaded. The `nccl` rule judges it when it is not the system's own.
+  std::optional<job_nccl> job;
+  if (root.is_host()) {
+    job = find_job_nccl(job_nccl_inputs_from_env(current_environment()));
+    const nccl_candidate* c = job->job();
+    std::string sys_path = facts.libnccl ? facts.libnccl->path : std::string();
+    if (c && (c->real_path.empty() || c->real_path != sys_path)) {
+      facts.job_nccl_source = c->path + " (" + c->origin + ")";
+      if (!c->info) {
+        facts.job_nccl_version = c->info.error();
+      } else if (c->info->version_code == 0) {
+        facts.job_nccl_version = status::error("no NCCL version string in the file");
+      } else {
+        facts.job_nccl_version = c->info->version_code;
+      }
+    }
+  }
   matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, !facts.libibverbs.is_ok());
   report r = run_all_checks(facts, *cfg, *rules, extra);
   if (json) {
     nlohmann::json j = report_to_json(r);
     j["facts"] = facts;
+    if (job) j["facts"]["job_nccl"] = job_nccl_json(*job);
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
-    fmt::print("{}\n{}", text_facts(facts), to_text(r));
+    std::string job_text;
+    if (job) {
+      job_text = fmt::format("job nccl       {}{}\n", job_nccl_summary(*job), job->why.empty() ? "" : " - " + job->why);
+      for (const auto& l : job_nccl_lines(*job)) job_text += "               " + l + "\n";
+    }
+    fmt::print("{}{}\n{}", text_facts(facts), job_text, to_text(r));
     for (const auto& line : failure_lines(r)) fmt::print(stderr, "{}\n", line);
   }
   switch (r.overall()) {

@@ -5,7 +5,9 @@
 # (0.2.0-1+slurm24.11); scripts/slurm-release.sh RELEASE deb runs this inside that release's Debian root.
 #
 # usage: packaging/build-deb.sh [BUILD_DIR]     (default: build-deb next to the source)
-# env:   JOBS (default 2), MRCHECK_SLURM_PLUGIN_DIR (default Debian's: /usr/lib/<multiarch>/slurm-wlm)
+# env:   JOBS (default 2), MRCHECK_SLURM_PLUGIN_DIR (default Debian's: /usr/lib/<multiarch>/slurm-wlm),
+#        MRCHECK_DEB_CMAKE_ARGS (';'-separated extra cmake arguments: scripts/test.sh passes its main build's
+#        flags, so with its compiler cache only what the install layout changes is compiled again)
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,12 +20,14 @@ plugin_dir=${MRCHECK_SLURM_PLUGIN_DIR:-/usr/lib/$multiarch/slurm-wlm}
 
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
+extra=()
+[[ -n ${MRCHECK_DEB_CMAKE_ARGS:-} ]] && IFS=';' read -ra extra <<<"$MRCHECK_DEB_CMAKE_ARGS"
 cmake -S "$src" -B "$build" "${gen[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_INSTALL_PREFIX=/usr \
   -DMRCHECK_SLURM_PLUGIN_DIR="$plugin_dir" \
   -DMRCHECK_BUILD_SPANK=ON \
-  -DMRCHECK_BUILD_TESTS=OFF >&2
+  -DMRCHECK_BUILD_TESTS=OFF "${extra[@]}" >&2
 cmake --build "$build" -j "$jobs" >&2
 rm -f "$build"/mrcheck_*.deb
 (cd "$build" && cpack -G DEB >&2)

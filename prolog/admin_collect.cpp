@@ -216,6 +216,9 @@ status write_admin_comment(std::uint32_t job, const std::string& record, std::si
   }
   std::minstd_rand rnd(std::random_device{}());
   for (attempts = 1; attempts <= k_write_attempts; ++attempts) {
+    if (is_jobstats_summary(current)) {
+      return status::error("AdminComment holds jobstats' JS1: summary, left as it is: record not written");
+    }
     auto next = append_admin_comment(current, record, max);
     if (!next) return status::error("AdminComment is full with text that is not mrcheck's: record not written");
     if (int rc = slurm_api::set_admin_comment(job, *next); rc != 0) {

@@ -18,7 +18,7 @@
 #include "admin_collect.h"
 #include "slurm_control.h"
 
-#include "../src/facts/libraries.h"
+#include <mrcheck/facts.h>
 #include "prolog/node_action.h"
 #include "prolog/textfile.h"
 
@@ -288,7 +288,7 @@ std::optional<run_setup> load_setup(const options& o, const char* mode_name, std
 // Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read their
 // versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and procfs; the
 // facts are the same as collect_facts() would gather in one go.
-report judge_node(const run_setup& s, phase_timer& t) {
+report judge_node(const run_setup& s, phase_timer& t, node_facts* keep_facts = nullptr) {
   collect_options copts;
   const char* slurm_conf_env = std::getenv("SLURM_CONF");
   if (slurm_conf_env && *slurm_conf_env && s.root.is_host()) copts.slurm_conf = slurm_conf_env;
@@ -311,6 +311,7 @@ report judge_node(const run_setup& s, phase_timer& t) {
   t.mark("matrix facts");
   report rep = run_checks(prolog_selection(), node_check_inputs(facts, s.rules, &s.cfg, &extra));
   t.mark("judge");
+  if (keep_facts) *keep_facts = std::move(facts);
   return rep;
 }
 
@@ -387,7 +388,8 @@ int run(int argc, char** argv) {
   auto setup = load_setup(o, mode_name, out);
   if (!setup) return k_exit_usage;
   t.mark("config+rules");
-  report rep = judge_node(*setup, t);
+  node_facts facts;  // for the textfile's per-device series
+  report rep = judge_node(*setup, t, &facts);
   for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
 
   desired_action want = plan_action(rep, setup->cfg.on_error);
@@ -403,7 +405,13 @@ int run(int argc, char** argv) {
   // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
   std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
   if (!textfile.empty()) {
-    if (auto s = write_textfile(textfile, prometheus_textfile(rep, std::time(nullptr)), ::geteuid()); !s) {
+    textfile_input in{std::time(nullptr),
+                      setup->node,
+                      mode_name,
+                      mode == run_mode::prolog && job_id ? job_id : "",
+                      &facts,
+                      read_gpu_uuids(setup->root, facts)};
+    if (auto s = write_textfile(textfile, prometheus_textfile(rep, in), ::geteuid()); !s) {
       log(out, log_level::error, "{}: {}", mode_name, s.message());
     }
     t.mark("textfile");

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format git
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format git ccache
   libfmt-dev libhwloc-dev nlohmann-json3-dev libslurm-dev libibverbs-dev ibverbs-providers
   libgtest-dev googletest
   # the real local Slurm the end-to-end tests run on
@@ -17,6 +17,9 @@ packages=(
   # the RPM for EL sites: built with rpmbuild and linted here (tests/package/rpm_test.sh); find-debuginfo
   # (debugedit) and eu-strip (elfutils) strip it and split its debug information as on EL
   rpm rpmlint debugedit elfutils file cpio
+  # the tools mrcheck meets (tests/ecosystem): node_exporter scrapes its textfile, promtool lints it and the alert
+  # rules, jsonschema validates every --json output against docs/schema/
+  prometheus-node-exporter prometheus python3-jsonschema
 )
 
 missing=()

@@ -11,12 +11,46 @@ build=${MRCHECK_BUILD_DIR:-$src/build}
 asan=${MRCHECK_ASAN_BUILD_DIR:-$src/build-asan}
 jobs=$(nproc)
 
+# Each leg's wall time, printed as a table when the run ends, passed or not (README.md, "CI legs").
+leg_names=() leg_secs=()
+leg_name='' leg_t0=0
+leg() { # leg NAME: ends the running leg, starts NAME
+  leg_end
+  leg_name=$1
+  leg_t0=$SECONDS
+}
+leg_end() {
+  [[ -n $leg_name ]] || return 0
+  leg_names+=("$leg_name")
+  leg_secs+=($((SECONDS - leg_t0)))
+  leg_name=''
+}
+leg_table() {
+  leg_end
+  local i
+  echo "== wall time per leg (s)"
+  for i in "${!leg_names[@]}"; do printf '  %6d  %s\n' "${leg_secs[$i]}" "${leg_names[$i]}"; done
+  printf '  %6d  total (%d min)\n' "$SECONDS" $((SECONDS / 60))
+}
+
 if [[ $(id -u) -ne 0 ]]; then
   echo "test.sh: run as root (it installs packages and starts a private Slurm with munge and MariaDB)" >&2
   exit 2
 fi
 
+leg "install-deps"
 bash scripts/install-deps.sh
+
+# One compiler cache for every build of this run: the .deb of the package tests (packaging/build-deb.sh) is
+# configured with the main build's flags (MRCHECK_DEB_CMAKE_ARGS), so it compiles only what the install layout
+# changes (CMake reads the launcher from the environment; rpmbuild's EL flags differ on purpose and miss).
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_DIR=${CCACHE_DIR:-${TMPDIR:-/tmp}/mrcheck-ccache} CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
+fi
+main_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON
+  -DCMAKE_C_FLAGS="-O2 -D_FORTIFY_SOURCE=3" -DCMAKE_CXX_FLAGS="-O2 -D_FORTIFY_SOURCE=3")
+export MRCHECK_DEB_CMAKE_ARGS="-DMRCHECK_WERROR=ON;-DCMAKE_C_FLAGS=-O2 -D_FORTIFY_SOURCE=3;-DCMAKE_CXX_FLAGS=-O2 -D_FORTIFY_SOURCE=3"
 
 # The other supported Slurm releases run in Debian roots of their suites (scripts/slurm-release.sh,
 # docs/slurm-releases.md). Making a root is download and dpkg work: both start now, beside the main build.
@@ -36,11 +70,15 @@ if [[ -n $releases ]]; then
   images_job=$!
 fi
 
-echo "== build (g++, -Werror)"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON >/dev/null
+# With the level of _FORTIFY_SOURCE that Ubuntu 24.04's gcc defines by default (3; EL's 2 is the RPM test's,
+# tests/package/rpm_test.sh): the container helper must stay free of __*_chk symbols under both.
+echo "== build (g++, -Werror, -O2 -D_FORTIFY_SOURCE=3)"
+leg "main build (g++ -Werror -O2 -D_FORTIFY_SOURCE=3, whole tree)"
+cmake -S . -B "$build" -G Ninja "${main_flags[@]}" >/dev/null
 ninja -C "$build" -j "$jobs"
 
 cleanup() {
+  leg_table
   if [[ -x tests/slurm/slurm-down.sh ]]; then
     bash tests/slurm/slurm-down.sh >/dev/null 2>&1 || true
   fi
@@ -53,9 +91,11 @@ status=0
 # refuses a plugin of another release (tests/e2e/release_mismatch_test.sh); the main leg gets the last one.
 foreign=$build/spank/spank_mrcheck.so
 # 77: no route to the mirror and nothing cached; the container tests then skip, saying so.
+leg "waiting for the container test images (made beside the build)"
 [[ -n $images_job ]] && { wait "$images_job" || echo "test.sh: no container test images (${TMPDIR:-/tmp}/mrcheck-images.log)"; }
 for rel in $releases; do
   echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"
+  leg "Slurm $rel leg: wait for its root, build in it, e2e, .deb"
   t0=$SECONDS
   if ! wait "${root_job[$rel]}"; then
     cat "${TMPDIR:-/tmp}/mrcheck-root-$rel.log"
@@ -75,6 +115,7 @@ done
 last=${releases##* }
 if [[ -n $last && -f $foreign && $foreign != "$build/"* ]]; then
   echo "== the Slurm $last plugin, built here for the main leg's release_mismatch_test"
+  leg "the Slurm $last loader, built here (release_mismatch_test)"
   foreign_build=$build-foreign-$last
   mkdir -p "$foreign_build/include"
   rm -rf "$foreign_build/include/slurm"
@@ -95,19 +136,25 @@ export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
 # Debian 12 root, follow README.md's install steps on this host and build and lint the RPM (issue 17):
 # 23-33 minutes on 2 cores, most of it the two package builds and debootstrap's download (the root test
 # skips, saying why, without a route to the Debian mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
-exclude=()
-[[ ${MRCHECK_SKIP_PACKAGE:-0} == 1 ]] && exclude=(-LE '^package$')
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" "${exclude[@]}" || status=1
+leg "ctest: unit, fakes, man, e2e on Slurm 22.05"
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" -LE '^package$' || status=1
+if [[ ${MRCHECK_SKIP_PACKAGE:-0} != 1 ]]; then
+  leg "ctest: package (.deb from the main build's flags, its install, README install, RPM with EL 9's flags)"
+  ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" -L '^package$' || status=1
+fi
 
 if [[ ${MRCHECK_SKIP_ASAN:-0} != 1 ]]; then
   echo "== unit tests and fuzz corpora under ASan+UBSan (clang, -Werror)"
+  leg "ASan+UBSan build (clang; the core once, fuzz-instrumented, for unit tests and fuzz targets)"
   CC=clang CXX=clang++ cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMRCHECK_WERROR=ON \
     -DMRCHECK_SANITIZE=ON -DMRCHECK_BUILD_SPANK=OFF -DMRCHECK_BUILD_FUZZ=ON >/dev/null
   ninja -C "$asan" -j "$jobs"
   # The fuzz targets replay their seed corpora here (deterministic), then each fuzzes for 30 s (issue 9; a
   # fixed seed, so a failure replays from its kept reproducer): any crash, leak or sanitizer report fails.
+  leg "ASan: unit, fakes, fuzz corpus replays"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$asan" --output-on-failure -L 'unit|fakes|fuzz' -LE fuzz_timed -j "$jobs" || status=1
+  leg "ASan: fuzz_timed (30 s per target)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$asan" --output-on-failure -L fuzz_timed -j "$jobs" || status=1
 fi

@@ -18,7 +18,7 @@ extern "C" {
 
 #include "job_info.h"
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 namespace mrcheck::spank_glue {
 

@@ -2,7 +2,7 @@
 // (tests/unit/spank_hooks_test.cpp) and check that every hook still returns per policy.
 #pragma once
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <unistd.h>
 

@@ -8,7 +8,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <cstdint>
 #include <optional>

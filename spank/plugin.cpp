@@ -30,8 +30,8 @@ extern "C" {
 #include <mrcheck/build_config.h>
 #include <mrcheck/child.h>
 #include <mrcheck/container_runner.h>
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/probe_stop.h>
+#include <mrcheck/step.h>
 
 #include <fmt/format.h>
 

@@ -78,8 +78,12 @@ std::string step_label(std::uint32_t step_id);
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
                                const std::vector<std::string>& names, bool cancelled = false);
 
+// True when `admin_comment` is jobstats' job summary ("JS1:" then base64 of gzipped JSON, written whole by its
+// EpilogSlurmctld): mrcheck never changes it (docs/jobstats.md).
+bool is_jobstats_summary(std::string_view admin_comment);
+
 // Appends `record` to the job's current admin_comment. Records are separated by " | "; text that is not
-// mrcheck's is kept as it is. When the result would exceed `max` bytes, mrcheck's oldest step records are
+// mrcheck's is kept byte for byte; a jobstats summary (is_jobstats_summary) is never changed (nullopt). When the result would exceed `max` bytes, mrcheck's oldest step records are
 // folded, oldest first, into one summary record ("mrcheck: 4 earlier steps: 1 FAIL, 3 pass"); if it still
 // does not fit, the new record is cut. Returns nullopt when even that cannot fit (others' text fills it).
 std::optional<std::string> append_admin_comment(std::string_view existing, std::string_view record, std::size_t max);

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <mrcheck/container.h>
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 namespace mrcheck {
 

@@ -10,7 +10,7 @@
 // the most likely cause for the errno and says, through `confirmed`, whether the evidence backed it.
 #pragma once
 
-#include <mrcheck/container.h>
+#include <mrcheck/container_runtime.h>
 #include <mrcheck/facts.h>
 
 #include <nlohmann/json_fwd.hpp>
@@ -35,12 +35,14 @@ enum class cause {
   duplicate_gpu,        // two ranks on one GPU
   no_rdma_device,       // NCCL found no usable RDMA device
   unknown,
+  hca_resources,  // the HCA refused an object (PD, UAR, QP, CQ, MKEY): its own limits, not pinned memory
 };
 
-inline constexpr std::array<cause, 9> k_all_causes =
-    {cause::memlock,         cause::capability,         cause::pinning_resources, cause::rdma_stack_mismatch,
-     cause::gpu_peer_memory, cause::dmabuf_unsupported, cause::duplicate_gpu,     cause::no_rdma_device,
-     cause::unknown};
+inline constexpr std::array<cause, 10> k_all_causes = {cause::memlock,           cause::capability,
+                                                       cause::pinning_resources, cause::rdma_stack_mismatch,
+                                                       cause::gpu_peer_memory,   cause::dmabuf_unsupported,
+                                                       cause::duplicate_gpu,     cause::no_rdma_device,
+                                                       cause::unknown,           cause::hca_resources};
 
 std::string_view to_string(cause c);
 // Exact match of to_string(); nullopt for anything else (no silent "unknown").
@@ -72,7 +74,12 @@ struct failure {
   std::string provider;                      // libfabric provider or kernel device when printed: "efa", "efa_0"
   std::string detail;                        // fatal_warning: the library's own error text ("out of memory")
   std::optional<std::uint64_t> log_memlock;  // a memlock limit the log line itself printed (UCX: "current: 64 kbytes")
+  bool hca_limit_in_log = false;  // the same log shows the HCA refusing this kind of object ("limits exceeded")
 };
+
+// The HCA object a call creates ("qp", "cq", "pd", "uar", "mkey", "devx"); "" for calls that create none.
+// A registration creates an MKEY on mlx5 (an MR on other devices).
+std::string_view hca_object(std::string_view call);
 
 // True for the transports of the EFA family (aws-ofi-nccl, libfabric, the efa kernel driver).
 bool is_ofi_family(const failure& f);
@@ -95,7 +102,8 @@ struct node_evidence {
   std::optional<bool> cap_ipc_lock;  // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
   std::string container_why;  // what in_container rests on, or why a marker file alone was not counted
-  container_runtime runtime = container_runtime::none;  // which one, for the fix text (src/container/runtime.cpp)
+  container_runtime runtime =
+      container_runtime::none;  // which one, for the fix text (src/diagnosis/container_runtime.cpp)
 
   // Pinning resources.
   std::optional<std::uint64_t> max_map_count;
@@ -116,6 +124,7 @@ struct node_evidence {
   std::optional<bool> has_iova2;                      // ibv_reg_mr_iova2@IBVERBS_1.8 present
   std::optional<bool> has_dmabuf_mr;                  // ibv_reg_dmabuf_mr@IBVERBS_1.12 present
   std::optional<int> rdma_devices;                    // entries in /sys/class/infiniband
+  std::string rdma_device_list;                       // "mlx5_0 (MT4129, fw 28.39.1002), mlx5_1 (...)"
 
   // GPU side.
   std::optional<bool> peer_memory;  // nvidia_peermem / nv_peer_mem loaded or memory_peers/nv_mem

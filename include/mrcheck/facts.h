@@ -154,8 +154,13 @@ struct node_facts {
   result<nvidia_driver_fact> nvidia = status::error("not read");   // /proc/driver/nvidia/version
   result<std::vector<gpu_fact>> gpus = status::error("not read");  // NVIDIA PCI functions (vendor 0x10de, class 0x03xx)
   result<library_fact> libibverbs = status::error("not read");
-  result<int> cuda_driver_version = status::error("not read");           // cuDriverGetVersion: 13000 = 13.0
-  result<int> nccl_version = status::error("not read");                  // ncclGetVersion: 22809 = 2.28.9
+  result<int> cuda_driver_version = status::error("not read");  // cuDriverGetVersion: 13000 = 13.0
+  result<int> nccl_version = status::error("not read");         // ncclGetVersion: 22809 = 2.28.9
+  // The NCCL the job's program would load (include/mrcheck/job_nccl.h), when the caller knows the job (`mrcheck
+  // report` from the user's shell): its version read from the file, and "PATH (origin)". The `nccl` rule judges
+  // it instead of the system's. Empty source: not looked for (prolog, --root).
+  result<int> job_nccl_version = status::error("not looked for");
+  std::string job_nccl_source;
   result<process_fact> slurmd = status::error("not read");               // via its pid file
   result<library_fact> libcuda = status::error("not read");              // libcuda.so.1 as it loads
   result<library_fact> libnccl = status::error("not read");              // libnccl.so.2 as it loads
@@ -259,5 +264,24 @@ nlohmann::json memlock_to_json(const result<memlock_limit>& m, bool hard);
 // {"pid","ppid","comm","uid","memlock_soft","memlock_hard","lowered"}.
 nlohmann::json process_to_json(const process_fact& p);
 void to_json(nlohmann::json& j, const node_facts& f);
+
+// The library facts of the host (libibverbs, libcuda, libnccl) on their own, so a caller can gather them on
+// a second thread while it reads sysfs and procfs: each is a dlopen, together they are the slowest part of
+// collect_facts() on a GPU node (bench/prolog/README.md). Host only; a tree under --root has libraries.json.
+struct library_facts {
+  result<library_fact> libibverbs = status::error("not read");
+  result<library_fact> libcuda = status::error("not read");
+  result<library_fact> libnccl = status::error("not read");
+  result<int> cuda_driver_version = status::error("not read");
+  result<int> nccl_version = status::error("not read");
+};
+
+// Exactly what collect_facts() does with load_libraries on: dlopen `verbs_library` and look up NCCL's
+// symbols, dlopen libcuda.so.1 and libnccl.so.2 and call cuDriverGetVersion / ncclGetVersion (libcuda and
+// libnccl stay loaded, see call_version). Never throws; each fact carries its own status.
+library_facts load_library_facts(const std::string& verbs_library);
+
+// Moves the facts into `f` (replacing whatever collect_facts left there).
+void apply_library_facts(library_facts&& l, node_facts& f);
 
 }  // namespace mrcheck

@@ -157,15 +157,6 @@ struct matrix_facts {
 matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "",
                                   bool scan_library_dirs = true);
 
-// One check_result per rule, in a stable order: rdma_stack, hca_fw, gpu_driver, gpudirect, cuda_driver,
-// nccl, bar1, slurmd_memlock, propagate_limits. Pure: reads nothing. A rule set to off gives skip.
-report judge_matrix(const node_facts& facts, const matrix_rules& rules, const matrix_facts& extra);
-// Same without the extra facts: propagate_limits skips, rdma_stack judges user space from node_facts only.
-report judge_matrix(const node_facts& facts, const matrix_rules& rules);
-
-// The ids judge_matrix reports, in order.
-const std::vector<std::string>& matrix_check_ids();
-
 // The node's memory checks with the rules' thresholds (src/checks/max_map_count.cpp, hugepages.cpp), run by
 // mrcheck-prolog after judge_matrix. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
 // checks.h taking a config are these with default_matrix_rules().

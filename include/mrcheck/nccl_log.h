@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace mrcheck {
@@ -120,6 +121,10 @@ class nccl_log_scanner {
   std::uint64_t truncated_lines() const { return truncated_; }
   std::uint64_t dropped_events() const { return dropped_; }  // events past max_groups
   const limits& caps() const { return limits_; }
+  // What the cheap rejection found on the last line fed: anchors of the container evidence
+  // (src/diagnosis/container_runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
+  bool last_line_container() const { return (last_class_ & 8u) != 0; }
+  bool last_line_net_ib() const { return (last_class_ & 16u) != 0; }
 
  private:
   void note_rank(std::string_view line);
@@ -149,12 +154,16 @@ class nccl_log_scanner {
   std::deque<pending_warn> recent_warn_;     // unrecognised WARN lines (at most recent_warnings)
   std::optional<std::size_t> last_failure_;  // index into groups_ of the last real failure
   std::uint64_t last_failure_line_ = 0;
+  std::unordered_set<std::size_t> seen_processes_;  // hashes of "host:pid" whose rank announcement was read
+  unsigned last_class_ = 0;                         // forms::classify() of the last line
+  std::map<std::string, std::pair<int, std::uint64_t>> errno_traces_;  // thread -> (errno, line) of "-> N (text)"
 };
 
-// Reads `fd` to EOF through the scanner: a fixed 64 KiB read buffer and one line of at most max_line bytes
-// (the rest of a longer line is skipped, counted in truncated_lines()). EINTR is retried. Error status with
-// the errno if read() fails; the lines read before it stay in the scanner.
-// `also` sees every line too, with its 1-based number (the container evidence of src/container/runtime.cpp).
+// Reads `fd` to EOF through the scanner: a fixed 256 KiB read buffer, lines handed over in place, one line of at
+// most max_line bytes copied only when it spans two reads (the rest of a longer line is skipped, counted in
+// truncated_lines()). EINTR is retried. Error status with the errno if read() fails; the lines read before it stay
+// in the scanner. `also` sees, with its 1-based number, each line whose cheap rejection found an anchor of the
+// container evidence or "NET/IB" (last_line_container(), last_line_net_ib()); src/diagnosis/container_runtime.cpp reads them.
 using line_observer = std::function<void(std::string_view line, std::size_t number)>;
 status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 
@@ -164,6 +173,7 @@ status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {}
 struct evidence_origin {
   std::string hostname;    // the node the evidence describes ("" unknown)
   bool from_root = false;  // read from a --root tree (a dump of the node chosen by the user): applies as is
+  container_runtime log_runtime = container_runtime::none;  // a runtime the log itself names (pyxis:, Apptainer)
 };
 
 // Evidence for explain: collect_facts() on `root` (libraries loaded only on the host), plus CAP_IPC_LOCK from
@@ -179,12 +189,14 @@ void apply_container_log(const container_log_scan& scan, node_evidence& e);
 struct finding {
   nccl_group group;
   diagnosis diag;
-  bool evidence_applies = true;  // false: the log's hosts do not include the node the evidence is from
+  bool evidence_applies = true;  // false: the node facts were not used (the failures are not known to be this node's)
 };
 
-// One finding per group, in order of first line. When the evidence is from this host and the group's hosts
-// (from the log) do not include it, the node-specific evidence is dropped except a finite memlock limit of
-// this shell (srun propagates it to tasks by default), `confirmed` is cleared and an evidence line says so.
+// One finding per group, in order of first line. Node evidence is used only with a --root tree (origin.from_root)
+// or when every host the group names is this host; otherwise (another host, or a log that names none) the finding
+// is made from the log alone (plus a runtime the log names), `confirmed` is cleared and an evidence line says which
+// command supplies the failing node's facts. An ENOMEM of a call creating an HCA object the log also shows the
+// device refusing ("limits exceeded") is diagnosed as that limit.
 std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
                                     const evidence_origin& origin);
 

@@ -191,12 +191,16 @@ struct nccl_rank_args {
   int device = 0;   // CUDA device ordinal among the visible ones
   int ctl_fd = -1;  // write: "stage X", "id HEX", "result JSON" lines
   int id_fd = -1;   // read (rank != 0): "id HEX" line
+  // read: "go" once every rank has verified its result (local-pair, gpu-pair). A verified rank then exits
+  // without ncclCommDestroy, which a smoke test does not need and which took 0.4 s of 1.3 s on the H200
+  // (bench/nccl/README.md); EOF instead of "go" (a peer failed, the orchestrator is gone) exits too. -1: destroy.
+  int release_fd = -1;
   std::uint64_t count = 1 << 20;
   std::string nccl_library;
 };
 int nccl_rank_main(const nccl_rank_args& a);
 
-// The rank arguments the orchestrator passes (--rank, --nranks, --device, --ctl-fd, --id-fd, --count,
+// The rank arguments the orchestrator passes (--rank, --nranks, --device, --ctl-fd, --id-fd, --release-fd, --count,
 // --nccl-library), parsed for `mrcheck probe nccl --rank` and the tests' stand-in. Returns the arguments, or the
 // usage error.
 result<nccl_rank_args> parse_nccl_rank_args(const std::vector<std::string>& a);

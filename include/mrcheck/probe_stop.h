@@ -3,7 +3,7 @@
 // is no finding about the node (issue 21). The plugin then sends no record of its own for the probes.
 #pragma once
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <chrono>
 #include <memory>

@@ -6,6 +6,8 @@
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,5 +60,43 @@ struct memlock_propagation {
 result<memlock_propagation> memlock_propagation_of(const slurm_conf_settings& conf);
 // The rule above for one value. `except`: the value of PropagateResourceLimitsExcept.
 result<bool> memlock_propagated_by(std::string_view list, bool except);
+
+// ---- the keys that decide a task's memlock limit -------------------------------------------------------
+
+// The few slurm.conf keys that decide the task's limit, as the compute node's slurmstepd reads them.
+struct slurm_conf_facts {
+  bool memlock_propagated = true;  // Slurm's default is PropagateResourceLimits=ALL
+  std::string propagate_setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
+  std::string task_prolog;                                                          // TaskProlog= ("" = none)
+  std::string slurmd_pid_file = "/run/slurmd.pid";                                  // SlurmdPidFile= (may hold %n / %h)
+  bool use_pam = false;  // UsePAM=1: pam_limits applies limits.conf to slurmstepd
+  // UnkillableStepTimeout= (seconds, Slurm's default 60): how long slurmstepd waits for a cancelled step's
+  // processes before slurmctld drains the node "Kill task failed". The probes of a step stay below it.
+  std::chrono::seconds unkillable_step_timeout{60};
+  std::vector<std::string> problems;  // includes that could not be read, cycles (slurm_conf.h)
+};
+
+// Reads slurm.conf at `path` (through `root`) with the one slurm.conf reader (slurm_conf.h) and keeps what
+// decides the task's limit. Error if the main file cannot be read or the propagation setting is not one
+// Slurm accepts (memlock_propagation_of); problems with includes are kept in `problems`.
+result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::string& path);
+
+// "/run/slurmd-%n.pid" with %n = node name, %h = host name.
+std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view node, std::string_view host);
+
+// ---- SLURM_RLIMIT_MEMLOCK ------------------------------------------------------------------------------
+
+struct propagated_limit {
+  std::uint64_t value = 0;      // k_unlimited for RLIM_INFINITY
+  bool user_requested = false;  // the `U` prefix: srun --propagate, applied whatever slurm.conf says
+  bool canonical = false;       // written the way srun writes it: [U] and plain decimal digits
+};
+// The value as slurmstepd reads it (docs/slurm-rlimit-memlock.md): an optional `U`, then C strtoul() in base
+// 10 with nothing after the number, so "" and "U" are 0, leading blanks and a sign are allowed, "-1" wraps to
+// RLIM_INFINITY, "-18446744073709486080" is 64 KiB and an overflow is RLIM_INFINITY. Error exactly where
+// slurmstepd ignores the variable ("64K", "0x10", "65536 ", " ").
+result<propagated_limit> parse_propagated_limit(std::string_view text);
+// The decimal form slurmstepd parses with strtoul (RLIM_INFINITY as its unsigned value).
+std::string format_propagated_limit(std::uint64_t value);
 
 }  // namespace mrcheck

@@ -1,7 +1,7 @@
 #include <mrcheck/admin_record.h>
 
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/probe_protocol.h>
+#include <mrcheck/step.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -154,6 +154,8 @@ fold_counts parse_summary(std::string_view seg) {
   return c;
 }
 
+// Splits at our separator without trimming and keeps empty segments, so that join_records(split_records(x)) == x:
+// text that is not ours comes back byte for byte, whatever it holds (docs/jobstats.md).
 std::vector<std::string> split_records(std::string_view s) {
   std::vector<std::string> out;
   while (!s.empty()) {
@@ -164,10 +166,10 @@ std::vector<std::string> split_records(std::string_view s) {
     while (p != std::string_view::npos && p + k_sep.size() < s.size() && s[p + k_sep.size()] == '|') {
       p = s.find(k_sep, p + 1);
     }
-    std::string_view seg = trim_space(s.substr(0, p));
-    if (!seg.empty()) out.emplace_back(seg);
+    out.emplace_back(s.substr(0, p));
     if (p == std::string_view::npos) break;
     s = s.substr(p + k_sep.size());
+    if (s.empty()) out.emplace_back();  // "text | ": the empty last segment keeps the separator
   }
   return out;
 }
@@ -181,9 +183,9 @@ std::size_t joined_size(const std::vector<std::string>& segs) {
 
 std::string join_records(const std::vector<std::string>& segs) {
   std::string out;
-  for (const auto& s : segs) {
-    if (!out.empty()) out += k_sep;
-    out += s;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    if (i) out += k_sep;  // by position: a segment of theirs may be empty
+    out += segs[i];
   }
   return out;
 }
@@ -370,7 +372,11 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
   return out;
 }
 
+bool is_jobstats_summary(std::string_view admin_comment) { return admin_comment.starts_with("JS1:"); }
+
 std::optional<std::string> append_admin_comment(std::string_view existing, std::string_view record, std::size_t max) {
+  // jobstats' readers decode everything after "JS1:" as base64: one byte more and its summary is lost.
+  if (is_jobstats_summary(existing)) return std::nullopt;
   max = std::min(max, k_admin_comment_slurm_max);
   std::vector<std::string> segs = split_records(existing);
   std::string rec(trim_space(record));

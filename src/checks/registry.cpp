@@ -70,7 +70,7 @@ const std::array<check_def, 19> k_checks = {{
      MRCHECK_RULES_CHECK("gpudirect", matrix::check_gpudirect)},
     {"cuda_driver", check_group::matrix, k_matrix, "CUDA driver at least the minimum, where installed",
      MRCHECK_RULES_CHECK("cuda_driver", matrix::check_cuda_driver)},
-    {"nccl", check_group::matrix, k_matrix, "system NCCL at least the minimum, where installed",
+    {"nccl", check_group::matrix, k_matrix, "the job's NCCL (else the system's) at least the minimum",
      MRCHECK_RULES_CHECK("nccl", matrix::check_nccl)},
     {"bar1", check_group::matrix, k_matrix, "GPU BAR1 aperture at least the GPU's memory",
      MRCHECK_RULES_CHECK("bar1", matrix::check_bar1)},

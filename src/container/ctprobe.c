@@ -14,6 +14,17 @@
  * libibverbs' own warnings ("Driver X does not support the kernel ABI ...") go to stderr, which the plugin
  * reads too.
  */
+/* Immune to the distribution's hardening flags, whatever level they ask for (Ubuntu's gcc defines
+ * _FORTIFY_SOURCE=3 itself, EL's %optflags pass -Wp,-D_FORTIFY_SOURCE=2; tests/package/rpm_test.sh builds
+ * with EL 9's): fortified headers turn realpath, printf and snprintf into __*_chk@GLIBC_2.3.4 and later,
+ * which an old image's glibc may lack. Undefined here, before the first header, so no order of flags on the
+ * command line matters. The stack protector's __stack_chk_fail is GLIBC_2.4 too: src/CMakeLists.txt turns it
+ * off after the distribution's flags, and the build stops here if something turned it back on. */
+#undef _FORTIFY_SOURCE
+#if defined(__x86_64__) && defined(MRCHECK_CTPROBE_OLD_GLIBC) && \
+	(defined(__SSP__) || defined(__SSP_STRONG__) || defined(__SSP_ALL__) || defined(__SSP_EXPLICIT__))
+#error "mrcheck-ctprobe must be built with -fno-stack-protector (src/CMakeLists.txt)"
+#endif
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>

@@ -2,7 +2,6 @@
 // errno comes from in the kernel) and the reports cited in docs/facts/verbs-and-nccl.md §3; every branch has a unit
 // test.
 #include <mrcheck/diagnosis.h>
-#include <mrcheck/memlock_hop.h>
 
 #include <mrcheck/units.h>
 
@@ -53,15 +52,15 @@ constexpr std::string_view k_efa_pages_fix =
 
 bool is_registration(std::string_view call) {
   return call.starts_with("ibv_reg_mr") || call.starts_with("fi_mr_reg") || call == "ibv_reg_dmabuf_mr" ||
-         call == "mlx5dv_reg_dmabuf_mr" || call == "efa_reg_mr" || call.empty();
+         call == "mlx5dv_reg_dmabuf_mr" || call == "efa_reg_mr" || call == "ibv_exp_reg_mr" || call.empty();
 }
 
 bool is_dmabuf_call(std::string_view call) { return call.find("dmabuf") != std::string_view::npos; }
 
 bool is_queue_call(std::string_view call) {
   return call == "ibv_create_cq" || call == "ibv_create_qp" || call == "ibv_create_srq" || call == "ibv_create_cq_ex" ||
-         call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp" || call == "fi_cq_open" || call == "fi_enable" ||
-         call == "fi_endpoint";
+         call == "ibv_create_qp_ex" || call == "mlx5dv_create_qp" || call == "mlx5dv_create_cq" ||
+         call == "rdma_create_qp" || call == "fi_cq_open" || call == "fi_enable" || call == "fi_endpoint";
 }
 
 bool is_device_lookup(std::string_view call) {
@@ -243,6 +242,35 @@ struct builder {
     }
     return "free memory on the node or reduce NCCL's pinned buffers (NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS); raise "
            "vm.max_map_count if it is low";
+  }
+
+  // The HCA refused an object (docs/transports.md, "HCA resource limits"): a PD, UAR, QP, CQ or MKEY is firmware
+  // state with a per-device maximum, not pinned memory; memlock and max_map_count do not move it.
+  bool hca_limit() const {
+    if (f.detail.find("limits exceeded") != std::string::npos) return true;
+    if (f.err != ENOMEM && f.err != EREMOTEIO) return false;
+    if (f.hca_limit_in_log) return true;
+    // Allocations that pin no user memory: an ENOMEM from them is the device's (or its UAR space's) limit.
+    const std::string_view o = hca_object(f.call);
+    return f.err == ENOMEM && (o == "pd" || o == "uar" || o == "devx") && f.call != "efa_reg_mr";
+  }
+
+  void hca_resources() {
+    const std::string_view o = hca_object(f.call);
+    if (!e.rdma_device_list.empty()) d.evidence.push_back("RDMA devices of the node: " + e.rdma_device_list);
+    if (!f.detail.empty()) d.evidence.push_back(fmt::format("firmware status: {}", f.detail));
+    const bool uar = o == "uar";
+    set(cause::hca_resources, f.detail.find("limits exceeded") != std::string::npos,
+        fmt::format("{} failed{}: the HCA refused another {} object (its per-device limit, or on ConnectX the UAR "
+                    "space of the BAR); this pins no memory, so RLIMIT_MEMLOCK and max_map_count do not matter",
+                    call_or(f.call), f.err ? fmt::format(" with {}", errno_name(f.err)) : std::string(),
+                    o.empty() ? std::string_view("firmware") : o),
+        uar ? "the UAR space ran out (many processes per HCA): raise PF_LOG_BAR_SIZE with mlxconfig and reboot, or "
+              "run fewer ranks per HCA (openucx/ucx #6049)"
+            : "compare `rdma resource show` (objects in use) with `ibv_devinfo -v` (max_qp, max_cq, max_mr, max_pd) on "
+              "that node; reduce the objects the job creates (fewer processes or connections per HCA, UCX_TLS without "
+              "rc for many peers, smaller FI_VERBS_TX_SIZE/RX_SIZE) or spread ranks over more HCAs",
+        k_tcp_fallback);
   }
 
   void enomem() {
@@ -684,8 +712,20 @@ std::string_view to_string(cause c) {
     case cause::duplicate_gpu: return "duplicate_gpu";
     case cause::no_rdma_device: return "no_rdma_device";
     case cause::unknown: return "unknown";
+    case cause::hca_resources: return "hca_resources";
   }
   return "unknown";
+}
+
+std::string_view hca_object(std::string_view call) {
+  auto has = [&](std::string_view w) { return call.find(w) != std::string_view::npos; };
+  if (has("devx_alloc_uar") || has("alloc_uar") || call == "ibv_open_device") return "uar";
+  if (has("devx_obj_create")) return "devx";
+  if (has("alloc_pd")) return "pd";
+  if (has("create_qp") || call == "fi_enable" || call == "fi_endpoint") return "qp";
+  if (has("create_cq") || call == "fi_cq_open") return "cq";
+  if (has("mkey") || has("reg_mr") || has("mr_reg") || has("reg_dmabuf")) return "mkey";
+  return {};
 }
 
 std::optional<cause> parse_cause(std::string_view s) {
@@ -738,6 +778,10 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
     case failure::kind::call: break;
   }
   b.errno_line();
+  if (b.hca_limit()) {
+    b.hca_resources();
+    return finish(std::move(b.d), f);
+  }
   switch (f.err) {
     case ENOMEM: b.enomem(); break;
     case EPERM: b.eperm(); break;
@@ -777,6 +821,19 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
             f.call);
         break;
       }
+      if (f.gpu_buffer.value_or(false) && is_registration(f.call)) {
+        // A GPU buffer whose registration fails without an errno: the usual cause is that no peer-memory client
+        // claims it (EFAULT when the errno is printed).
+        b.gpu_lines();
+        b.set(cause::gpu_peer_memory, false,
+              fmt::format("{} of a GPU buffer failed (no errno printed): a GPU buffer can only be registered through "
+                          "a peer-memory client (nvidia_peermem) or DMA-BUF",
+                          call_or(f.call)),
+              "check that nvidia_peermem is loaded (`lsmod | grep peermem`, or the nv_peer_mem service) and matches "
+              "the driver; or use DMA-BUF (open GPU kernel modules, kernel >= 5.12, rdma-core >= 34)",
+              k_gdr_fallback);
+        break;
+      }
       b.limit_lines();
       b.set(cause::unknown, false, fmt::format("{} failed and the log does not say with which errno", call_or(f.call)),
             is_registration(f.call) || is_queue_call(f.call)
@@ -791,101 +848,6 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
       break;
   }
   return finish(std::move(b.d), f);
-}
-
-namespace {
-
-std::optional<std::uint64_t> opt_from(const result<std::uint64_t>& r) {
-  if (r.is_ok()) return r.value();
-  return std::nullopt;
-}
-
-}  // namespace
-
-node_evidence evidence_from_facts(const node_facts& facts) {
-  node_evidence e;
-  if (!facts.chain.empty()) {
-    const process_fact& p = facts.chain.front();
-    if (p.memlock.is_ok()) {
-      e.memlock_soft = p.memlock->soft;
-      e.memlock_hard = p.memlock->hard;
-    }
-    e.memlock_source = fmt::format("pid {} ({})", p.pid, escape_line(p.comm, 32));
-    if (p.uid) e.is_root = *p.uid == 0;
-    // The hop that set the limit in force: the one picking rule (memlock_hop.h).
-    e.memlock_hop = describe_lowering_hop(facts.chain);
-  }
-  e.max_map_count = opt_from(facts.max_map_count);
-  if (facts.hugepages.is_ok()) {
-    const hugepages_fact& h = facts.hugepages.value();
-    e.hugepages_total = h.total;
-    e.hugepages_free = h.free;
-    if (h.page_size) e.hugepage_size = h.page_size;
-    if (h.mem_total) e.mem_total = h.mem_total;
-    if (h.mem_total) e.mem_available = h.mem_available;
-    e.cma_total = h.cma_total;
-    e.cma_free = h.cma_free;
-  }
-  if (facts.rdma_devices.is_ok()) e.rdma_devices = static_cast<int>(facts.rdma_devices->size());
-  if (facts.gpus.is_ok()) {
-    for (const gpu_fact& g : facts.gpus.value()) {
-      if (g.bar1_bytes && (!e.gpu_bar1 || g.bar1_bytes < *e.gpu_bar1)) e.gpu_bar1 = g.bar1_bytes;
-    }
-  }
-
-  if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
-    const kmodule_fact& m = it->second;
-    const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
-    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
-    // OFED keeps its own and is out of tree (taint O).
-    const bool out_of_tree = m.taint.find('O') != std::string::npos;
-    const bool own_version = m.version && !m.version->empty() && *m.version != release;
-    if (out_of_tree || own_version) {
-      e.kernel_stack = rdma_flavour::ofed;
-      e.kernel_stack_detail = fmt::format("mlx5_core {}{}", m.version ? escape_line(*m.version, 64) : "?",
-                                          out_of_tree ? " (out of tree)" : "");
-    } else {
-      e.kernel_stack = rdma_flavour::inbox;
-      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree"
-                                              : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
-    }
-  }
-  bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
-                                                 [](const std::string& c) { return c.starts_with("nv_mem"); }) !=
-                                        facts.memory_peer_clients.end();
-  for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
-    if (auto it = facts.modules.find(name); it != facts.modules.end() && it->second.loaded) peer = true;
-  }
-  // Only claim "no peer memory" when the module facts were actually read.
-  if (peer || facts.modules.count("nvidia_peermem") != 0) e.peer_memory = peer;
-
-  if (facts.nvidia.is_ok()) {
-    e.driver_flavour = facts.nvidia->flavour;
-    e.driver_version = facts.nvidia->version;
-  }
-  if (facts.libibverbs.is_ok()) {
-    const library_fact& lib = facts.libibverbs.value();
-    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
-    std::string_view v = lib.version;
-    std::size_t first = v.find('.');
-    std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);
-    e.rdma_core_version = second == std::string_view::npos ? std::string(v) : std::string(v.substr(second + 1));
-    for (const auto& [sym, present] : lib.symbols) {
-      if (sym.find("IBVERBS_1.8") != std::string::npos && sym.starts_with("ibv_reg_mr_iova2")) e.has_iova2 = present;
-      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr"))
-        e.has_dmabuf_mr = present;
-    }
-    if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
-  }
-  return e;
-}
-
-rdma_flavour user_stack_from_dpkg_status(std::string_view text, std::string* version) {
-  // One reader of dpkg's status file for the whole program (src/facts/parsers.cpp).
-  auto p = parse_dpkg_rdma(text, "dpkg");
-  if (!p || p->libibverbs_package.empty()) return rdma_flavour::unknown;
-  if (version) *version = p->libibverbs_version;
-  return p->ofed ? rdma_flavour::ofed : rdma_flavour::inbox;
 }
 
 void to_json(nlohmann::json& j, const diagnosis& d) {

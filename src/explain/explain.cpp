@@ -16,10 +16,25 @@ namespace {
 
 std::string short_host(std::string_view h) { return std::string(h.substr(0, h.find('.'))); }
 
-bool log_mentions_host(const nccl_group& g, std::string_view host) {
-  if (g.hosts.empty() || host.empty()) return true;
+// The log names the failing host and it is this one. A log that names no host is no proof of where it ran.
+bool log_is_from(const nccl_group& g, std::string_view host) {
+  if (g.hosts.empty() || host.empty()) return false;
   const std::string want = short_host(host);
-  return std::any_of(g.hosts.begin(), g.hosts.end(), [&](const std::string& h) { return short_host(h) == want; });
+  return std::all_of(g.hosts.begin(), g.hosts.end(), [&](const std::string& h) { return short_host(h) == want; });
+}
+
+// The objects of one HCA resource that the log shows the device refusing ("limits exceeded" from mlx5 firmware,
+// an allocation the efa driver failed): an ENOMEM of a call creating the same object is that limit.
+std::set<std::string> refused_objects(const nccl_log_scanner& scanner) {
+  std::set<std::string> out;
+  for (const nccl_group* g : scanner.groups()) {
+    const std::string_view o = hca_object(g->what.call);
+    if (!o.empty() && (g->what.detail.find("limits exceeded") != std::string::npos ||
+                       (g->what.transport == "kernel" && g->what.err == 12 && o != "mkey"))) {
+      out.insert(std::string(o));
+    }
+  }
+  return out;
 }
 
 std::string title(const failure& f) {
@@ -117,7 +132,7 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
   return e;
 }
 
-// Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/container/runtime.cpp),
+// Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/diagnosis/container_runtime.cpp),
 // then the cgroup names of pid 1 for runtimes that leave no marker.
 void container_evidence(const sysroot& root, node_evidence& e) {
   runtime_guess g = guess_runtime(
@@ -146,32 +161,32 @@ void apply_container_log(const container_log_scan& scan, node_evidence& e) {
 std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
                                     const evidence_origin& origin) {
   std::vector<finding> out;
+  const std::set<std::string> refused = refused_objects(scanner);
   for (const nccl_group* g : scanner.groups()) {
     finding f;
     f.group = *g;
-    f.evidence_applies = origin.from_root || log_mentions_host(*g, origin.hostname);
+    failure what = g->what;
+    what.hca_limit_in_log = refused.count(std::string(hca_object(what.call))) != 0;
+    // Node facts describe one machine: they are used only for failures of that machine (docs/transports.md,
+    // "Whose facts"). What the log itself says (a runtime it names) is kept either way.
+    f.evidence_applies = origin.from_root || log_is_from(*g, origin.hostname);
     if (f.evidence_applies) {
-      f.diag = diagnose(g->what, evidence);
+      f.diag = diagnose(what, evidence);
     } else {
-      // The failures happened elsewhere: this node's modules and versions say nothing about them. This shell's
-      // finite memlock limit still matters, since srun propagates it by default.
-      node_evidence partial;
-      if (evidence.memlock_soft && *evidence.memlock_soft != k_unlimited) {
-        partial.memlock_soft = evidence.memlock_soft;
-        partial.memlock_hard = evidence.memlock_hard;
-        partial.memlock_source = evidence.memlock_source;
+      node_evidence from_log;
+      if (origin.log_runtime != container_runtime::none) {
+        from_log.in_container = true;
+        from_log.runtime = origin.log_runtime;
       }
-      f.diag = diagnose(g->what, partial);
+      f.diag = diagnose(what, from_log);
       f.diag.confirmed = false;
-      if (partial.memlock_soft) {
-        f.diag.evidence.push_back(
-            "srun passes this shell's soft limit to the tasks unless slurm.conf has "
-            "PropagateResourceLimitsExcept=MEMLOCK");
-      }
       f.diag.evidence.push_back(fmt::format(
-          "node facts are from {}, the failures from {}: run `mrcheck explain` there, or pass --root with a "
-          "`mrcheck dump` of that node",
-          origin.hostname.empty() ? "this node" : origin.hostname, join(g->hosts, 4)));
+          "node facts not used: {}; to judge with them run `mrcheck explain` on the failing node, or `mrcheck dump` "
+          "there and pass its tree with --root",
+          g->hosts.empty() ? fmt::format("the log does not name the failing host (this is {})",
+                                         origin.hostname.empty() ? "an unnamed node" : origin.hostname)
+                           : fmt::format("the failures are from {}, this is {}", join(g->hosts, 4),
+                                         origin.hostname.empty() ? "an unnamed node" : origin.hostname)));
     }
     if (g->what.what == failure::kind::fatal_warning) {
       f.diag.evidence.push_back("NCCL failed after: " + g->example);

@@ -3,8 +3,8 @@
 // libraries of this machine say nothing about the dumped node, so collect.cpp reads the dump's libraries.json instead.
 #include <mrcheck/facts.h>
 
+#include <mrcheck/facts.h>
 #include "facts/internal.h"
-#include "facts/libraries.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,6 +122,12 @@ nlohmann::json int_json(const result<int>& v) {
   return *v;
 }
 
+// o[key] as a string, "" when absent (a non-string throws json's type_error, as value(key, "") did). Not
+// value(): gcc 13 at -O2 reports a null dereference inside it once inlined (Ubuntu 24.04's -Werror build).
+std::string string_or_empty(const nlohmann::json& o, const char* key) {
+  return o.contains(key) ? o.at(key).get<std::string>() : std::string();
+}
+
 result<library_fact> lib_from(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return status::error("not recorded in the dump");
   const auto& v = j.at(key);
@@ -130,9 +136,9 @@ result<library_fact> lib_from(const nlohmann::json& j, const char* key) {
     return status::error(v.at("unknown").is_string() ? v.at("unknown").get<std::string>() : "unknown");
   }
   library_fact f;
-  f.requested = v.value("requested", "");
-  f.path = v.value("path", "");
-  f.version = v.value("version", "");
+  f.requested = string_or_empty(v, "requested");
+  f.path = string_or_empty(v, "path");
+  f.version = string_or_empty(v, "version");
   if (v.contains("symbols") && v.at("symbols").is_object()) {
     for (const auto& [k, b] : v.at("symbols").items()) {
       if (b.is_boolean()) f.symbols[k] = b.get<bool>();

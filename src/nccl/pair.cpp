@@ -32,8 +32,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr int k_ctl_fd = 3;  // rank child: control lines out
-constexpr int k_id_fd = 4;   // rank child: the unique id in (ranks != 0)
+constexpr int k_ctl_fd = 3;      // rank child: control lines out
+constexpr int k_id_fd = 4;       // rank child: the unique id in (ranks != 0)
+constexpr int k_release_fd = 5;  // rank child: "go" once every local rank verified (local-pair, gpu-pair)
 constexpr std::size_t k_ctl_max = 64 * 1024;
 
 const char* signal_name(int sig) {
@@ -47,7 +48,8 @@ struct rank_proc {
   int out = -1;
   int err = -1;
   int ctl = -1;
-  int id_w = -1;  // our end of the rank's id pipe
+  int id_w = -1;       // our end of the rank's id pipe
+  int release_w = -1;  // our end of the rank's release pipe
   std::string ctl_buf;
   bool reaped = false;
   bool sent_id = false;  // rank 0: its id line was seen
@@ -86,15 +88,16 @@ struct spawn_error {
 
 // Starts one rank child; on failure returns the reason and leaves nothing running.
 std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::string>& argv_s,
-                                      const std::vector<std::string>& env_s, bool with_id_pipe) {
-  int ctl[2] = {-1, -1}, id[2] = {-1, -1};
+                                      const std::vector<std::string>& env_s, bool with_id_pipe, bool with_release) {
+  int ctl[2] = {-1, -1}, id[2] = {-1, -1}, rel[2] = {-1, -1};
   auto close_all = [&] {
-    for (int* pr : {ctl, id}) {
+    for (int* pr : {ctl, id, rel}) {
       close_fd(pr[0]);
       close_fd(pr[1]);
     }
   };
-  if (::pipe2(ctl, O_CLOEXEC) != 0 || (with_id_pipe && ::pipe2(id, O_CLOEXEC) != 0)) {
+  if (::pipe2(ctl, O_CLOEXEC) != 0 || (with_id_pipe && ::pipe2(id, O_CLOEXEC) != 0) ||
+      (with_release && ::pipe2(rel, O_CLOEXEC) != 0)) {
     int e = errno;
     close_all();
     return spawn_error{fmt::format("pipe: {}", std::strerror(e))};
@@ -109,10 +112,12 @@ std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::strin
   spec.reset_oom_score_adj = false;
   spec.extra_fds.push_back({k_ctl_fd, ctl[1]});
   if (with_id_pipe) spec.extra_fds.push_back({k_id_fd, id[0]});
+  if (with_release) spec.extra_fds.push_back({k_release_fd, rel[0]});
   p.start = clock::now();
   auto c = spawn_child(spec);
   close_fd(ctl[1]);
   close_fd(id[0]);
+  close_fd(rel[0]);
   if (!c) {
     close_all();
     return spawn_error{c.error().message()};
@@ -123,6 +128,7 @@ std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::strin
   p.err = c->err;
   p.ctl = ctl[0];
   p.id_w = id[1];
+  p.release_w = rel[1];
   p.run.started = true;
   return std::nullopt;
 }
@@ -312,13 +318,16 @@ class pair_run {
                                "--ctl-fd", std::to_string(k_ctl_fd), "--count", std::to_string(o_.count)});
       bool with_id = r != 0;
       if (with_id) argv.insert(argv.end(), {"--id-fd", std::to_string(k_id_fd)});
+      // node-pair keeps ncclCommDestroy: the other node's rank is not ours to release.
+      bool with_release = o_.mode != nccl_mode::node_pair;
+      if (with_release) argv.insert(argv.end(), {"--release-fd", std::to_string(k_release_fd)});
       if (!o_.nccl_library.empty()) argv.insert(argv.end(), {"--nccl-library", o_.nccl_library});
-      if (auto e = spawn_rank(p, argv, renv, with_id)) {
+      if (auto e = spawn_rank(p, argv, renv, with_id, with_release)) {
         out_.setup_error = fmt::format("start rank {}: {}", r, e->message);
         for (auto& q : ranks_) {
           kill_rank(q);
           reap(q, true);
-          for (int* fd : {&q.out, &q.err, &q.ctl, &q.id_w}) close_fd(*fd);
+          for (int* fd : {&q.out, &q.err, &q.ctl, &q.id_w, &q.release_w}) close_fd(*fd);
         }
         close_fd(peer_fd_);
         return false;
@@ -359,6 +368,7 @@ class pair_run {
       } catch (const std::exception& e) {
         p.run.err += fmt::format("mrcheck: nccl rank {}: unreadable result line: {}\n", p.run.rank, e.what());
       }
+      release_if_settled();
     }
   }
 
@@ -418,6 +428,22 @@ class pair_run {
     }
   }
 
+  // Every local rank has verified its sum: "go" to each (they leave without ncclCommDestroy). A rank that
+  // failed or ended first: EOF to the others instead, so that a verified rank never waits on its release.
+  void release_if_settled() {
+    if (released_) return;
+    bool all_ok = std::all_of(ranks_.begin(), ranks_.end(),
+                              [](const rank_proc& p) { return p.run.report && p.run.report->ok; });
+    bool any_done = std::any_of(ranks_.begin(), ranks_.end(),
+                                [](const rank_proc& p) { return p.reaped || (p.run.report && !p.run.report->ok); });
+    if (!all_ok && !any_done) return;
+    released_ = true;
+    for (auto& p : ranks_) {
+      if (all_ok && p.release_w >= 0) write_no_sigpipe(p.release_w, "go\n");
+      close_fd(p.release_w);
+    }
+  }
+
   // Which ranks are done, and does a survivor now wait on a peer that is gone? True when every rank is reaped
   // and its pipes are closed.
   bool settle() {
@@ -431,6 +457,7 @@ class pair_run {
         if (peer_fd_ >= 0) (void)!::send(peer_fd_, "noid\n", 5, MSG_NOSIGNAL);
       }
     }
+    release_if_settled();
     bool all_reaped = std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped; });
     if (peer_fd_ >= 0 && !told_peer_ && all_reaped) {
       std::string s = fmt::format("peer-result {}\n", rank_failed(ranks_[0]) ? "fail" : "ok");
@@ -522,6 +549,7 @@ class pair_run {
   void collect() {
     for (auto& p : ranks_) {
       close_fd(p.id_w);
+      close_fd(p.release_w);
       for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
     }
     close_fd(peer_fd_);
@@ -550,6 +578,7 @@ class pair_run {
   bool peer_said_ok_ = false;
   bool told_peer_ = false;
   bool noid_handled_ = false;
+  bool released_ = false;
   std::optional<clock::time_point> grace_until_;
   char buf_[16384];
 };

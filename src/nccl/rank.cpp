@@ -48,6 +48,19 @@ class rank_run {
     if (!init_comm()) return finish(3);
     if (!all_reduce()) return finish(3);
     bool right = verify();
+    if (right && a_.release_fd >= 0) {
+      // Verified: say so, wait for the peer's verification (the orchestrator's "go"), and leave without
+      // ncclCommDestroy. Nothing is in flight any more once both ranks hold their sums; the kernel frees the
+      // communicator's memory, sockets and the CUDA context with the process.
+      stage("done");
+      r_.ok = true;
+      finish(0);
+      std::string go;
+      (void)detail::read_line(a_.release_fd, go, 16);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(0);
+    }
     if (!destroy()) return finish(3);
     stage("done");
     r_.ok = right;
@@ -91,50 +104,61 @@ class rank_run {
 
   bool load() {
     stage("load");
+    // NCCL first, and its version at once: the library is the job's (a wheel, a venv), and one that is broken or
+    // crashes in ncclGetVersion is then placed in "load" with its version call, with or without a GPU here.
     // RTLD_LOCAL: nothing of CUDA or NCCL leaks into symbol lookup of anything else this process loads.
+    void* nccl = ::dlopen(r_.nccl_library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!nccl) {
+      r_.missing_library = true;
+      std::string nccl_error = ::dlerror();
+      // Without CUDA as well, that is the first thing to say (a node without the driver).
+      if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) == nullptr) {
+        r_.error = fmt::format("dlopen libcuda.so.1: {}; dlopen {}: {}", ::dlerror(), r_.nccl_library, nccl_error);
+      } else {
+        r_.error = fmt::format("dlopen {}: {}", r_.nccl_library, nccl_error);
+      }
+      return false;
+    }
+    if (!resolve(nccl, "ncclGetVersion", nccl_.get_version)) {
+      r_.error = fmt::format("{} lacks ncclGetVersion: not an NCCL library", r_.nccl_library);
+      return false;
+    }
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(nccl_.get_version), &info) != 0 && info.dli_fname)
+      r_.nccl_library = info.dli_fname;
+    nccl_.get_version(&r_.nccl_version);
+    bool all = resolve(nccl, "ncclGetUniqueId", nccl_.get_unique_id) &&
+               resolve(nccl, "ncclCommInitRank", nccl_.comm_init_rank) &&
+               resolve(nccl, "ncclAllReduce", nccl_.all_reduce) &&
+               resolve(nccl, "ncclCommDestroy", nccl_.comm_destroy) &&
+               resolve(nccl, "ncclCommAbort", nccl_.comm_abort) &&
+               resolve(nccl, "ncclGetErrorString", nccl_.get_error_string);
+    if (!all) {
+      r_.error = fmt::format("{} lacks an NCCL 2.x entry point", r_.nccl_library);
+      return false;
+    }
+    resolve(nccl, "ncclGetLastError", nccl_.get_last_error);  // optional (2.13+)
     void* cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cuda) {
       r_.missing_library = true;
       r_.error = fmt::format("dlopen libcuda.so.1: {}", ::dlerror());
       return false;
     }
-    bool all = resolve(cuda, "cuInit", cuda_.init) && resolve(cuda, "cuDriverGetVersion", cuda_.driver_get_version) &&
-               resolve(cuda, "cuDeviceGetCount", cuda_.device_get_count) &&
-               resolve(cuda, "cuDeviceGet", cuda_.device_get) &&
-               resolve(cuda, "cuDeviceGetPCIBusId", cuda_.device_get_pci_bus_id) &&
-               resolve(cuda, "cuDevicePrimaryCtxRetain", cuda_.primary_ctx_retain) &&
-               resolve(cuda, "cuDevicePrimaryCtxRelease_v2", cuda_.primary_ctx_release) &&
-               resolve(cuda, "cuCtxSetCurrent", cuda_.ctx_set_current) &&
-               resolve(cuda, "cuMemAlloc_v2", cuda_.mem_alloc) && resolve(cuda, "cuMemFree_v2", cuda_.mem_free) &&
-               resolve(cuda, "cuMemcpyHtoD_v2", cuda_.memcpy_htod) &&
-               resolve(cuda, "cuMemcpyDtoH_v2", cuda_.memcpy_dtoh) &&
-               resolve(cuda, "cuStreamCreate", cuda_.stream_create) &&
-               resolve(cuda, "cuStreamSynchronize", cuda_.stream_synchronize) &&
-               resolve(cuda, "cuStreamDestroy_v2", cuda_.stream_destroy) &&
-               resolve(cuda, "cuGetErrorString", cuda_.get_error_string);
+    all = resolve(cuda, "cuInit", cuda_.init) && resolve(cuda, "cuDriverGetVersion", cuda_.driver_get_version) &&
+          resolve(cuda, "cuDeviceGetCount", cuda_.device_get_count) && resolve(cuda, "cuDeviceGet", cuda_.device_get) &&
+          resolve(cuda, "cuDeviceGetPCIBusId", cuda_.device_get_pci_bus_id) &&
+          resolve(cuda, "cuDevicePrimaryCtxRetain", cuda_.primary_ctx_retain) &&
+          resolve(cuda, "cuDevicePrimaryCtxRelease_v2", cuda_.primary_ctx_release) &&
+          resolve(cuda, "cuCtxSetCurrent", cuda_.ctx_set_current) && resolve(cuda, "cuMemAlloc_v2", cuda_.mem_alloc) &&
+          resolve(cuda, "cuMemFree_v2", cuda_.mem_free) && resolve(cuda, "cuMemcpyHtoD_v2", cuda_.memcpy_htod) &&
+          resolve(cuda, "cuMemcpyDtoH_v2", cuda_.memcpy_dtoh) && resolve(cuda, "cuStreamCreate", cuda_.stream_create) &&
+          resolve(cuda, "cuStreamSynchronize", cuda_.stream_synchronize) &&
+          resolve(cuda, "cuStreamDestroy_v2", cuda_.stream_destroy) &&
+          resolve(cuda, "cuGetErrorString", cuda_.get_error_string);
     if (!all) {
       r_.error = "libcuda.so.1 lacks a CUDA 11+ driver API entry point (driver too old?)";
       return false;
     }
-    void* nccl = ::dlopen(r_.nccl_library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!nccl) {
-      r_.missing_library = true;
-      r_.error = fmt::format("dlopen {}: {}", r_.nccl_library, ::dlerror());
-      return false;
-    }
-    all = resolve(nccl, "ncclGetVersion", nccl_.get_version) && resolve(nccl, "ncclGetUniqueId", nccl_.get_unique_id) &&
-          resolve(nccl, "ncclCommInitRank", nccl_.comm_init_rank) && resolve(nccl, "ncclAllReduce", nccl_.all_reduce) &&
-          resolve(nccl, "ncclCommDestroy", nccl_.comm_destroy) && resolve(nccl, "ncclCommAbort", nccl_.comm_abort) &&
-          resolve(nccl, "ncclGetErrorString", nccl_.get_error_string);
-    if (!all) {
-      r_.error = fmt::format("{} lacks an NCCL 2.x entry point", r_.nccl_library);
-      return false;
-    }
-    resolve(nccl, "ncclGetLastError", nccl_.get_last_error);  // optional (2.13+)
-    Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(nccl_.get_version), &info) != 0 && info.dli_fname)
-      r_.nccl_library = info.dli_fname;
-    nccl_.get_version(&r_.nccl_version);
     cuda_.driver_get_version(&r_.cuda_driver_version);
     return true;
   }

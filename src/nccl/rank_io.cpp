@@ -48,6 +48,8 @@ result<nccl_rank_args> parse_nccl_rank_args(const std::vector<std::string>& a) {
       ok = number(3, 1023, r.ctl_fd);
     } else if (k == "--id-fd") {
       ok = number(3, 1023, r.id_fd);
+    } else if (k == "--release-fd") {
+      ok = number(3, 1023, r.release_fd);
     } else if (k == "--count") {
       auto c = to_u64(v);
       if (!c || *c == 0 || *c > (1ULL << 30)) return status::error("--count must be 1 .. 2^30");

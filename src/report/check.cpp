@@ -1,4 +1,5 @@
 #include <mrcheck/check.h>
+#include <mrcheck/verdict_schema.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -80,9 +81,48 @@ std::string to_text(const report& r) {
   return out;
 }
 
+std::string_view severity_name(verdict v) {
+  switch (v) {
+    case verdict::pass: return "ok";
+    case verdict::skip: return "info";
+    case verdict::warn: return "warning";
+    case verdict::fail: return "critical";
+    case verdict::error: return "unknown";
+  }
+  return "unknown";
+}
+
+std::string_view recommended_action(std::string_view check_id, verdict v) {
+  if (v != verdict::warn && v != verdict::fail) return "none";
+  // What fixes each check's finding (README "Checks"; docs/schema/README.md). Checks not listed (the job's own
+  // probes, container checks, memlock of the calling shell) are fixed in the configuration the job or site uses.
+  struct entry {
+    std::string_view id, action;
+  };
+  static constexpr entry k_actions[] = {
+      {"slurmd_memlock", "restart_slurmd"},  // slurmd's own limit: its unit, then a restart
+      {"hca_fw", "update_firmware"},
+      {"rdma_stack", "reboot"},  // matching kernel and rdma-core: a reboot
+      {"gpu_driver", "reboot"},
+      {"cuda_driver", "reboot"},
+      {"gpudirect", "fix_config"},
+      {"bar1", "contact_vendor"},  // the BAR1 aperture is the firmware's
+      {"propagate_limits", "fix_config"},
+      {"max_map_count", "fix_config"},
+      {"hugepages", "fix_config"},
+      {"nccl", "fix_config"},
+  };
+  for (const auto& e : k_actions) {
+    if (e.id == check_id) return e.action;
+  }
+  return "fix_config";
+}
+
 void to_json(nlohmann::json& j, const check_result& c) {
   j = nlohmann::json{{"id", c.id},
                      {"verdict", std::string(to_string(c.result))},
+                     {"severity", std::string(severity_name(c.result))},
+                     {"recommended_action", std::string(recommended_action(c.id, c.result))},
                      {"summary", c.summary},
                      {"detail", c.detail},
                      {"hint", c.hint}};
@@ -100,6 +140,7 @@ void from_json(const nlohmann::json& j, check_result& c) {
 
 nlohmann::json report_to_json(const report& r) {
   nlohmann::json j;
+  j["schema_version"] = k_json_schema_version;
   j["verdict"] = std::string(to_string(r.overall()));
   j["checks"] = r.checks;
   return j;

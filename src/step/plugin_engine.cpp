@@ -2,10 +2,11 @@
 //   srun/sbatch init_post_opt -> plan_submit: refuse a bad request before launch, record the submit chain.
 //   slurmstepd task_init_privileged (root, task child) -> node_privileged: predict + enforce.
 //   slurmstepd task_init (job user, task child) -> node_task: verdicts, probes, the user's one line.
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <mrcheck/check_registry.h>
 #include <mrcheck/child.h>
+#include <mrcheck/job_nccl.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/probe_stop.h>
 #include <mrcheck/step_gate.h>
@@ -315,6 +316,11 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
     }
     spec.max_output = k_probe_output_max;
     spec.env = probe_environment(t.job_env, t.slurm_conf_path);
+    // The NCCL pair runs with the job's NCCL (found by the probe, as the job user, from these; include/mrcheck/
+    // job_nccl.h): its command and library settings travel under other names, never as LD_* themselves.
+    if (group == "nccl") {
+      for (auto& e : job_nccl_env_for_probe(t.job_argv, t.job_env)) spec.env.push_back(std::move(e));
+    }
     spec.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
     // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
     spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, limits.soft == k_unlimited ? RLIM_INFINITY : limits.soft,

@@ -4,7 +4,7 @@
 // Grammar: "1|t=<tool>|h=<host>|s=<sent or '-'>|j=<job id or '-'>|c=<hop>;<hop>..."
 //          hop = <pid>:<comm>:<soft>:<hard>, soft/hard = decimal | "u" (unlimited) | "?" (unreadable)
 //          text fields are %XX-escaped outside [A-Za-z0-9._+-].
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <mrcheck/units.h>
 
@@ -189,48 +189,6 @@ result<submit_record> decode_submit_record(std::string_view text) {
   return r;
 }
 
-result<propagated_limit> parse_propagated_limit(std::string_view text) {
-  // slurmstepd's _get_env_val() (src/slurmd/slurmstepd/ulimits.c, the same in 22.05, 24.11 and 26.05):
-  // `U` prefix, then strtoul(val, &p, 10) and the value refused only when *p != '\0'.
-  propagated_limit p;
-  std::string_view all = text;
-  if (!text.empty() && text.front() == 'U') {
-    p.user_requested = true;
-    text.remove_prefix(1);
-  }
-  auto refuse = [&] {
-    return status::error(fmt::format("SLURM_RLIMIT_MEMLOCK '{}' is not a number", escape_line(all, 32)));
-  };
-  std::size_t i = 0;
-  // strtoul in the C locale: isspace() blanks, then one optional sign.
-  while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
-  bool negative = false;
-  if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
-    negative = text[i] == '-';
-    ++i;
-  }
-  std::size_t digits_from = i;
-  std::uint64_t v = 0;
-  bool overflow = false;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    unsigned d = static_cast<unsigned>(text[i] - '0');
-    if (v > (UINT64_MAX - d) / 10) overflow = true;
-    v = overflow ? UINT64_MAX : v * 10 + d;
-    ++i;
-  }
-  if (i == digits_from) {
-    // No number: strtoul leaves its end pointer at the start, so only an empty string passes (as 0).
-    if (!text.empty()) return refuse();
-    p.value = 0;
-    return p;
-  }
-  if (i != text.size()) return refuse();
-  // glibc: an overflow is ULONG_MAX whatever the sign; otherwise a minus negates in unsigned arithmetic.
-  p.value = overflow ? UINT64_MAX : (negative ? (~v + 1) : v);  // RLIM_INFINITY is UINT64_MAX = k_unlimited
-  p.canonical = digits_from == 0 && !overflow && format_propagated_limit(p.value) == text;
-  return p;
-}
-
 std::uint64_t slurmstepd_soft(const propagated_limit& v, const memlock_limit& cur) {
   if (v.value == cur.soft) return cur.soft;
   std::uint64_t soft = v.value;
@@ -238,7 +196,5 @@ std::uint64_t slurmstepd_soft(const propagated_limit& v, const memlock_limit& cu
   if (soft > cur.hard) return cur.soft;  // setrlimit(): EINVAL, the limit stays
   return soft;
 }
-
-std::string format_propagated_limit(std::uint64_t value) { return std::to_string(value); }
 
 }  // namespace mrcheck

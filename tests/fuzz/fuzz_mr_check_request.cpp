@@ -11,7 +11,7 @@
 // fuzz-requires: memlock_chain.h
 #include "fuzz_common.h"
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mrcheck;

@@ -7,7 +7,7 @@
 // fuzz-requires: memlock_chain.h
 #include "fuzz_common.h"
 
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <cstdlib>
 #include <string>

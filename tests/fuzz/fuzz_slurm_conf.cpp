@@ -13,8 +13,8 @@
 #include "fuzz_common.h"
 
 #include <mrcheck/matrix.h>
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/slurm_conf.h>
+#include <mrcheck/step.h>
 
 #include <cctype>
 #include <cstdlib>

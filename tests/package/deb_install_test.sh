@@ -100,9 +100,11 @@ grep -q "slurm-wlm-basic-plugins (>= $mm) | slurm-smd (>= $mm)" <<<"$control" ||
 [[ $(dpkg-deb --field "$deb" Version) == *-1+slurm$mm ]] || fail "the version does not name Slurm $mm: $(dpkg-deb --field "$deb" Version)"
 grep -q "slurm-wlm-basic-plugins (<< " <<<"$control" || fail "Depends has no upper bound on slurm-wlm-basic-plugins"
 grep -q "libslurm38 ([^)]*) | slurm-smd (>= $mm)" <<<"$control" || fail "Depends does not offer slurm-smd for libslurm38"
-for lib in libfmt9 libhwloc15 libslurm38; do
+for lib in libhwloc15 libslurm38; do
   grep -q "Depends:.*$lib" <<<"$control" || fail "Depends lacks $lib (dpkg-shlibdeps)"
 done
+# fmt is header-only in every program (src/CMakeLists.txt): no libfmt at run time.
+grep -q "Depends:.*libfmt" <<<"$control" && fail "Depends names libfmt, which no program links (header-only fmt)"
 for lib in libibverbs1 libcuda1 libnccl2; do
   grep -q "^Depends:.*$lib" <<<"$control" && fail "$lib is dlopen'd, it must not be in Depends"
 done

@@ -35,7 +35,7 @@ check() { # check DESCRIPTION COMMAND...
 for tool in rpmbuild rpmlint; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/install-deps.sh installs rpm and rpmlint)"; exit 77; }
 done
-for tool in rpm2cpio cpio file readelf; do
+for tool in rpm2cpio cpio file readelf objdump; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/install-deps.sh)"; exit 1; }
 done
 mkdir -p "$work"
@@ -165,6 +165,22 @@ for f in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog "$libdir/slurm/spank_mrcheck.
   check "its debug information in mrcheck-debuginfo: /usr/lib/debug$f-*.debug" \
     grep -qE "^/usr/lib/debug$f-$version-.*\.debug$" <<<"$debug_list"
 done
+
+# --- EL 9's compiler flags (packaging/debian-rpm.macros), and the container helper immune to them ---------------
+cache=$(find "$work/build/rpmbuild/BUILD" -path '*-linux-build/CMakeCache.txt' 2>/dev/null | head -n1)
+for lang in C CXX; do
+  flags=$(sed -n "s/^CMAKE_${lang}_FLAGS:STRING=//p" "${cache:-/dev/null}")
+  check "built with EL 9's %optflags ($lang: ${flags:0:60}...)" bash -c '
+    for f in -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -fcf-protection -flto=auto; do
+      [[ " $1 " == *" $f "* ]] || { echo "missing $f"; exit 1; }
+    done' _ "$flags"
+done
+# Fortified realpath/printf (__*_chk) and the stack protector need GLIBC_2.3.4/2.4: the helper must start in
+# images with an older glibc (src/container/ctprobe.c).
+helper=$extract/usr/libexec/mrcheck/mrcheck-ctprobe
+newer=$(objdump -T "$helper" 2>/dev/null | grep -oE 'GLIBC_2[.]([4-9]|[1-9][0-9])[.0-9]* +[^ ]+$' | tr '\n' ' ')
+check "mrcheck-ctprobe needs nothing newer than GLIBC_2.3.3 under these flags${newer:+ (needs: $newer)}" \
+  bash -c '[[ -x $1 && -z $2 ]]' _ "$helper" "$newer"
 
 built=$("$extract/usr/bin/mrcheck" --version 2>&1)
 check "the packaged mrcheck says its Slurm: $built" grep -qF "Slurm $slurm_version" <<<"$built"

@@ -1,6 +1,6 @@
 // The admins' record (issue 7): node records, the step line, appending within the length limit, report_dir.
 #include <mrcheck/admin_record.h>
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -336,4 +336,40 @@ TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
 }
 
 }  // namespace
+}  // namespace mrcheck
+
+namespace mrcheck {
+
+// docs/jobstats.md: jobstats' summary is never changed, and others' text of any content comes back byte for byte.
+TEST(admin_record, a_jobstats_summary_is_never_changed) {
+  const std::string rec = "mrcheck: step 0: pass on 1 node";
+  for (std::string js : {"JS1:H4sIAAAAAAAAA6tWyk9OLkpNTFGyqlbKzU8pzUlVslIqSS0uUapVqgUA", "JS1:Short", "JS1:None"}) {
+    EXPECT_TRUE(is_jobstats_summary(js)) << js;
+    EXPECT_FALSE(append_admin_comment(js, rec, 65535)) << js;
+  }
+  EXPECT_FALSE(is_jobstats_summary("site: JS1:x"));
+  EXPECT_FALSE(is_jobstats_summary(""));
+}
+
+TEST(admin_record, foreign_text_is_kept_byte_for_byte) {
+  const std::string rec = "mrcheck: step 2: pass on 1 node";
+  std::vector<std::string> foreign = {" lead and trail  ",       "a |  | b", "ends | ",   " | ",
+                                      "line\nbreak\ttab",        "|||",      "x | | y |", std::string("nul\0in", 6),
+                                      "\xff\xfe utf8? \xc3\xa9", "q\"uo'te;"};
+  foreign.push_back(std::string(65535 - 3 - rec.size(), 'z'));  // the most that still leaves room for the record
+  for (const auto& f : foreign) {
+    auto out = append_admin_comment(f, rec, 65535);
+    ASSERT_TRUE(out) << f.size();
+    EXPECT_EQ(*out, f + " | " + rec) << f.substr(0, 40);
+  }
+  // Too big for the record: not written, never cut.
+  EXPECT_FALSE(append_admin_comment(std::string(65535, 'z'), rec, 65535));
+  EXPECT_FALSE(append_admin_comment(std::string(5000, 'z'), rec, 4096));
+  // Folding our own records leaves theirs where they were, byte for byte.
+  std::string ac = " ops  | mrcheck: step 0: FAIL memlock=64KiB on n1 | x |";
+  auto out = append_admin_comment(ac, rec, ac.size() + 3 + rec.size() - 1);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, " ops  | mrcheck: earlier steps (1): 1 FAIL | x | | " + rec);
+}
+
 }  // namespace mrcheck

@@ -5,7 +5,7 @@
 #include <mrcheck/checks.h>
 #include <mrcheck/config.h>
 #include <mrcheck/matrix.h>
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
 

@@ -26,7 +26,7 @@ bool any_contains(const std::vector<std::string>& lines, std::string_view needle
 TEST(diagnosis_cause, strings_round_trip_and_match_the_documented_list) {
   const char* documented[] = {"memlock",         "capability",         "pinning_resources", "rdma_stack_mismatch",
                               "gpu_peer_memory", "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
-                              "unknown"};
+                              "unknown",         "hca_resources"};
   ASSERT_EQ(std::size(documented), k_all_causes.size());
   for (std::size_t i = 0; i < k_all_causes.size(); ++i) {
     EXPECT_EQ(to_string(k_all_causes[i]), documented[i]);

@@ -48,18 +48,30 @@ TEST(explain_findings, evidence_applies_only_to_the_hosts_in_the_log) {
   EXPECT_FALSE(f[1].evidence_applies);  // gpu02's dmabuf failure: this node's rdma-core says nothing about it
   EXPECT_EQ(f[1].diag.what, cause::dmabuf_unsupported);
   EXPECT_FALSE(f[1].diag.confirmed);
-  EXPECT_NE(f[1].diag.evidence.back().find("node facts are from gpu01, the failures from gpu02"), std::string::npos);
+  EXPECT_NE(f[1].diag.evidence.back().find("node facts not used: the failures are from gpu02, this is gpu01"),
+            std::string::npos);
 
-  // With a finite limit in this shell, a failure elsewhere still gets it as a (propagated) hint, unconfirmed.
-  e.memlock_soft = 64 * 1024;
-  origin.hostname = "login1";
+  // Run elsewhere (a login node, a laptop as root): nothing of this machine is used, nothing is confirmed. Its
+  // CAP_IPC_LOCK would have turned the memlock failure into pinning_resources.
+  e.memlock_soft = k_unlimited;
+  e.cap_ipc_lock = true;
+  origin.hostname = "laptop";
   f = explain_groups(s, e, origin);
+  EXPECT_FALSE(f[0].evidence_applies);
   EXPECT_EQ(f[0].diag.what, cause::memlock);
   EXPECT_FALSE(f[0].diag.confirmed);
-  bool hint = false;
-  for (const auto& line : f[0].diag.evidence)
-    hint |= line.find("PropagateResourceLimitsExcept=MEMLOCK") != std::string::npos;
-  EXPECT_TRUE(hint);
+  for (const auto& line : f[0].diag.evidence) EXPECT_EQ(line.find("CAP_IPC_LOCK"), std::string::npos) << line;
+
+  // A log that names no host is not this node's either.
+  nccl_log_scanner anon = scan_lines(
+      {"misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
+       "Cannot allocate memory"});
+  origin.hostname = "gpu01";
+  f = explain_groups(anon, e, origin);
+  EXPECT_FALSE(f[0].evidence_applies);
+  EXPECT_FALSE(f[0].diag.confirmed);
+  EXPECT_NE(f[0].diag.evidence.back().find("the log does not name the failing host"), std::string::npos);
+  EXPECT_NE(f[0].diag.evidence.back().find("--root"), std::string::npos);
 
   // A --root tree is the node the user chose: its evidence applies whatever the log's host names.
   origin.from_root = true;

@@ -2,6 +2,7 @@
 // rule, and each test breaks one thing and asserts the verdict, the summary (the drain reason's fact) and the fix.
 #include "checks/matrix_checks.h"
 
+#include <mrcheck/check_registry.h>
 #include <mrcheck/matrix.h>
 
 #include <gtest/gtest.h>

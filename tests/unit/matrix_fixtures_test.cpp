@@ -3,6 +3,7 @@
 // exact reason; the aligned tree and the real H200 capture drain nothing.
 #include "prolog/node_action.h"
 
+#include <mrcheck/check_registry.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>

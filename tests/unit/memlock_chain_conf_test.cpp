@@ -1,8 +1,8 @@
 // slurm.conf: PropagateResourceLimits[Except], TaskProlog, SlurmdPidFile, through `include` lines; the one
 // reader (slurm_conf.h) that the plugin and the prolog's matrix share (fuzz finding F4).
 #include <mrcheck/matrix.h>
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/slurm_conf.h>
+#include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
 

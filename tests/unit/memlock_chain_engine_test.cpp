@@ -1,5 +1,5 @@
 // The plugin's per-step logic without Slurm: which checks run, what srun records, what task_init returns.
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
 

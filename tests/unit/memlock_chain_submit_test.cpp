@@ -1,5 +1,5 @@
 // MRCHECK_SUBMIT and SLURM_RLIMIT_MEMLOCK: the node treats both as untrusted text.
-#include <mrcheck/memlock_chain.h>
+#include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
 

@@ -4,9 +4,9 @@
 #include <mrcheck/admin_record.h>
 #include <mrcheck/checks.h>
 #include <mrcheck/diagnosis.h>
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/memlock_hop.h>
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
 

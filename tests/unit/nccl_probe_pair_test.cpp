@@ -13,9 +13,11 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -236,9 +238,20 @@ TEST_F(nccl_pair, exit_without_result_is_a_failure_not_a_pass) {
 }
 
 // The real rank code on a machine without CUDA (CI): libcuda.so.1 is missing -> skip, never a pass or a fail.
+// Whether the loader finds libcuda.so.1 as a real rank's dlopen would (LD_LIBRARY_PATH, ld.so.cache, the
+// default directories; Ubuntu, EL and the CUDA repositories each put it elsewhere). Asked in a child, so
+// this test process never maps the driver.
+bool loader_finds_libcuda() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr ? 0 : 1);
+  int st = 0;
+  while (pid > 0 && ::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 TEST_F(nccl_pair, real_rank_without_cuda_skips) {
-  if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/libcuda.so.1") ||
-      std::filesystem::exists("/usr/lib64/libcuda.so.1")) {
+  if (loader_finds_libcuda()) {
     tag_.clear();
     GTEST_SKIP() << "libcuda.so.1 is installed here: the GPU tests (tests/gpu/nccl_*) cover this machine";
   }

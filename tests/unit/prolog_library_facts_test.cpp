@@ -1,7 +1,7 @@
 // mrcheck-prolog loads the libraries on a second thread with load_library_facts(): the facts must be the
 // ones collect_facts() gathers on its own (same paths, versions, symbols, the same errors for a library
 // that is absent), whichever thread runs it.
-#include "facts/libraries.h"
+#include <mrcheck/facts.h>
 
 #include <mrcheck/facts.h>
 #include <mrcheck/sysroot.h>

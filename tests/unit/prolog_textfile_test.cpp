@@ -2,6 +2,8 @@
 // values) and the atomic, symlink-refusing write.
 #include "prolog/textfile.h"
 
+#include <mrcheck/facts.h>
+
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -41,6 +43,7 @@ class TempDir {
     const char* d = ::mkdtemp(tmpl);
     EXPECT_NE(d, nullptr);
     path_ = d ? d : "/nonexistent";
+    if (d) ::chmod(d, 0755);  // as node_exporter's textfile directory: others may read it
   }
   ~TempDir() {
     std::error_code ec;
@@ -200,6 +203,68 @@ TEST(PrometheusTextfile, RootRefusesADirectoryOthersCanWrite) {
     EXPECT_FALSE(s.is_ok());
     EXPECT_NE(s.message().find("belongs to uid 1000"), std::string::npos) << s.message();
   }
+}
+
+}  // namespace
+}  // namespace mrcheck
+
+namespace mrcheck {
+namespace {
+
+// docs/prometheus.md: the state enum, build and run info, per-device series with node_exporter's and
+// DCGM-exporter's label names.
+TEST(PrometheusText, StatesInfoAndDevices) {
+  report r;
+  r.checks = {result("hca_fw", verdict::fail)};
+  node_facts f;
+  rdma_device_fact d;
+  d.name = "mlx5_0";
+  d.fw_ver = "28.33.0800";
+  d.board_id = "MT_0000000838";
+  d.hca_type = "MT4129";
+  d.driver = "mlx5_core";
+  rdma_port_fact p;
+  p.number = 1;
+  p.state = "4: ACTIVE";
+  p.phys_state = "5: LinkUp";
+  p.link_layer = "InfiniBand";
+  p.rate = "400 Gb/sec (4X NDR)";
+  d.ports.push_back(p);
+  f.rdma_devices = std::vector<rdma_device_fact>{d};
+  gpu_fact g;
+  g.pci_bdf = "0000:3b:00.0";
+  f.gpus = std::vector<gpu_fact>{g};
+  textfile_input in{1764400000, "gpu01", "prolog", "4242", &f, {"GPU-8c1f"}};
+  std::string t = prometheus_textfile(r, in);
+  for (const char* want : {
+           "mrcheck_check_status{check=\"hca_fw\"} 2\n",
+           "mrcheck_check_state{check=\"hca_fw\",state=\"fail\"} 1\n",
+           "mrcheck_check_state{check=\"hca_fw\",state=\"pass\"} 0\n",
+           "mrcheck_run_info{mode=\"prolog\",node=\"gpu01\",hpc_job=\"4242\"} 1\n",
+           "mrcheck_rdma_device_info{device=\"mlx5_0\",firmware_version=\"28.33.0800\",board_id=\"MT_0000000838\","
+           "hca_type=\"MT4129\",driver=\"mlx5_core\",family=\"mlx5\"} 1\n",
+           "mrcheck_rdma_port_info{device=\"mlx5_0\",port=\"1\",state=\"ACTIVE\",phys_state=\"LinkUp\","
+           "link_layer=\"InfiniBand\",rate=\"400 Gb/sec (4X NDR)\"} 1\n",
+           "mrcheck_gpu_info{gpu=\"0\",UUID=\"GPU-8c1f\",pci_bus_id=\"00000000:3B:00.0\"} 1\n",
+           "# TYPE mrcheck_build_info gauge\nmrcheck_build_info{version=\"",
+       }) {
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+  }
+  // A healthcheck run has no job: no hpc_job label at all.
+  textfile_input hc{1, "gpu01", "healthcheck", "", nullptr, {}};
+  EXPECT_NE(prometheus_textfile(r, hc).find("mrcheck_run_info{mode=\"healthcheck\",node=\"gpu01\"} 1\n"),
+            std::string::npos);
+}
+
+TEST(PrometheusTextfile, ADirectoryOthersCannotReadIsOneLine) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  std::string path = (dir.path() / "mrcheck.prom").string();
+  status s = write_textfile(path, "x 1\n", ::geteuid());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cannot read it"), std::string::npos) << s.message();
+  EXPECT_EQ(slurp(path), "x 1\n");  // written all the same: a site may run node_exporter as root
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // reader for the plugin and the prolog: two readers had disagreed on `\#`, NONE,MEMLOCK and RLIMIT_MEMLOCK
 // (fuzz finding F4). We parse the file rather than ask slurmctld: the compute node's own file is what its
 // slurmstepd used, and an RPC per task would load the controller.
-#include <mrcheck/memlock_chain.h>
 #include <mrcheck/slurm_conf.h>
 
 #include <mrcheck/units.h>
@@ -336,5 +335,49 @@ std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view no
   }
   return out;
 }
+
+result<propagated_limit> parse_propagated_limit(std::string_view text) {
+  // slurmstepd's _get_env_val() (src/slurmd/slurmstepd/ulimits.c, the same in 22.05, 24.11 and 26.05):
+  // `U` prefix, then strtoul(val, &p, 10) and the value refused only when *p != '\0'.
+  propagated_limit p;
+  std::string_view all = text;
+  if (!text.empty() && text.front() == 'U') {
+    p.user_requested = true;
+    text.remove_prefix(1);
+  }
+  auto refuse = [&] {
+    return status::error(fmt::format("SLURM_RLIMIT_MEMLOCK '{}' is not a number", escape_line(all, 32)));
+  };
+  std::size_t i = 0;
+  // strtoul in the C locale: isspace() blanks, then one optional sign.
+  while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    negative = text[i] == '-';
+    ++i;
+  }
+  std::size_t digits_from = i;
+  std::uint64_t v = 0;
+  bool overflow = false;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    unsigned d = static_cast<unsigned>(text[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) overflow = true;
+    v = overflow ? UINT64_MAX : v * 10 + d;
+    ++i;
+  }
+  if (i == digits_from) {
+    // No number: strtoul leaves its end pointer at the start, so only an empty string passes (as 0).
+    if (!text.empty()) return refuse();
+    p.value = 0;
+    return p;
+  }
+  if (i != text.size()) return refuse();
+  // glibc: an overflow is ULONG_MAX whatever the sign; otherwise a minus negates in unsigned arithmetic.
+  p.value = overflow ? UINT64_MAX : (negative ? (~v + 1) : v);  // RLIM_INFINITY is UINT64_MAX = k_unlimited
+  p.canonical = digits_from == 0 && !overflow && format_propagated_limit(p.value) == text;
+  return p;
+}
+
+std::string format_propagated_limit(std::uint64_t value) { return std::to_string(value); }
 
 }  // namespace mrcheck

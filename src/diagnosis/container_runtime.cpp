@@ -1,6 +1,6 @@
 // Which container runtime a task runs in, from what each really leaves behind, and each one's own fix text.
 // The sources of every sign and fix: docs/facts/containers.md §2 (the signs), §3 (limits).
-#include <mrcheck/container.h>
+#include <mrcheck/container_runtime.h>
 
 #include <mrcheck/units.h>
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <regex>
 
 namespace mrcheck {

@@ -1,0 +1,72 @@
+// The forms a failed registration (or a neighbouring RDMA failure) takes in a log, as data, and the generic
+// readers every form shares: one prefix reader (launchers, collectors, the libraries' own headers), one errno
+// reader (every notation libraries print), and a cheap rejection of lines no form can match.
+// Private to src/explain; the scanner (nccl_log.cpp) is its only user. The table and why each row exists:
+// docs/transports.md, "Line forms".
+#pragma once
+
+#include <mrcheck/diagnosis.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace mrcheck::forms {
+
+// What the prefixes of a line said, and the message after them.
+struct prefix {
+  std::optional<int> rank;   // srun -l "3: ", "[rank3]:", OpenMPI "[1,3]<stderr>:"
+  std::string host;          // NCCL "host:pid:tid", UCX "[host:pid:tid]", pdsh "host: " (escaped, <= 64)
+  std::optional<long> pid;   // from host:pid:tid
+  std::string thread;        // "host:pid:tid", or a glog thread id; "" when the line names none
+  std::string_view rest;     // the line after launcher/collector/timestamp prefixes
+  std::string_view message;  // after "NCCL WARN " / "NCCL INFO " / glog "file:line] " when present, else rest
+  bool warn = false;         // NCCL WARN (or NCCL 2.3's " WARN ")
+  bool info = false;         // NCCL INFO
+};
+prefix read_prefix(std::string_view line);
+
+// The errno a message prints, in any notation: explicit ("errno=1", "errno 14", "errno:22", "error code: 14",
+// "Os { code: 12", "Unknown error 524"), negative returns ("failed -12", "return -12", "RC: -12", "ret is:-12",
+// "err(-12)", "status -12", "code -93"), a number right after a strerror text ("Cannot allocate memory (12)",
+// "Invalid argument(22)", "Bad address [14]"), the glibc strerror text itself, an errno name ("ENOMEM").
+// Explicit markers win over text, text over return codes; "-1" alone is the C failure convention, not an errno.
+// 0 when none is printed.
+int errno_in(std::string_view text);
+
+// Scanner-level classes of lines, set by the cheap rejection.
+enum anchor_class : unsigned {
+  k_form = 1u,       // a form of the table may match
+  k_warn = 2u,       // a WARN line (pending warnings, src/nccl/nccl_log.cpp)
+  k_rank = 4u,       // "rank N nranks M" announcements
+  k_container = 8u,  // lines the container evidence reads (src/diagnosis/container_runtime.cpp)
+  k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
+};
+
+// One pass over the line (multi-pattern Wu-Manber over the anchors of the table plus the scanner's own), OR of
+// the classes whose anchor occurs. 0 for the ordinary line, the common case.
+unsigned classify(std::string_view line);
+
+// The event a form recognised on one line.
+struct match {
+  failure what;
+  bool gpu_text = false;  // the message says the buffer is GPU memory ("GPU MR", "(cuda)", "VRAM")
+};
+// Tries the table's rows in order; nullopt when no row matches.
+std::optional<match> match_line(const prefix& p);
+
+// One row of the table, for the documentation test and the tests that run every sample through match_line().
+struct form_row {
+  std::string_view anchor;    // a literal the line contains (>= 5 bytes: the cheap rejection is built from these)
+  std::string_view library;   // who prints it
+  std::string_view call;      // the call it reports ("" = named on the line)
+  std::string_view errno_at;  // where the errno is ("strerror text", "RC: -N", "-", ...)
+  std::string_view host_at;   // where the host is
+  std::string_view sample;    // a real line
+  std::string_view source;    // its public source
+};
+std::span<const form_row> rows();
+
+}  // namespace mrcheck::forms

@@ -1,0 +1,68 @@
+// The drain-reason grammar tools may rely on (docs/drain-reasons.md):
+//   mrcheck: <check> [<device>]: <text>
+// <check> a check id ([a-z0-9_], 1-32 bytes), <device> optional (no space), <text> printable ASCII; at most 200
+// bytes in all. Every reason mrcheck-prolog sets must match it, whatever a summary holds.
+#include "prolog/node_action.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+namespace {
+
+// The regular expression docs/drain-reasons.md gives, as a mapper would use it.
+const std::regex k_grammar(R"(^mrcheck: ([a-z0-9_]{1,32})(?: ([^ :]+(?::[^ :]+)*))?: ([ -~]*)$)");
+
+mrcheck::check_result fail(std::string id, std::string summary) {
+  mrcheck::check_result c;
+  c.id = std::move(id);
+  c.result = mrcheck::verdict::fail;
+  c.summary = std::move(summary);
+  return c;
+}
+
+}  // namespace
+
+TEST(drain_reason_grammar, every_reason_matches) {
+  const std::string hostile[] = {
+      "mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012",
+      "",
+      "a: b: c",
+      "line\nbreak\r\ttab and \x01 control",
+      "utf-8 \xc3\xa9 and bad \xff bytes",
+      std::string(500, 'x'),
+      "mrcheck: nested: reason",
+      "quote ' and \" and \\ backslash",
+  };
+  for (const std::string id : {"hca_fw", "slurmd_memlock", "max_map_count", "a"}) {
+    for (const auto& s : hostile) {
+      std::string r = mrcheck::drain_reason(fail(id, s));
+      std::smatch m;
+      ASSERT_TRUE(std::regex_match(r, m, k_grammar)) << r;
+      EXPECT_EQ(m[1].str(), id) << r;
+      EXPECT_LE(r.size(), mrcheck::k_max_reason);
+      EXPECT_TRUE(mrcheck::is_mrcheck_reason(r));
+    }
+  }
+}
+
+TEST(drain_reason_grammar, parts_as_a_mapper_reads_them) {
+  std::smatch m;
+  std::string r = mrcheck::drain_reason(fail("hca_fw", "mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012"));
+  ASSERT_TRUE(std::regex_match(r, m, k_grammar));
+  EXPECT_EQ(m[1].str(), "hca_fw");
+  EXPECT_FALSE(m[2].matched);  // no device part: the device is named in the text
+  EXPECT_EQ(m[3].str(), "mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012");
+  // The device form, with a PCI address as the device.
+  const std::string with_device = "mrcheck: bar1 0000:3b:00.0: BAR1 16 GiB < GPU memory 141 GiB";
+  ASSERT_TRUE(std::regex_match(with_device, m, k_grammar));
+  EXPECT_EQ(m[1].str(), "bar1");
+  EXPECT_EQ(m[2].str(), "0000:3b:00.0");
+  EXPECT_EQ(m[3].str(), "BAR1 16 GiB < GPU memory 141 GiB");
+  // Not ours: another tool's reason, NHC's prefix (strip "NHC: " first), a bad check id.
+  for (const std::string other :
+       {"maintenance", "NHC: mrcheck: hca_fw: x", "mrcheck:hca_fw: x", "mrcheck: HCA: x", "Kill task failed"}) {
+    EXPECT_FALSE(std::regex_match(other, m, k_grammar)) << other;
+  }
+}
