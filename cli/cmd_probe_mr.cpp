@@ -57,7 +57,7 @@ constexpr std::string_view k_help =
     "  --verbose             the facts behind each verdict, and every call as it is made, on stderr\n"
     "\n"
     "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
-    "exit: 0 pass or warn, 1 fail, 2 error or usage\n";
+    "exit: 0 pass or warn, 1 fail, 2 error or usage, 3 skip (every check skipped: nothing was tested)\n";
 
 struct options {
   std::optional<std::uint64_t> size;
@@ -76,8 +76,15 @@ int usage_error(const std::string& msg) {
   return k_exit_usage;
 }
 
+// Every check skipped (no device, no library): nothing was tested, which is no pass.
+bool nothing_tested(const report& r) {
+  return std::all_of(r.checks.begin(), r.checks.end(), [](const check_result& c) { return c.result == verdict::skip; });
+}
+
 // The exit codes the SPANK plugin reads (probe_protocol.h).
-int exit_code_for(verdict v) {
+int exit_code_for(const report& r) {
+  if (nothing_tested(r)) return k_probe_exit_skip;
+  verdict v = r.overall();
   if (v == verdict::fail) return k_probe_exit_fail;
   if (v == verdict::error) return k_probe_exit_error;
   return k_probe_exit_pass;
@@ -159,12 +166,14 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
   report r = to_report(checks);
   if (opt.json) {
     nlohmann::json j = report_to_json(r);
+    if (nothing_tested(r)) j["verdict"] = "skip";
     j["probe"] = probe_to_json(o, checks);
     fmt::print("{}\n", j.dump());
   } else {
     print_text(r, opt.verbose);
+    if (nothing_tested(r)) fmt::print("mrcheck: probe mr: SKIP: nothing was tested (every check skipped)\n");
   }
-  return exit_code_for(r.overall());
+  return exit_code_for(r);
 }
 
 // The probe in a child with a timeout: a hang or a crash inside libibverbs/libcuda is reported, not suffered.

@@ -28,6 +28,7 @@ extern "C" {
 #include "job_info.h"
 
 #include <mrcheck/build_config.h>
+#include <mrcheck/child.h>
 #include <mrcheck/container_runner.h>
 #include <mrcheck/probe_stop.h>
 #include <mrcheck/step.h>
@@ -143,6 +144,7 @@ int prefetch_step(spank_t sp) {
   if (t.extern_step) return 0;
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
+  child_keep_null_device();  // the host's /dev/null for every child the tasks start, in a container without one
   return 0;
 }
 

@@ -111,8 +111,15 @@ struct spawned_child {
 };
 
 // Starts the child and returns at once (no wait, no containment). Error only when it could not be started
-// (pipe/fork failure); an exec failure shows up as exit code 127 with the reason on its stderr.
+// (pipe/fork failure; for a detached child also its set-up up to exec or run_in_child, which nobody could see
+// otherwise); an exec failure of a child that is not detached shows up as exit code 127 with the reason on its
+// stderr.
 result<spawned_child> spawn_child(const child_spec& spec);
+
+// Opens /dev/null once, close-on-exec, for every later child's stdin and discarded streams. Call it where the
+// host's /dev exists (slurmstepd, before a task enters a container): an image without /dev/null then still lets
+// mrcheck's children start inside. Without it each child opens /dev/null where it is.
+void child_keep_null_device();
 void close_child(spawned_child& c);
 
 // Runs the child to its exit or timeout, collecting captured output until it exits (not until its pipes

@@ -101,6 +101,7 @@ struct node_evidence {
   std::optional<bool> is_root;       // euid 0
   std::optional<bool> cap_ipc_lock;  // CAP_IPC_LOCK in the effective set (bypasses the memlock check)
   std::optional<bool> in_container;
+  std::string container_why;  // what in_container rests on, or why a marker file alone was not counted
   container_runtime runtime =
       container_runtime::none;  // which one, for the fix text (src/diagnosis/container_runtime.cpp)
 

@@ -73,6 +73,7 @@ struct nccl_estimate {
   int channels = 0;
   std::string channels_from;  // "default: 2 per HCA x 1 HCA, doubled" / "NCCL_MIN_NCHANNELS=16"
   int net_peers = 1;          // network peers per channel (1 = ring)
+  // The HCAs NCCL would use; 0 when none was found (then sized as for one, and said so).
   int hcas = 1;
   std::int64_t p2p_chunk = 0;      // NCCL_P2P_NET_CHUNKSIZE (128 KiB)
   int p2p_channels = 0;            // min(channels, NCCL_MAX_P2P_NCHANNELS)

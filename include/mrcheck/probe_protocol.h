@@ -5,7 +5,8 @@
 //   env     probe_environment() (memlock_chain.h): no LD_*, only what NCCL, CUDA and verbs read
 //   stdout  one JSON report {"verdict", "checks": [...], ...}; the plugin accepts only the check ids of the group
 //           (probe_check_ids), each once, with bounded fields
-//   exit    k_probe_exit_pass (pass or warn), k_probe_exit_fail, k_probe_exit_error; anything else, a signal or
+//   exit    k_probe_exit_pass (pass or warn), k_probe_exit_fail, k_probe_exit_error, k_probe_exit_skip (every
+//           check skipped: nothing was tested, `probe mr` only; the report's verdict is "skip"); anything else, a signal or
 //           the timeout is the probe breaking (a hang or crash in the driver is a FAIL about the node)
 //
 // And between the plugin (src/container/enter.cpp, run_ctprobe) and the container helper it runs inside a job's
@@ -29,6 +30,7 @@ inline constexpr std::string_view k_probe_verbs_library_flag = "--verbs-library"
 inline constexpr int k_probe_exit_pass = 0;
 inline constexpr int k_probe_exit_fail = 1;
 inline constexpr int k_probe_exit_error = 2;
+inline constexpr int k_probe_exit_skip = 3;
 // What the plugin reads of the probe's stdout and stderr.
 inline constexpr std::size_t k_probe_output_max = 256 * 1024;
 

@@ -271,6 +271,17 @@ check_result check_rdma_stack(const node_facts& f, const matrix_rules& r, const 
     stacks = fmt::format("{} device(s), rdma-core providers {}", fams,
                          f.verbs_providers.empty() ? "not checked" : "present");
   }
+  // mlx5_core without an RDMA device (an Ethernet-only ConnectX, a VM with the module loaded): no stack in use, so
+  // nothing to pass, and nothing to drain a node for either.
+  if (!has_rdma_devices(f)) {
+    std::string devices = f.rdma_devices.is_ok()
+                              ? std::string("no RDMA device")
+                              : fmt::format("RDMA devices not read ({})", clean(f.rdma_devices.error().message(), 96));
+    return make(k_id, verdict::skip,
+                fmt::format("{} loaded, but {}: the stack was not checked{}", ks.desc, devices,
+                            problems.empty() ? "" : fmt::format(" (would be: {})", problems.front())),
+                join(detail, "\n"));
+  }
   if (!problems.empty()) {
     return make(k_id, verdict_for(r.rdma_stack), problems.front(), join(detail, "\n"), hint);
   }

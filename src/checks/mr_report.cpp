@@ -47,6 +47,53 @@ bool exists(const char* path) {
   return ::stat(path, &st) == 0;
 }
 
+// The file system type mounted last on "/" (/proc/self/mountinfo: "ID PARENT MAJ:MIN ROOT POINT ... - TYPE ...").
+std::string root_fs_type() {
+  auto mi = read_small("/proc/self/mountinfo");
+  if (!mi) return "";
+  std::string type;
+  std::string_view text = *mi;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    std::size_t a = 0;
+    for (int field = 0; field < 4 && a != std::string_view::npos; ++field) a = line.find(' ', a + 1);
+    if (a == std::string_view::npos || line.substr(a + 1, 2) != "/ ") continue;
+    std::size_t dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    std::string_view rest = line.substr(dash + 3);
+    type = std::string(rest.substr(0, rest.find(' ')));
+  }
+  return type;
+}
+
+// A container's marker file alone proves little (an image made into a VM keeps its /.dockerenv): it counts with a
+// second sign, an overlay as "/" or PID 1's cgroup naming a container engine. Sets in_container and says why.
+void container_evidence(node_evidence& e) {
+  const char* marker = exists("/.dockerenv")          ? "/.dockerenv"
+                       : exists("/run/.containerenv") ? "/run/.containerenv"
+                                                      : nullptr;
+  if (!marker) return;
+  std::string second;
+  std::string fs = root_fs_type();
+  if (fs == "overlay" || fs == "fuse-overlayfs" || fs == "aufs") second = fmt::format("/ is {}", fs);
+  if (second.empty()) {
+    if (auto cg = read_small("/proc/1/cgroup")) {
+      for (const char* engine : {"docker", "containerd", "kubepods", "libpod", "crio"}) {
+        if (cg->find(engine) != std::string::npos) {
+          second = fmt::format("PID 1's cgroup names {}", engine);
+          break;
+        }
+      }
+    }
+  }
+  e.in_container = !second.empty();
+  e.container_why = second.empty() ? fmt::format("{} exists, but / is {} and PID 1's cgroup names no container engine",
+                                                 marker, fs.empty() ? std::string("unknown") : fs)
+                                   : fmt::format("{} and {}", marker, second);
+}
+
 }  // namespace
 
 node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
@@ -100,9 +147,7 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
   bool peer = exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
               exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version") || exists("/sys/module/nvidia_peermem/version");
   if (peer || !e.peer_memory) e.peer_memory = peer;
-  if (!e.in_container) {
-    e.in_container = exists("/.dockerenv") || exists("/run/.containerenv");
-  }
+  if (!e.in_container) container_evidence(e);
   if (!o.gpu_bdfs.empty() && !e.rdma_devices) e.rdma_devices = static_cast<int>(o.devices.size());
   return e;
 }

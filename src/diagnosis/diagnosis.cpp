@@ -113,7 +113,12 @@ struct builder {
     } else if (e.is_root && *e.is_root) {
       d.evidence.push_back("running as root (normally CAP_IPC_LOCK, which skips the memlock check)");
     }
-    if (e.in_container && *e.in_container) d.evidence.push_back("running in a container");
+    if (e.in_container && *e.in_container) {
+      d.evidence.push_back(e.container_why.empty() ? std::string("running in a container")
+                                                   : fmt::format("running in a container ({})", e.container_why));
+    } else if (!e.container_why.empty()) {
+      d.evidence.push_back(fmt::format("not counted as a container: {}", e.container_why));
+    }
   }
 
   void version_lines() {

@@ -350,7 +350,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.slurm_rlimit_memlock = escape_line(env.get("SLURM_RLIMIT_MEMLOCK").value_or(""), 32);
   o.load_error = load_error;
   if (verbs == nullptr) {
-    o.estimate = estimate_nccl_registration(env, 1);
+    o.estimate = estimate_nccl_registration(env, 0);  // no library, no HCA seen
     return o;
   }
   o.library = verbs->library_path();
@@ -366,7 +366,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.selection = select_hcas(candidates, filter, req.device, o.gpu_bdfs, hwloc_locality());
   o.selection.skipped.insert(o.selection.skipped.begin(), pre_skipped.begin(), pre_skipped.end());
 
-  o.estimate = estimate_nccl_registration(env, static_cast<int>(std::max<std::size_t>(1, o.selection.chosen.size())));
+  o.estimate = estimate_nccl_registration(env, static_cast<int>(o.selection.chosen.size()));
   const std::uint64_t ps = page_size();
   size_host_buffers(req, ps, o);
   if (o.estimate.ib_disabled && !req.size) return o;  // NCCL registers nothing: mr_host says so

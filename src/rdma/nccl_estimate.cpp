@@ -145,12 +145,17 @@ void estimate_channels(const nccl_env& env, nccl_estimate& e) {
   int min_channels = min_ch == -2 ? 0 : static_cast<int>(std::clamp<std::int64_t>(min_ch, 0, k_maxchannels));
   int max_channels = max_ch == -2 ? k_maxchannels
                                   : static_cast<int>(std::clamp<std::int64_t>(max_ch, 1, k_maxchannels));
-  int search = std::min(k_maxchannels, 2 * e.hcas * 2);
+  // No HCA found (no device, no verbs library): sized as for one, and said so.
+  const int nics = std::max(1, e.hcas);
+  int search = std::min(k_maxchannels, 2 * nics * 2);
   int channels = std::min(search, max_channels);
   channels = std::max(channels, min_channels);
   e.channels = std::max(1, channels);
-  e.channels_from = fmt::format("estimate: NCCL's search finds ~2 per NIC x {} HCA{}, doubled = {}", e.hcas,
-                                e.hcas == 1 ? "" : "s", search);
+  e.channels_from =
+      e.hcas == 0
+          ? fmt::format("estimate: no HCA found, so as for 1: NCCL's search finds ~2 per NIC, doubled = {}", search)
+          : fmt::format("estimate: NCCL's search finds ~2 per NIC x {} HCA{}, doubled = {}", e.hcas,
+                        e.hcas == 1 ? "" : "s", search);
   if (min_ch != -2 || max_ch != -2) {
     e.channels_from += fmt::format("; clamped to NCCL_MIN_NCHANNELS={} .. NCCL_MAX_NCHANNELS={}", min_channels,
                                    max_channels);
@@ -222,7 +227,7 @@ void estimate_totals(nccl_estimate& e) {
 
 nccl_estimate estimate_nccl_registration(const nccl_env& env, int hcas) {
   nccl_estimate e;
-  e.hcas = std::max(1, hcas);
+  e.hcas = std::max(0, hcas);
   // The SIMPLE size as NCCL reads it (it bounds the p2p chunk, below).
   std::int64_t simple = estimate_buffers(env, e);
   estimate_channels(env, e);

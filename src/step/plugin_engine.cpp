@@ -335,7 +335,8 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
       if (stopped) *stopped = true;
     }
     // The contract of `mrcheck probe` (probe_protocol.h): exit pass/warn, fail or error; the report JSON on stdout.
-    if (out->timed_out || out->signaled || !out->exited || out->exit_code > k_probe_exit_error) {
+    if (out->timed_out || out->signaled || !out->exited ||
+        (out->exit_code > k_probe_exit_error && out->exit_code != k_probe_exit_skip)) {
       // A registration that hangs or crashes would hang or crash NCCL's init in the job too: that is a
       // finding about the node (on_fail), not the checker breaking (on_error). An exec failure or a
       // malformed report stays an error.

@@ -39,12 +39,18 @@ void write_all_raw(int fd, const char* s) {
   }
 }
 
+// child_keep_null_device's descriptor, -1 until then.
+int g_null_fd = -1;
+// In a detached child only, until exec or run_in_child: the pipe spawn_child reads its set-up failure from.
+int g_setup_fd = -1;
+
 [[noreturn]] void child_fail(const char* what, int err) {
-  write_all_raw(STDERR_FILENO, "mrcheck: child: ");
-  write_all_raw(STDERR_FILENO, what);
-  write_all_raw(STDERR_FILENO, ": ");
-  write_all_raw(STDERR_FILENO, strerrordesc_np(err) ? strerrordesc_np(err) : "error");
-  write_all_raw(STDERR_FILENO, "\n");
+  int fd = g_setup_fd >= 0 ? g_setup_fd : STDERR_FILENO;
+  write_all_raw(fd, "mrcheck: child: ");
+  write_all_raw(fd, what);
+  write_all_raw(fd, ": ");
+  write_all_raw(fd, strerrordesc_np(err) ? strerrordesc_np(err) : "error");
+  write_all_raw(fd, "\n");
   _exit(127);
 }
 
@@ -201,6 +207,10 @@ std::vector<std::string> current_environment() {
   return env;
 }
 
+void child_keep_null_device() {
+  if (g_null_fd < 0) g_null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+}
+
 void close_child(spawned_child& c) {
   close_fd(c.pidfd);
   close_fd(c.out);
@@ -247,7 +257,12 @@ int child_place_fds(const child_spec& spec, int lift, int out_w, int err_w) {
   }
   int lifted_exec = -1;
   if (spec.exec_fd >= 0 && (lifted_exec = ::fcntl(spec.exec_fd, F_DUPFD, lift)) < 0) child_fail("fcntl exec fd", errno);
-  int devnull = ::open("/dev/null", O_RDWR);
+  if (g_setup_fd >= 0) {  // lifted like the extra fds, then placed right above them (below)
+    int was = g_setup_fd;
+    if ((g_setup_fd = ::fcntl(was, F_DUPFD_CLOEXEC, lift)) < 0) _exit(127);
+    ::close(was);
+  }
+  int devnull = g_null_fd >= 0 ? ::fcntl(g_null_fd, F_DUPFD, lift) : ::open("/dev/null", O_RDWR);
   if (devnull < 0) child_fail("open /dev/null", errno);
   if (::dup2(devnull, STDIN_FILENO) < 0) child_fail("dup2 stdin", errno);
   auto place = [&](child_stream how, int pipe_w, int target) {
@@ -266,6 +281,10 @@ int child_place_fds(const child_spec& spec, int lift, int out_w, int err_w) {
     exec_at = first_free++;
     if (::dup2(lifted_exec, exec_at) < 0) child_fail("dup2 exec fd", errno);
     if (::fcntl(exec_at, F_SETFD, FD_CLOEXEC) != 0) child_fail("fcntl exec fd", errno);
+  }
+  if (g_setup_fd >= 0) {
+    if (::dup2(g_setup_fd, first_free) < 0 || ::fcntl(first_free, F_SETFD, FD_CLOEXEC) != 0) _exit(127);
+    g_setup_fd = first_free++;
   }
   close_from(first_free);
   return exec_at;
@@ -299,12 +318,15 @@ void child_set_identity(const child_spec& spec) {
 }
 
 // The forked child, from fork to exec (or run_in_child). `argv` and `envp` were built before fork.
-[[noreturn]] void child_main(const child_spec& spec, pid_t parent, int lift, int out_w, int err_w, char* const* argv,
-                             char* const* envp) {
+[[noreturn]] void child_main(const child_spec& spec, pid_t parent, int lift, int out_w, int err_w, int setup_w,
+                             char* const* argv, char* const* envp) {
+  g_setup_fd = setup_w;
   child_set_process_state(spec, parent);
   int exec_at = child_place_fds(spec, lift, out_w, err_w);
   child_set_identity(spec);
   if (spec.run_in_child) {
+    if (g_setup_fd >= 0) ::close(g_setup_fd);  // set up: the caller stops waiting
+    g_setup_fd = -1;
     int rc = 127;
     try {
       rc = spec.run_in_child();
@@ -321,11 +343,12 @@ void child_set_identity(const child_spec& spec) {
     ::execve(argv[0], argv, envp);
   }
   int e = errno;
-  write_all_raw(STDERR_FILENO, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
-  write_all_raw(STDERR_FILENO, argv[0]);
-  write_all_raw(STDERR_FILENO, ": ");
-  write_all_raw(STDERR_FILENO, strerrordesc_np(e) ? strerrordesc_np(e) : "error");
-  write_all_raw(STDERR_FILENO, "\n");
+  int fd = g_setup_fd >= 0 ? g_setup_fd : STDERR_FILENO;
+  write_all_raw(fd, exec_at >= 0 ? "mrcheck: child: execveat " : "mrcheck: child: execve ");
+  write_all_raw(fd, argv[0]);
+  write_all_raw(fd, ": ");
+  write_all_raw(fd, strerrordesc_np(e) ? strerrordesc_np(e) : "error");
+  write_all_raw(fd, "\n");
   _exit(127);
 }
 
@@ -340,6 +363,26 @@ int lift_above(const child_spec& spec) {
     lift = std::max(lift, spec.exec_fd + 1);
   }
   return lift;
+}
+
+// A detached child's set-up failure, as it wrote it before exec or run_in_child: "" once the pipe closed
+// without a word (it got that far), or after 2 s (it is slow, not failing).
+std::string setup_failure(int setup_r) {
+  std::string text;
+  auto until = clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    struct pollfd p {
+      setup_r, POLLIN, 0
+    };
+    int n = ::poll(&p, 1, ms_until(until));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return text;
+    char buf[512];
+    ssize_t r = ::read(setup_r, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || text.size() > 4096) return text;
+    text.append(buf, static_cast<std::size_t>(r));
+  }
 }
 
 // The parent's side after fork: its ends of the pipes, the child's group and pidfd.
@@ -395,6 +438,13 @@ result<spawned_child> spawn_child(const child_spec& spec) {
     return status::from_errno("run child: pipe", e);
   }
   int lift = lift_above(spec);
+  // A detached child is nobody's to wait for: its set-up failure comes back through a pipe of its own.
+  int setup_pipe[2] = {-1, -1};
+  if (spec.detach && ::pipe2(setup_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    close_pipes();
+    return status::from_errno("run child: pipe", e);
+  }
 
   spawned_child c;
   c.start = clock::now();
@@ -403,12 +453,25 @@ result<spawned_child> spawn_child(const child_spec& spec) {
   if (pid < 0) {
     int e = errno;
     close_pipes();
+    close_fd(setup_pipe[0]);
+    close_fd(setup_pipe[1]);
     return status::from_errno("run child: fork", e);
   }
-  if (pid == 0) child_main(spec, parent, lift, out_pipe[1], err_pipe[1], argv.data(), envp.data());
+  if (pid == 0) child_main(spec, parent, lift, out_pipe[1], err_pipe[1], setup_pipe[1], argv.data(), envp.data());
   close_fd(out_pipe[1]);
   close_fd(err_pipe[1]);
-  return parent_side(spec, c, pid, out_pipe[0], err_pipe[0]);
+  close_fd(setup_pipe[1]);
+  spawned_child started = parent_side(spec, c, pid, out_pipe[0], err_pipe[0]);
+  if (setup_pipe[0] >= 0) {
+    std::string failed = setup_failure(setup_pipe[0]);
+    close_fd(setup_pipe[0]);
+    while (!failed.empty() && failed.back() == '\n') failed.pop_back();
+    if (!failed.empty()) {
+      close_child(started);
+      return status::error(failed);
+    }
+  }
+  return started;
 }
 
 namespace {

@@ -110,8 +110,9 @@ expect_contains "RO off: ibv_reg_mr without RO (0xf)" "$(grep 'call=ibv_reg_mr '
 probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_DEVICES=mlx5_0,mlx5_1 NCCL_IB_HCA==mlx5_1 -- --size 1M --json
 expect_eq "NCCL_IB_HCA==mlx5_1: only mlx5_1 probed" "$(json_get '",".join(h["device"] for h in j["probe"]["hcas"])')" mlx5_1
 probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_DEVICES= -- --json
-expect_eq "no device: exit 0" "$rc" 0
+expect_eq "no device: exit 3, nothing was tested" "$rc" 3
 expect_eq "no device: skip" "$(json_get '[c["verdict"] for c in j["checks"] if c["id"]=="mr_host"][0]')" skip
+expect_eq "no device: the report's verdict is skip, not pass" "$(json_get 'j["verdict"]')" skip
 expect_eq "no device: cause" "$(json_get 'j["probe"]["diagnosis"]["mr_host"]["cause"]')" no_rdma_device
 
 # 6. A registration that hangs is killed at --timeout; a crash is reported - both as verdicts, with the call.

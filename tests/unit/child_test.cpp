@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -167,6 +170,45 @@ TEST(run_child, a_function_instead_of_exec) {
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 7);
   EXPECT_EQ(o->out, "hello");
+}
+
+// An image whose start-up removed /dev: a child started there used to fail before exec ("open /dev/null"), and a
+// detached one (the post-exec watcher, which carries the admins' record) failed unseen. With the host's /dev/null
+// kept (child_keep_null_device, in slurmstepd) children start; without it a detached child's set-up failure is
+// the caller's error, so the caller can still write what it had.
+TEST(spawn_child, no_dev_null_where_the_child_starts) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount namespace needs root";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto hide_dev = [] { return ::mount("none", "/dev", "tmpfs", 0, nullptr) == 0; };
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 || !hide_dev())
+      _exit(77);
+    int rc = 0;
+    auto detached = sh("exit 0");
+    detached.detach = true;
+    detached.out = child_stream::null;
+    detached.err = child_stream::null;
+    auto c = spawn_child(detached);
+    if (c || c.error().message() != "mrcheck: child: open /dev/null: No such file or directory") rc |= 1;
+    auto o = run_child(sh("exit 0"));
+    if (!o || o->exit_code != 127) rc |= 2;
+    // The host's /dev/null, kept before the task's /dev went away.
+    if (::umount("/dev") != 0) _exit(77);
+    child_keep_null_device();
+    if (!hide_dev()) _exit(77);
+    o = run_child(sh("read x; echo \"[$x]\""));
+    if (!o || o->exit_code != 0 || o->out != "[]\n") rc |= 4;
+    c = spawn_child(detached);
+    if (!c) rc |= 8;
+    _exit(rc);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "no mount namespace here";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: detached failure not reported, 2: not 127 without /dev/null, "
+                                   "4: no run with the host's, 8: no detached start with the host's";
 }
 
 TEST(spawn_child, extra_fds_land_at_their_numbers) {

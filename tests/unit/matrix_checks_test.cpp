@@ -122,6 +122,26 @@ TEST(MatrixRdmaStack, InboxKernelUnderOfedUserSpaceFails) {
   EXPECT_EQ(c.summary, "inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4");
 }
 
+// mlx5_core loaded but no RDMA device (a VM, an Ethernet-only ConnectX): no stack in use, so no pass - and no
+// drain for a mismatch nothing uses.
+TEST(MatrixRdmaStack, ModuleWithoutDeviceIsSkipNotPass) {
+  auto f = healthy();
+  f.rdma_devices = std::vector<rdma_device_fact>{};
+  auto c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::skip) << c.summary;
+  EXPECT_EQ(c.summary.find("OFED mlx5_core"), 0u) << c.summary;
+  EXPECT_NE(c.summary.find("loaded, but no RDMA device: the stack was not checked"), std::string::npos) << c.summary;
+  f.modules["mlx5_core"] = module("mlx5_core", std::nullopt, "");
+  f.modules["ib_core"] = module("ib_core", std::nullopt, "");
+  f.memory_peers = false;
+  c = check_rdma_stack(f, rules(), nullptr);
+  EXPECT_EQ(c.result, verdict::skip) << c.summary;
+  EXPECT_NE(c.summary.find("(would be: inbox mlx5_core"), std::string::npos) << c.summary;
+  f.rdma_devices = status::error("sysfs not readable");
+  EXPECT_NE(check_rdma_stack(f, rules(), nullptr).summary.find("RDMA devices not read (sysfs not readable)"),
+            std::string::npos);
+}
+
 TEST(MatrixRdmaStack, InboxModuleVersionEqualToKernelReleaseIsInbox) {
   // Kernels with the 5.10.y backport print the kernel release as mlx5_core's version
   // (docs/facts/kernel-and-drivers.md §3).

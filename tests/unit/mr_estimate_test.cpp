@@ -180,5 +180,16 @@ TEST(MrGpus, VisibleGpusFollowSlurmsGresIndices) {
   std::filesystem::remove_all(dir);
 }
 
+// No HCA found (no RDMA device, no verbs library): the size is NCCL's for one HCA, and the estimate says it found none
+// rather than claiming one.
+TEST(mr_estimate, no_hca_is_said_not_counted_as_one) {
+  nccl_estimate none = estimate_nccl_registration(env_of({}), 0);
+  nccl_estimate one = estimate_nccl_registration(env_of({}), 1);
+  EXPECT_EQ(none.hcas, 0);
+  EXPECT_EQ(none.host_bytes, one.host_bytes);
+  EXPECT_NE(none.channels_from.find("no HCA found, so as for 1"), std::string::npos) << none.channels_from;
+  EXPECT_EQ(one.channels_from.find("no HCA"), std::string::npos) << one.channels_from;
+}
+
 }  // namespace
 }  // namespace mrcheck
