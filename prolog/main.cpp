@@ -21,8 +21,8 @@
 #include <mrcheck/facts.h>
 
 #include "prolog/history_step.h"
-#include "prolog/revalidate.h"
 #include "prolog/node_action.h"
+#include "prolog/revalidate.h"
 #include "prolog/textfile.h"
 
 #include <mrcheck/build_config.h>
