@@ -7,6 +7,8 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+
 #include <string>
 #include <string_view>
 
@@ -37,8 +39,12 @@ result<dir_handle> open_private_dir(const std::string& path, uid_t owner, std::s
 result<dir_handle> make_dir_at(const dir_handle& parent, const std::string& name, mode_t mode);
 
 // Writes `body` as the file `name` (one component) in `dir`, created O_CREAT|O_EXCL|O_NOFOLLOW with exactly
-// `mode`. With `replace`, through a temporary name renamed over `name` (a reader sees the old file or the new
-// one); without, an existing `name` is an error.
+// `mode`. With `replace`, through a temporary name, flushed to disk and renamed over `name` (a reader sees the old
+// file or the new one, after a crash too); without, an existing `name` is an error.
 status write_file_at(const dir_handle& dir, const std::string& name, std::string_view body, mode_t mode, bool replace);
+
+// Reads `name` (one component) in `dir`, never through a symlink: a regular file owned by `owner`, writable by
+// nobody else, at most `max` bytes; anything else is an error. A missing file is an error whose err() is ENOENT.
+result<std::string> read_file_at(const dir_handle& dir, const std::string& name, uid_t owner, std::size_t max);
 
 }  // namespace mrcheck

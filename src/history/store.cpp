@@ -1,7 +1,7 @@
-// The history file in state_dir: history-<node>.json, root's, 0600, replaced atomically (atomic_file.h).
-#include <mrcheck/atomic_file.h>
+// The history file in state_dir: history-<node>.json, root's, 0600, replaced atomically (private_dir.h).
 #include <mrcheck/history.h>
 #include <mrcheck/history_store.h>
+#include <mrcheck/private_dir.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -17,19 +17,10 @@ namespace {
 
 constexpr std::size_t k_max_history_file = 1 << 20;
 
-class dir_fd {
- public:
-  explicit dir_fd(const std::string& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) {}
-  ~dir_fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  dir_fd(const dir_fd&) = delete;
-  dir_fd& operator=(const dir_fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+// state_dir opened once, its last component never followed; the file is read and written relative to it.
+dir_handle open_state_dir(const std::string& dir) {
+  return dir_handle(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
 
 }  // namespace
 
@@ -37,16 +28,16 @@ std::string history_file_name(std::string_view node) { return fmt::format("histo
 
 history_load load_history(const std::string& dir, const std::string& node, uid_t owner) {
   history_load out;
-  dir_fd d(dir);
-  if (d.get() < 0) {
+  dir_handle d = open_state_dir(dir);
+  if (d.fd() < 0) {
     out.error = status::from_errno(fmt::format("history: state_dir {}", escape_line(dir, 128)), errno).message();
     return out;
   }
   std::string name = history_file_name(node);
-  auto text = read_file_at(d.get(), name, owner, k_max_history_file, fmt::format("history {}", escape_line(dir, 128)));
+  auto text = read_file_at(d, name, owner, k_max_history_file);
   if (!text) {
     if (text.error().err() != ENOENT) {
-      out.error = text.error().message() + ": history restarted";
+      out.error = fmt::format("history {}: {}: history restarted", escape_line(dir, 128), text.error().message());
       out.restarted = true;
     }
     return out;
@@ -62,10 +53,12 @@ history_load load_history(const std::string& dir, const std::string& node, uid_t
 }
 
 status save_history(const std::string& dir, const stack_history& h) {
-  dir_fd d(dir);
-  if (d.get() < 0) return status::from_errno(fmt::format("history: state_dir {}", escape_line(dir, 128)), errno);
-  return write_file_at(d.get(), history_file_name(h.node), history_to_text(h), 0600, true,
-                       fmt::format("history {}", escape_line(dir, 128)));
+  dir_handle d = open_state_dir(dir);
+  if (d.fd() < 0) return status::from_errno(fmt::format("history: state_dir {}", escape_line(dir, 128)), errno);
+  if (auto w = write_file_at(d, history_file_name(h.node), history_to_text(h), 0600, true); !w) {
+    return status::error(fmt::format("history {}: {}", escape_line(dir, 128), w.message()));
+  }
+  return status::ok();
 }
 
 }  // namespace mrcheck

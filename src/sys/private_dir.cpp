@@ -57,6 +57,7 @@ result<dir_handle> make_dir_at(const dir_handle& parent, const std::string& name
 status write_file_at(const dir_handle& dir, const std::string& name, std::string_view body, mode_t mode, bool replace) {
   std::string shown = escape_line(name, 128);
   std::string tmp = replace ? fmt::format(".{}.{}.tmp", name, ::getpid()) : name;
+  if (replace) ::unlinkat(dir.fd(), tmp.c_str(), 0);  // a killed run's leftover with our pid; O_EXCL refuses the rest
   int fd = ::openat(dir.fd(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return status::from_errno(fmt::format("create {}", escape_line(tmp, 128)), errno);
   int werr = ::fchmod(fd, mode) == 0 ? 0 : errno;
@@ -72,6 +73,7 @@ status write_file_at(const dir_handle& dir, const std::string& name, std::string
     p += w;
     left -= static_cast<std::size_t>(w);
   }
+  if (!werr && replace && ::fsync(fd) != 0) werr = errno;
   if (::close(fd) != 0 && !werr) werr = errno;
   if (!werr && replace && ::renameat(dir.fd(), tmp.c_str(), dir.fd(), name.c_str()) != 0) werr = errno;
   if (werr) {
@@ -79,6 +81,35 @@ status write_file_at(const dir_handle& dir, const std::string& name, std::string
     return status::from_errno(fmt::format("write {}", shown), werr);
   }
   return status::ok();
+}
+
+result<std::string> read_file_at(const dir_handle& dir, const std::string& name, uid_t owner, std::size_t max) {
+  std::string shown = escape_line(name, 128);
+  int fd = ::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return status::from_errno(fmt::format("open {}", shown), errno);
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != owner || (sb.st_mode & (S_IWGRP | S_IWOTH)) ||
+      sb.st_size > static_cast<off_t>(max)) {
+    ::close(fd);
+    return status::error(
+        fmt::format("{} is not a regular file of uid {}, private and at most {} bytes", shown, owner, max));
+  }
+  std::string text(static_cast<std::size_t>(sb.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return status::from_errno(fmt::format("read {}", shown), e);
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
 }
 
 }  // namespace mrcheck
