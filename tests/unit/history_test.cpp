@@ -3,6 +3,7 @@
 // a host moved to the distro stack under a container image's old libibverbs, a firmware update, a driver
 // reinstall), the change lines and drain reasons they give, the bounded history, and the file's bad inputs.
 // The "after" trees are copies of tests/fixtures/matrix_aligned with the few files such a change rewrites.
+#include <mrcheck/check_registry.h>
 #include <mrcheck/fleet.h>
 #include <mrcheck/history.h>
 #include <mrcheck/history_store.h>
