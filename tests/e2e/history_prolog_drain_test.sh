@@ -79,6 +79,8 @@ echo pass >"$TMP/verdict"
 run "$TMP/after" healthcheck
 expect_eq "passing re-validation ran" "$(calls)" 6
 expect_contains "passing re-validation resumes" "$out" "resumed node $node"
+# slurmctld applies the resume asynchronously: sinfo may show the drain for a moment after the prolog returned.
+for _ in $(seq 1 50); do [[ "$(node_usable)" == usable ]] && break; sleep 0.2; done
 expect_eq "node usable again" "$(node_usable)" usable
 run "$TMP/after" prolog
 expect_eq "after the pass: not repeated" "$(calls)" 6
