@@ -201,7 +201,8 @@ build() {
   # In a release root: configured as packaging/build-deb.sh configures, so `deb` reuses this build.
   ((host)) || layout=(-DCMAKE_INSTALL_PREFIX=/usr -DMRCHECK_SLURM_PLUGIN_DIR=/usr/lib/x86_64-linux-gnu/slurm-wlm
     -DMRCHECK_BUILD_TESTS=ON -DMRCHECK_BUILD_UNIT_TESTS=OFF)
-  in_root cmake -S "$in_src" -B "$in_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_WERROR=ON \
+  in_root cmake -S "$in_src" -B "$in_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMRCHECK_WERROR=ON \
+    -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DMRCHECK_BUILD_SPANK=ON "${layout[@]}" >"${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" 2>&1 ||
     { tail -n 30 "${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" >&2; die "cmake failed against Slurm $release"; }
   local targets=("${build_targets[@]}")
