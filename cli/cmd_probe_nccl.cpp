@@ -1,4 +1,4 @@
-// mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path (issue 5). The same binary is
+// mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path. The same binary is
 // re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
 #include "commands.h"
 

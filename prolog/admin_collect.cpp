@@ -1,4 +1,4 @@
-// `mrcheck-prolog admin-collect`: the root collector of one node of one checked job step (issue 7).
+// `mrcheck-prolog admin-collect`: the root collector of one node of one checked job step (docs/DESIGN.md §3).
 //
 // Started by the SPANK plugin in slurmstepd (task_post_fork of local task 0, as root) with
 //   fd 3  the read end of a pipe; local task 0 writes its node record (one JSON line), the node's report
@@ -191,7 +191,7 @@ void lock_node_updates() {
   }
 }
 
-// Issue 21: the lock above serialises one host; two steps whose node 0 differ (srun -w node1 & srun -w node2)
+// The lock above serialises one host; two steps whose node 0 differ (srun -w node1 & srun -w node2)
 // can still both read the old AdminComment, and the second write drops the first record. So every writer reads
 // the comment back after a settling pause (100-250 ms, random, so two writers do not retry in step) and appends
 // again while its record is missing, at most k_write_attempts times. A record is lost only when another

@@ -1,5 +1,5 @@
 // `mrcheck-prolog admin-collect ...`: the per-node, per-step root collector the SPANK plugin starts for
-// admin_comment= and report_dir= (issue 7). See admin_collect.cpp for the protocol.
+// admin_comment= and report_dir=. See admin_collect.cpp for the protocol.
 #pragma once
 
 namespace mrcheck::prolog {

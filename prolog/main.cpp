@@ -480,7 +480,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    // The SPANK plugin's root collector for AdminComment/report_dir (issue 7): a mode of its own.
+    // The SPANK plugin's root collector for AdminComment/report_dir: a mode of its own.
     if (argc > 1 && std::strcmp(argv[1], "admin-collect") == 0)
       return mrcheck::prolog::admin_collect_main(argc - 2, argv + 2);
     return run(argc, argv);

@@ -191,7 +191,7 @@ status write_textfile(const std::string& path, std::string_view content, uid_t e
   if (!S_ISDIR(ds.st_mode)) return status::error(what("its directory is not a directory"));
   // Root writes here, so only root may create names in the directory: where anyone else can (group or world
   // write, sticky or not, or a directory of another owner), a user can plant the name first (a symlink, a
-  // directory, the temporary name) and the metrics are never written again (issue 21, finding 6).
+  // directory, the temporary name) and the metrics are never written again (tests/e2e/hostile_textfile_test.sh).
   if (euid == 0 && (ds.st_mode & (S_IWGRP | S_IWOTH))) {
     return status::error(
         what(fmt::format("its directory is writable by group or others (mode {:o}), so a user could "

@@ -136,8 +136,8 @@ fi
 
 echo "== tests (unit, fakes, end-to-end on the local Slurm)"
 export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
-# The package tests (label `package`, issue 11) build the .deb, install it into a fresh debootstrapped
-# Debian 12 root, follow README.md's install steps on this host and build and lint the RPM (issue 17):
+# The package tests (label `package`, tests/package/) build the .deb, install it into a fresh debootstrapped
+# Debian 12 root, follow README.md's install steps on this host and build and lint the RPM (docs/rpm.md):
 # 23-33 minutes on 2 cores, most of it the two package builds and debootstrap's download (the root test
 # skips, saying why, without a route to the Debian mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
 leg "ctest: unit, fakes, man, e2e on Slurm 22.05"
@@ -156,7 +156,7 @@ if [[ ${MRCHECK_SKIP_ASAN:-0} != 1 ]]; then
     -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
     -DMRCHECK_SANITIZE=ON -DMRCHECK_BUILD_SPANK=OFF -DMRCHECK_BUILD_FUZZ=ON -DMRCHECK_FUZZ_CI_SECONDS=10 >/dev/null
   ninja -C "$asan" -j "$jobs"
-  # The fuzz targets replay their seed corpora here (deterministic), then each fuzzes for 10 s (a
+  # The fuzz targets replay their seed corpora here (deterministic), then each fuzzes for 10 s (tests/fuzz/README.md; a
   # fixed seed, so a failure replays from its kept reproducer): any crash, leak or sanitizer report fails.
   leg "ASan: unit, fakes, fuzz corpus replays"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,4 +1,4 @@
-// The SPANK side of the admins' record (issue 7): pipes and the root collector around the step's tasks.
+// The SPANK side of the admins' record: pipes and the root collector around the step's tasks.
 // plugin.cpp calls these from its hooks with the step's items (job_info.h: read there, once per hook); the
 // logic of the record lives in the core (admin_record.h) and in the collector (prolog/admin_collect.cpp,
 // `mrcheck-prolog admin-collect`).
@@ -28,9 +28,9 @@ void admin_user_init(const spank_items& it, const config& c);
 bool admin_collecting();
 void admin_task_record(const config& c, const task_facts& t, const node_state& st, const report& rep);
 // Local task 0, at the start of task_init when this node checks the step: tells the collector so, so that a task
-// ended before its record (a cancelled step) is told apart from a node that had nothing to check (issue 21).
+// ended before its record (a cancelled step) is told apart from a node that had nothing to check.
 void admin_task_begin(const spank_items& it);
-// The pieces of admin_task_record, for a record sent later by the post-exec watcher (issue 21): the record
+// The pieces of admin_task_record, for a record sent later by the post-exec watcher: the record
 // pipe's write end for local task 0 (-1 for the other tasks or when no record is kept; the task keeps no other
 // end), the message, and the non-blocking write.
 int admin_take_record_fd(const task_facts& t);

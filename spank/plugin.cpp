@@ -206,7 +206,8 @@ int on_task_init(spank_t sp, int, char**) {
     // A probe was killed from outside: the step is being cancelled (or the job user killed their own probe).
     // What the probes did not finish (their items carry the group's id) is no finding about the node. With
     // nothing else found, no record: node 0 then reports the step as cancelled and this node as "no report"
-    // (issue 21), not as a FAIL of a node that was never judged. A finding of our own (memlock) is still sent.
+    // (tests/e2e/admin_netns_test.sh), not as a FAIL of a node that was never judged. A finding of our own
+    // (memlock) is still sent.
     report kept;
     bool found = false;
     for (const auto& c : v.rep.checks) {
@@ -224,7 +225,7 @@ int on_task_init(spank_t sp, int, char**) {
     return v.rc;
   }
   // The watcher sends the admins' record once it has seen the task after exec, so that a limit lowered after
-  // exec reaches the record and not only the task's stderr (issue 21).
+  // exec reaches the record and not only the task's stderr (tests/e2e/hostile_postexec_test.sh).
   int rec = admin_take_record_fd(t);
   post_exec_done done;
   if (rec >= 0) {
@@ -249,7 +250,7 @@ int on_task_init(spank_t sp, int, char**) {
   return v.rc;
 }
 
-// The admins' record (issue 7), slurmstepd only: same idle gate as task_init_privileged.
+// The admins' record, slurmstepd only: same idle gate as task_init_privileged.
 int on_user_init(spank_t sp, int, char**) {
   auto& s = state();
   if (spank_context() != S_CTX_REMOTE) return 0;

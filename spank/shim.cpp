@@ -3,7 +3,7 @@
 // step checks anything at all. Only then does it load the checks (mrcheck_spank_core.so, beside it, in C++
 // with its own libstdc++) and hand every hook on to them.
 //
-// Why two files: on a node that checks nothing for a step, the plugin must cost nothing (issue 3: <= 1 % of
+// Why two files: on a node that checks nothing for a step, the plugin must cost nothing (<= 1 % of
 // `srun -n 2 true`). The core is ~1.4 MB of C++ whose dlopen and first calls cost ~0.8 ms of page faults in
 // each of srun and slurmstepd (bench/plugin/README.md); this loader uses libc only and touches a few pages.
 //

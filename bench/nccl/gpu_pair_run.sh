@@ -1,7 +1,8 @@
 #!/bin/bash
-# Issue 10 on a two-GPU machine (device kind nvidia-h200-x2): `mrcheck probe nccl --mode gpu-pair` against the
-# minimal two-process NCCL program doing the same all-reduce on the same two GPUs (rank r on GPU r,
-# NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), interleaved in one invocation. Writes $OUT/gpu_pair.tar.gz + summary.
+# gpu-pair (bench/nccl/README.md) on a two-GPU machine (device kind nvidia-h200-x2):
+# `mrcheck probe nccl --mode gpu-pair` against the minimal two-process NCCL program doing the same all-reduce on
+# the same two GPUs (rank r on GPU r, NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), interleaved in one invocation.
+# Writes $OUT/gpu_pair.tar.gz + summary.
 # Usage (repo root): bash bench/nccl/gpu_pair_run.sh [RUNS]
 set -u
 RUNS=${1:-5}

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Issue 29 on the GPU machine, one batch: which NCCLs are there and which one a torch process maps; what
-# `mrcheck probe nccl` finds as the job's NCCL and runs with; local-pair speed against the raw two-process
-# program (bench/nccl/minimal_pair.cpp), interleaved in the same invocation. Writes $OUT/job_nccl.txt.
+# The job's NCCL (docs/job-nccl.md) on the GPU machine, one batch: which NCCLs are there and which one a torch
+# process maps; what `mrcheck probe nccl` finds as the job's NCCL and runs with; local-pair speed against the raw
+# two-process program (bench/nccl/minimal_pair.cpp), interleaved in the same invocation. Writes $OUT/job_nccl.txt.
 # Usage (repo root): bash bench/nccl/job_nccl_run.sh [RUNS]
 set -u
 RUNS=${1:-7}

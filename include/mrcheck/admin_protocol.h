@@ -12,7 +12,7 @@
 //   0-2    /dev/null; its own session; oom_score_adj 0
 // The collector detaches at once (it forks, the first process exits): the step's teardown signals slurmstepd's
 // process tree (proctrack/linuxproc), and node 0 must outlive that long enough to write the record of a cancelled
-// step (issue 21). slurmstepd still waits for it through fd 4 (bounded) and, while fd 4 is open, can stop it with
+// step. slurmstepd still waits for it through fd 4 (bounded) and, while fd 4 is open, can stop it with
 // its process group (the session slurmstepd made for it). When slurmstepd goes away (fd 4 reports POLLERR) the
 // collector gives the other nodes at most report_timeout more.
 #pragma once
@@ -33,7 +33,7 @@ inline constexpr std::string_view k_admin_begin_marker = "begin";
 // Below a pipe's default 64 KiB capacity, so the task's non-blocking write never stops short, and the most the
 // collector reads from fd 3.
 inline constexpr std::size_t k_admin_message_max = 60 * 1024;
-// The most lines slurmstepd forwards from fd 4 to slurmd's log for one step (issue 21: a bounded log).
+// The most lines slurmstepd forwards from fd 4 to slurmd's log for one step (a bounded log).
 inline constexpr std::size_t k_admin_log_lines_max = 64;
 
 }  // namespace mrcheck

@@ -1,4 +1,4 @@
-// The admins' record of a checked job step (issue 7): one line per step in the job's AdminComment, written
+// The admins' record of a checked job step: one line per step in the job's AdminComment, written
 // once per step from the step's node 0, plus a JSON report per node and step in report_dir=.
 //
 // Flow (spank/admin_glue.cpp, prolog/admin_collect.cpp): the task child of local task 0 hands its node
@@ -74,7 +74,7 @@ std::string step_label(std::uint32_t step_id);
 // Items worst first; nodes with the same finding grouped; node lists bounded ("+5 more").
 // `names[i]` names node id i for "no report" (missing names read "node index i"); `records` may come in any
 // order; a record with a node id >= nnodes or a duplicate id is ignored.
-// `cancelled`: node 0's own task ended before it reported (issue 21); the record then starts with "cancelled".
+// `cancelled`: node 0's own task ended before it reported; the record then starts with "cancelled".
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
                                const std::vector<std::string>& names, bool cancelled = false);
 

@@ -1,7 +1,7 @@
-// The one way mrcheck starts a child process (issue 19): the probes (libibverbs, CUDA, NCCL) are never
+// The one way mrcheck starts a child process: the probes (libibverbs, CUDA, NCCL) are never
 // loaded into slurmstepd, and a probe that hangs or crashes becomes a verdict, not a hung job step.
 // Follows pyxis' enroot_exec checklist: stdin from /dev/null, output captured (bounded), oom_score_adj
-// reset, other fds closed, privileges dropped. Issue 21 added containment: the caller is the child
+// reset, other fds closed, privileges dropped. Containment: the caller is the child
 // subreaper for the run, so whatever the child starts (a detached grandchild in a new session included)
 // comes back to the caller when its parent dies and is killed when the child ends; and the wait is for the
 // child's exit (a pidfd), not for its output pipes, which a grandchild may hold open.

@@ -1,4 +1,4 @@
-// The job's container (issue 18). A checked task that runs in a container gets its facts and its registration
+// The job's container (docs/containers.md). A checked task that runs in a container gets its facts and its registration
 // probe from inside that container: the image's libibverbs and providers, its NCCL, its /dev/infiniband and
 // /sys/class/infiniband, under the task's limits, judged against the host's kernel, devices and driver.
 // How the probe gets into the container, and what each runtime leaves behind: docs/containers.md.

@@ -24,7 +24,7 @@
 
 namespace mrcheck {
 
-// Stable strings (JSON, logs, tests); the documented list of issue 8. Never renumber or rename.
+// Stable strings (JSON, logs, tests); README.md's JSON section lists them. Never renumber or rename.
 enum class cause {
   memlock,              // RLIMIT_MEMLOCK (soft) too low for the pinned memory
   capability,           // memlock 0 / no CAP_IPC_LOCK (EPERM), or a container without IPC_LOCK

@@ -1,4 +1,4 @@
-// The NCCL a job's program will load (issue: "check what the job will really run"), found without running any
+// The NCCL a job's program will load (docs/job-nccl.md), found without running any
 // of the job's code and without loading any library: from the task's command and environment (LD_LIBRARY_PATH,
 // the Python interpreter's site-packages with the nvidia-nccl-cu* wheels, VIRTUAL_ENV, CONDA_PREFIX, the CUDA
 // toolkit, the loader's cache), each candidate's version read from its ELF file (the "NCCL version X" string

@@ -1,4 +1,4 @@
-// One model of "which hop lowered RLIMIT_MEMLOCK" (issue 19 point 2), used by every path that names one: the
+// One model of "which hop lowered RLIMIT_MEMLOCK", used by every path that names one: the
 // memlock check (src/checks/memlock.cpp), the plugin's prediction (src/step/predict.cpp), the diagnosis
 // evidence (src/diagnosis/diagnosis.cpp), the probe's report (src/checks/mr_report.cpp) and the admins' record
 // (src/admin/admin_record.cpp).

@@ -1,4 +1,4 @@
-// The registration probe (issue 4): register memory the way NCCL will - same library, same symbols, same flags,
+// The registration probe: register memory the way NCCL will - same library, same symbols, same flags,
 // page-aligned, iova = addr, the size NCCL would register for this step - as the job user under the task's
 // real limits, and turn the errno into a cause and a fix through the shared diagnosis (diagnosis.h).
 //

@@ -1,6 +1,7 @@
 // real_probe_runner (memlock_chain.h) that also tells its caller when a probe was killed from outside (a SIGKILL
 // or SIGTERM that was not our timeout): the step is being ended (scancel), and what the probes did not finish
-// is no finding about the node (issue 21). The plugin then sends no record of its own for the probes.
+// is no finding about the node (docs/slurm-step-kill.md; tests/e2e/admin_netns_test.sh). The plugin then sends no
+// record of its own for the probes.
 #pragma once
 
 #include <mrcheck/step.h>

@@ -108,7 +108,7 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
 using probe_runner = std::function<std::vector<check_result>(const std::string& group, const task_facts& t,
                                                              const memlock_limit& limits)>;
 
-// How long all the probes of one task may take together (issue 21). The probes run in slurmstepd's task
+// How long all the probes of one task may take together (docs/slurm-step-kill.md). The probes run in slurmstepd's task
 // child, which no signal of a cancel reaches (proctrack skips processes named slurmstepd): if they could run
 // past UnkillableStepTimeout, a cancelled step would drain the node. `total` is the sum of the timeouts of the
 // probes that run, cut to leave a margin below UnkillableStepTimeout; `warning` is set when it had to be cut.
@@ -119,7 +119,7 @@ struct probe_budget {
 inline constexpr std::chrono::seconds k_unkillable_margin{10};
 probe_budget plan_probe_budget(const config& c, const check_groups& g, const result<slurm_conf_facts>& conf);
 
-// The probe child's whole environment (issue 21): the job's variables that NCCL, CUDA and verbs read
+// The probe child's whole environment (SECURITY.md): the job's variables that NCCL, CUDA and verbs read
 // (NCCL_*, CUDA_*, NVIDIA_*, IBV_*, RDMAV_*, MLX4_*/MLX5_*, the fake libibverbs' MRCHECK_FAKE_IBV_*), the few
 // SLURM_* the probes read, HOME; PATH fixed, SLURM_CONF slurmstepd's own. Never LD_* or any other
 // variable of the job's, and no NCCL_*_PLUGIN that names a path: a job user's library must not load in it.

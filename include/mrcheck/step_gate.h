@@ -1,8 +1,8 @@
-// The one idle gate of a step (issue 19): may this process check anything at all? Asked by the loader
+// The one idle gate of a step: may this process check anything at all? Asked by the loader
 // (spank/shim.cpp: load the core or stay idle), by the core (spank/plugin.cpp: every hook before it reads
 // anything) and by the step engine (src/step/plugin_engine.cpp: effective_checks). A step that nobody asked
-// to check costs nothing (issue 3), so all three must agree: one function, in C, because the loader is libc
-// only (-fno-exceptions -fno-rtti, no libstdc++ at run time) and includes nothing from the C++ core.
+// to check costs nothing (bench/plugin/README.md), so all three must agree: one function, in C, because the
+// loader is libc only (-fno-exceptions -fno-rtti, no libstdc++ at run time) and includes nothing from the C++ core.
 #pragma once
 
 #ifdef __cplusplus

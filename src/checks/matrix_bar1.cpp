@@ -2,7 +2,7 @@
 // GPU's memory caps what can be registered at once (docs/facts/kernel-and-drivers.md §5: the largest prefetchable
 // 64-bit BAR, not always resource line 1). GPU memory comes from NVML when the facts have it, else from the rules'
 // per-device table; a GPU in neither is reported, not guessed.
-// Graded (issue 20): a BAR1 below what NCCL registers on the GPU (bar1.min, by default NCCL's GPU buffers for this
+// Graded: a BAR1 below what NCCL registers on the GPU (bar1.min, by default NCCL's GPU buffers for this
 // node's NICs, estimate_nccl_registration) cannot work at all: the bar1.too_small action (fail). A BAR1 that only
 // falls short of the GPU's memory: the bar1 action (warn). etc/README.rules.md gives the sources.
 #include "checks/matrix_checks.h"

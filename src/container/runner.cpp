@@ -22,7 +22,7 @@ std::uint64_t container_reg_bytes(const std::vector<std::string>& env) {
   return est.host_bytes > 0 ? est.host_bytes : 4ull << 20;
 }
 
-// The host probe's environment (probe_environment, issue 21), and the job's LD_LIBRARY_PATH: inside the container
+// The host probe's environment (probe_environment, step.h), and the job's LD_LIBRARY_PATH: inside the container
 // the image is the job's own choice anyway, and its library path is how the job finds the image's NCCL net
 // plugin, HPC-X or CUDA compat libraries (an image's ENV, which pyxis imports into the task's environment).
 std::vector<std::string> container_environment(const task_facts& t) {

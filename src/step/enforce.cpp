@@ -80,7 +80,7 @@ enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlo
   if (before.propagated_text) {
     // Whatever arrived that is not a plain value at least the enforced one is rewritten: slurmstepd reads the
     // variable with looser rules than a reader would expect (parse_propagated_limit), and an odd spelling
-    // must never decide the limit under enforce=yes (issue 21).
+    // must never decide the limit under enforce=yes (docs/slurm-rlimit-memlock.md).
     const auto& v = before.propagated;
     if (!v || !v->canonical || v->value < e.after.soft) {
       e.env_value = format_propagated_limit(e.after.soft);

@@ -161,8 +161,9 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
   in.submit_host = t.submit_host;
   st.prediction = predict_task_memlock(in, st.required);
   // enforce=yes holds for every step the plugin checks, whichever groups: an `mr` or `nccl` step runs its probes
-  // (and its task) under the enforced limit, not under the one the site's policy is there to replace (issue 18's
-  // container test found probes at 8 MiB under memlock_min=128M enforce=yes when only `mr` was asked).
+  // (and its task) under the enforced limit, not under the one the site's policy is there to replace
+  // (tests/container/container_test.sh found probes at 8 MiB under memlock_min=128M enforce=yes when only `mr`
+  // was asked).
   if (c.enforce) {
     st.enf = enforce_memlock(ops, st.required, st.prediction);
     return st.enf->env_value;
@@ -424,7 +425,7 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
     if (!b.warning.empty()) v.admin_lines.push_back("mrcheck: " + b.warning);
   }
   // Per step, whatever the reports say: slurmd's log and the user's terminal get a bounded number of bounded
-  // lines (issue 21: one step's probe had added thousands of lines to slurmd's log).
+  // lines (one step's probe had added thousands of lines to slurmd's log; tests/e2e/hostile_report_test.sh).
   cap_lines(v.user_lines, k_user_lines_max);
   cap_lines(v.admin_lines, k_admin_lines_max);
   // Only the running task's /proc/PID/limits shows a TaskProlog's or a wrapper's override, so a watcher reads

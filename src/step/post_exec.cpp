@@ -32,7 +32,8 @@ struct task_sample {
 
 // What changes at every execve(), whatever the program is called: the executable (/proc/PID/exe, device and
 // inode) and the auxiliary vector (/proc/PID/auxv: AT_ENTRY, AT_RANDOM, AT_EXECFN are set anew by each exec).
-// Issue 21: the comm name told exec apart before, and a program named "slurmstepd" was never watched.
+// The comm name told exec apart before, and a program named "slurmstepd" was never watched
+// (tests/e2e/hostile_postexec_test.sh).
 struct exec_image {
   dev_t dev = 0;
   ino_t ino = 0;
@@ -188,7 +189,7 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
       rep.checks.push_back(*r);
       for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
     }
-    // The verdict after exec reaches the admins' record too (issue 21: the record used to be sent before exec
+    // The verdict after exec reaches the admins' record too (it used to be sent before exec
     // and said pass where the task's stderr said FAIL).
     if (done) done(r, record_fd >= 0 ? 3 : -1);
     return 0;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 18 with a real container runtime: `srun --mr-check=mr apptainer exec --userns IMAGE cmd`, the commonest
+# Containers with a real runtime: `srun --mr-check=mr apptainer exec --userns IMAGE cmd`, the commonest
 # way to run Apptainer under Slurm. The task's program is the launcher, so at mrcheck's task_init the task is on
 # the host and no container plugin is loaded: mrcheck recognises the launcher (launcher_runtime,
 # src/diagnosis/container_runtime.cpp) and its watcher probes inside once a child of the task runs the job's program in the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 18: `srun --mr-check` checks the job where it runs, inside its container. The container is entered by
+# docs/containers.md: `srun --mr-check` checks the job where it runs, inside its container. The container is entered by
 # tests/container/spank_testct.c the way pyxis enters enroot's (new user + mount namespace, pivot_root, at
 # task_init), in debootstrapped images (make-images.sh, cached). Both plugstack orders: the container plugin
 # before mrcheck (mrcheck probes inside, before the task runs) and after it (a watcher probes once the task is

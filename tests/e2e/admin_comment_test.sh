@@ -1,7 +1,8 @@
 #!/bin/bash
-# Issue 7 on the one-node local Slurm: a checked step's verdict lands in sacct's AdminComment (one record per
-# step, later steps append), report_dir gets the node's JSON report, and neither a hostile job name and
-# environment nor the user's own Comment/AdminComment updates can change or fake the record.
+# The admins' record (admin_comment=, report_dir=) on the one-node local Slurm: a checked step's verdict lands
+# in sacct's AdminComment (one record per step, later steps append), report_dir gets the node's JSON report, and
+# neither a hostile job name and environment nor the user's own Comment/AdminComment updates can change or fake
+# the record.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 plugin_setup

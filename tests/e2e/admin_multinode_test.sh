@@ -1,6 +1,6 @@
 #!/bin/bash
-# Issue 7 on three slurmd of one host (slurm-up.sh --nodes 3, its own directory and ports, stopped at the end):
-# one record per step for all nodes - a bad node named with "pass on 2 nodes", a silent node as "no report"
+# The admins' record on three slurmd of one host (slurm-up.sh --nodes 3, its own directory and ports, stopped at
+# the end): one record per step for all nodes - a bad node named with "pass on 2 nodes", a silent node as "no report"
 # within report_timeout (and slurmstepd not held past its bound) - and the controller RPCs of the record
 # (sdiag: REQUEST_UPDATE_JOB, REQUEST_JOB_INFO_SINGLE) the same for 1, 8 and 32 tasks on 1 and 3 nodes.
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, finding 7: the admin record across real network stacks. Three slurmd, each in its own network and
+# The admin record across real network stacks. Three slurmd, each in its own network and
 # mount namespace (slurm-up.sh --netns: own address, own /run), in a cluster of its own (ports at base+500,
 # stopped at the end):
 #   - the handoff to node 0: nodes 2 and 3 send their record over TCP from their own stack to node 1's address;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, faults in the cluster: slurmctld, then slurmdbd, stopped while a step's checks run (a probe helper
+# Faults in the cluster (SECURITY.md): slurmctld, then slurmdbd, stopped while a step's checks run (a probe helper
 # that takes a few seconds; the daemon goes down while it runs) and started again before the step ends. Each:
 # the step gets its verdict on the user's stderr while the daemon is down, slurmd's log keeps the admin line
 # for the step, the task runs, the job reaches accounting once the daemon is back (nothing promised is lost),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, faults: the prolog's state_dir on a full filesystem (a 16 KiB tmpfs, filled), with slurmctld down so
+# Faults (SECURITY.md): the prolog's state_dir on a full filesystem (a 16 KiB tmpfs, filled), with slurmctld down so
 # the prolog must record a drain there. What was promised must not be lost: in prolog mode the failing node
 # still exits 1 (Slurm drains it and requeues the job) with a line naming the unsaved drain and ENOSPC; no
 # partial temp file is left; once slurmctld is back, the next run drains the node with mrcheck's reason even

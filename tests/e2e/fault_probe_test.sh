@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, faults in the probe: the verbs library missing, not an ELF file, an ELF file that is not libibverbs;
+# Faults in the probe (SECURITY.md): the verbs library missing, not an ELF file, an ELF file that is not libibverbs;
 # the fake libibverbs hanging in ibv_open_device, crashing in ibv_alloc_pd; the probe child killed from outside
 # while it registers. Each: the step's outcome follows the policy - on_error=warn runs the task with an ERROR
 # line, on_error=fail (required plugin) stops it before exec; a hang or crash is a finding about the node
@@ -46,7 +46,7 @@ plugin_load required verbs_library="$fake" memlock_min=1M probe_timeout=3s on_fa
 start=$SECONDS
 run_user srun --mr-check=mr --export="ALL,$small,MRCHECK_FAKE_IBV_INJECT=open_device=hang" bash -c "$task"
 # The probe isolates its calls in a child of its own, killed a tenth (at least 1 s) before probe_timeout: the
-# verdict names the call it hung in (issue 20).
+# verdict names the call it hung in.
 expect_contains "open_device hang: killed before probe_timeout" "$ERR" "mrcheck: mr_host: FAIL: the registration probe timed out after 2.0 s and was killed while calling ibv_open_device"
 [[ $RC != 0 && -z $OUT ]] && e2e_pass "open_device hang, on_fail=fail: the step stops" || e2e_fail "open_device hang: rc $RC, out '$OUT'"
 ((SECONDS - start < 30)) && e2e_pass "open_device hang: bounded ($((SECONDS - start)) s)" || e2e_fail "open_device hang took $((SECONDS - start)) s"
@@ -66,7 +66,7 @@ as_user srun --mr-check=mr --export="ALL,$small,MRCHECK_FAKE_IBV_INJECT=reg_mr_i
 srun_pid=$!
 probe=""
 for _ in $(seq 1 200); do
-  # The probe run by the plugin, not its isolated child (issue 20): killing it must take the child with it.
+  # The probe run by the plugin, not its isolated child: killing it must take the child with it.
   for p in $(pgrep -u "$E2E_USER" -f "$E2E_INSTALL/bin/mrcheck probe mr" || true); do
     grep -q -- --isolated-child "/proc/$p/cmdline" 2>/dev/null && continue
     hard_ours "$p" && probe=$p

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Helpers for the hardening tests (tests/e2e/hostile_*, fault_*, load_*; issue 9), sourced after lib.sh and
-# tests/spank/e2e_helpers.sh. What every such test asserts after each case: the node is not drained or down,
+# Helpers for the hardening tests (tests/e2e/hostile_*, fault_*, load_*; listed in SECURITY.md), sourced after
+# lib.sh and tests/spank/e2e_helpers.sh. What every such test asserts after each case: the node is not drained or down,
 # slurmd is the same process, the controller answers, and no file appeared where a user pointed.
 
 # The node the tests run on, and what "healthy" means for it: not drained, not down. Other tests' jobs may

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, hostile user: the submit side skipped. A user can run srun with a slurm.conf of their own whose
+# Hostile user (SECURITY.md): the submit side skipped. A user can run srun with a slurm.conf of their own whose
 # PlugStackConfig is empty, so mrcheck never runs in their srun: its option check, its `off` refusal and its
 # MRCHECK_SUBMIT record are gone, and whatever the user puts in _SLURM_SPANK_OPTION_mrcheck_mr_check,
 # MRCHECK_SUBMIT and MRCHECK_CHECKS reaches slurmstepd untouched. The node side alone must hold: `off` refused

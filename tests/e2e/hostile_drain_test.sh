@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, finding 1: a job user must not be able to get a node drained through the probe. The probes run in
+# A job user must not be able to get a node drained through the probe. The probes run in
 # slurmstepd's task child before exec (comm "slurmstepd", which proctrack/linuxproc never signals). A probe
 # that ignores SIGTERM and leaves a detached grandchild holding its output pipes (tests/fakes/hostile_probe.c)
 # used to keep task_init waiting on the pipes for probe_timeout plus nccl_timeout (90 s by default), past

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, hostile user: the job user forges what mrcheck reads about limits - SLURM_RLIMIT_MEMLOCK (plain,
+# Hostile user (SECURITY.md): the job user forges what mrcheck reads about limits - SLURM_RLIMIT_MEMLOCK (plain,
 # with Slurm's U prefix, "unlimited", out of range, negative), MRCHECK_SUBMIT (a record claiming 8 MiB, a
 # garbage one, one with a newline) - and asks for more than the site's policy.
 #

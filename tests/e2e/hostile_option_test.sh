@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, hostile user: the unprivileged job user hands mrcheck hostile check lists, through --mr-check (srun,
+# Hostile user (SECURITY.md): the unprivileged job user hands mrcheck hostile check lists, through --mr-check (srun,
 # sbatch), MRCHECK_CHECKS, and Slurm's own option-passing variables (_SLURM_SPANK_OPTION_*, SLURM_SPANK_*)
 # forged in the environment. Each case: refused before launch (the option) or ignored on the node with a
 # warning and the site's checks run anyway (the environment); no shell ever sees the value (no file appears

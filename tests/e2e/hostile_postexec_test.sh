@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, finding 4: what happens after exec reaches the admins' record, and no program name hides it.
+# What happens after exec reaches the admins' record, and no program name hides it.
 # The AdminComment record used to be sent before exec, so a task that lowered its own memlock limit after exec
 # got a FAIL line on its stderr while the record said pass; and the post-exec watcher took a change of the comm
 # name from "slurmstepd" for exec, so a program named slurmstepd was never watched.

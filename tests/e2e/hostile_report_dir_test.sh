@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, hostile user and faults for report_dir= (the per-node JSON report the root collector writes at step
+# Hostile user and faults (SECURITY.md) for report_dir= (the per-node JSON report the root collector writes at step
 # end): a site that put report_dir under a world-writable directory, where the user plants a symlink to a
 # directory of their own, a dangling symlink, or a directory of their own; then report_dir on a full filesystem.
 # Each: the step's outcome is untouched (rc 0, the task ran, the verdict shown), nothing is written where the

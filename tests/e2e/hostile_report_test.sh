@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, findings 3 and 5: the job user must not write what the admin reads. The probe used to run with the
+# The job user must not write what the admin reads. The probe used to run with the
 # job's whole environment, so a job user's LD_PRELOAD (or an LD_LIBRARY_PATH holding their own
 # "libibverbs.so.1" where the site names the library, as by default) ran their code in it, and its report was
 # taken as it came: a check id with a newline put arbitrary lines into slurmd's log, 1200 made-up checks added

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, finding 2: a malformed SLURM_RLIMIT_MEMLOCK must not bypass enforcement. Where the site follows the
+# A malformed SLURM_RLIMIT_MEMLOCK must not bypass enforcement. Where the site follows the
 # README (PropagateResourceLimitsExcept=MEMLOCK) srun no longer writes the variable, so the user's own value
 # reaches slurmstepd, and its `U` prefix makes set_user_limits() apply it whatever slurm.conf says. slurmstepd
 # reads it with strtoul() (docs/slurm-rlimit-memlock.md): "" is 0, " 65536" and "+0" are accepted,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, hostile user: symlinks and look-alike directories planted where mrcheck-prolog (root) keeps its
+# Hostile user (SECURITY.md): symlinks and look-alike directories planted where mrcheck-prolog (root) keeps its
 # state_dir, for a site that put state_dir under a world-writable directory (the worst place for it). The
 # user plants the path before the prolog runs: a symlink to a directory of their own, to a root directory, a
 # dangling one, a directory of their own; the prolog refuses each (exit 2, one clear line), creates and writes

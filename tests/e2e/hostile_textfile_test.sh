@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21, finding 6: a job user must not be able to stop the node's Prometheus metrics. mrcheck-prolog (root)
+# A job user must not be able to stop the node's Prometheus metrics. mrcheck-prolog (root)
 # accepted a textfile in a root-owned sticky world-writable directory (like /tmp), where any user can create the
 # file's name first: a symlink, a directory or a file of theirs there, and the metrics are never written again,
 # run after run, with only a "refused" line about the name. Asserted: such a directory is refused as a directory

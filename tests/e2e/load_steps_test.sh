@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 9, load: in one job on the one 2-CPU node, 64 concurrent steps (`srun --overlap`, so each is its own
+# Load (SECURITY.md): in one job on the one 2-CPU node, 64 concurrent steps (`srun --overlap`, so each is its own
 # slurmstepd) with --mr-check=memlock,mr (a probe child each, through the fake libibverbs), then 200 steps
 # back to back with --mr-check=memlock. Asserted: every step's srun exits 0, its task ran, and it got its
 # verdict on the user's stderr; slurmd's log has every step's admin line; accounting shows every step

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario a: slurmd with the machine's full limit and PropagateResourceLimitsExcept=MEMLOCK -> pass,
+# Plugin scenario a: slurmd with the machine's full limit and PropagateResourceLimitsExcept=MEMLOCK -> pass,
 # silent, even when the submitting shell lowered its own limit (it is no longer propagated).
 # (slurmd cannot be unlimited here: the inherited hard limit is 8 MiB without CAP_SYS_RESOURCE; the policy is
 # therefore 8 MiB, the same situation one step down.)

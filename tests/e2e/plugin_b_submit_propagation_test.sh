@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario b: `ulimit -S -l 64` in the shell that runs `srun --mr-check` (default propagation) fails
+# Plugin scenario b: `ulimit -S -l 64` in the shell that runs `srun --mr-check` (default propagation) fails
 # naming submit-host propagation and 64 KiB; with enforce=yes memlock_min=8M the task runs with 8192 KiB.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

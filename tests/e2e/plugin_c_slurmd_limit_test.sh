@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario c: slurmd started under a 4 MiB hard limit -> fail naming slurmd and its unit's
+# Plugin scenario c: slurmd started under a 4 MiB hard limit -> fail naming slurmd and its unit's
 # LimitMEMLOCK; with enforce=yes the hard limit is raised where slurmstepd has CAP_SYS_RESOURCE, else a clear
 # "cannot enforce" verdict naming the missing capability (what this build machine shows).
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario d: a batch script runs `ulimit -S -l 64` then `srun --mr-check` -> fail naming the job
+# Plugin scenario d: a batch script runs `ulimit -S -l 64` then `srun --mr-check` -> fail naming the job
 # script. Also: `sbatch --mr-check` carries the request to an srun inside the script that has no option.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

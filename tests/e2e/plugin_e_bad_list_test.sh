@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario e: `--mr-check=bogus` -> srun (and sbatch) exit non-zero before anything is launched,
+# Plugin scenario e: `--mr-check=bogus` -> srun (and sbatch) exit non-zero before anything is launched,
 # with a clear message.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario f: plugin loaded, option not given, no default_checks -> srun's output is byte-identical
+# Plugin scenario f: plugin loaded, option not given, no default_checks -> srun's output is byte-identical
 # to a run without the plugin, and the job sees no variable of ours.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario g: allow_user_off=no with default_checks=memlock -> `--mr-check=off` refused before launch;
+# Plugin scenario g: allow_user_off=no with default_checks=memlock -> `--mr-check=off` refused before launch;
 # with allow_user_off=yes it turns the site's check off.
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

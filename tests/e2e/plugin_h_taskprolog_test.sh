@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 scenario h: a TaskProlog that prints `export SLURM_RLIMIT_MEMLOCK=65536` runs after every plugin
+# Plugin scenario h: a TaskProlog that prints `export SLURM_RLIMIT_MEMLOCK=65536` runs after every plugin
 # callback -> reported as a TaskProlog override with the real post-exec limit (read from /proc/PID/limits).
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"

@@ -39,7 +39,7 @@ probe_as() {
 # jq-like access without jq: json_get EXPR (python expression on `j`).
 json_get() { python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print($1)" <<<"$out" 2>/dev/null || echo "<bad json>"; }
 
-# 1. The issue's case: 64 KiB soft limit, 4 MiB registration, as the job user -> ENOMEM -> memlock, both numbers.
+# 1. The basic case: 64 KiB soft limit, 4 MiB registration, as the job user -> ENOMEM -> memlock, both numbers.
 probe_as "$E2E_USER" 65536 -- --size 4M --json
 expect_eq "64 KiB limit: exit 1" "$rc" 1
 expect_eq "64 KiB limit: verdict fail" "$(json_get 'j["verdict"]')" fail
@@ -127,7 +127,7 @@ probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_INJECT=reg_mr_iova2=crash -- --siz
 expect_eq "crash: exit 1" "$rc" 1
 expect_contains "crash: reported" "$out" "mrcheck: mr_host: FAIL: the registration probe killed by SIG"
 
-# Issue 20: without --timeout the probe is still isolated: a crash is a verdict (not exit 139), and a hang ends at
+# Without --timeout the probe is still isolated: a crash is a verdict (not exit 139), and a hang ends at
 # the config's probe_timeout less a tenth (at least 1 s): 3s -> 2 s.
 probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_INJECT=alloc_pd=crash -- --size 1M --json
 expect_eq "crash without --timeout: exit 1" "$rc" 1

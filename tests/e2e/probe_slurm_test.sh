@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `srun --mr-check=mr` on the real local Slurm: the plugin runs `mrcheck probe mr --json` from task_init as the
 # job user with the task's final limits; the fake libibverbs (the site's verbs_library=: the probe never takes a
-# library path from the job, issue 21) pins with mlock, so the kernel applies the task's real RLIMIT_MEMLOCK.
+# library path from the job, SECURITY.md) pins with mlock, so the kernel applies the task's real RLIMIT_MEMLOCK.
 source "$(dirname "$0")/lib.sh"
 
 for f in cli/mrcheck spank/spank_mrcheck.so; do

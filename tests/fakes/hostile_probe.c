@@ -1,13 +1,13 @@
-// A hostile probe library for the e2e tests (tests/e2e/hostile_drain_test.sh; issue 21, finding 1). Loaded
+// A hostile probe library for the e2e tests (tests/e2e/hostile_drain_test.sh). Loaded
 // into `mrcheck probe ...` either by a job user (LD_PRELOAD in the job's environment) or by the site
 // (verbs_library= pointing at a library that misbehaves), it does what a plugin must survive:
 //   - ignores SIGTERM, SIGINT and SIGHUP, so a cancel's first signal does nothing;
 //   - starts a grandchild that leaves the process group and session (setsid, double fork), ignores the same
 //     signals, names itself "mrcheck-escape" and holds the probe's stdout and stderr open;
 //   - hangs until SIGKILL.
-// With MRCHECK_HOSTILE=forge in its environment it instead prints a forged probe report and exits 0 (issue 21,
-// findings 3 and 5): a check id with a newline and a "drain this node" line, a summary with the same, and
-// 1200 checks with ids that are not check names.
+// With MRCHECK_HOSTILE=forge in its environment it instead prints a forged probe report and exits 0
+// (tests/e2e/hostile_report_test.sh): a check id with a newline and a "drain this node" line, a summary with the
+// same, and 1200 checks with ids that are not check names.
 // In any other process (the job's own programs, srun) it does nothing. Never installed: test data only.
 #define _GNU_SOURCE
 #include <fcntl.h>

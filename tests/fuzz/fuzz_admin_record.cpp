@@ -1,4 +1,4 @@
-// The admins' step record in AdminComment (issue 7): decode_node_record() reads what another node's root
+// The admins' step record in AdminComment: decode_node_record() reads what another node's root
 // collector sent over TCP (its tokens come from the job: probe messages, host names), format_step_record()
 // builds the step's line, append_admin_comment() adds it to the job's current AdminComment.
 // Input: byte 0 = node count (low 4 bits) and the max of AdminComment (high 4 bits), then NUL-separated:

@@ -1,6 +1,6 @@
 // parse_propagated_limit(): SLURM_RLIMIT_MEMLOCK as it arrives in the job environment ("65536", "U65536",
 // RLIM_INFINITY as 18446744073709551615). Forgeable by the user. Invariants: it is read exactly as slurmstepd's
-// _get_env_val() reads it (issue 21; docs/slurm-rlimit-memlock.md), with the C library's own strtoul() as the
+// _get_env_val() reads it (docs/slurm-rlimit-memlock.md), with the C library's own strtoul() as the
 // oracle: accepted exactly when strtoul leaves nothing after the number, with strtoul's value; `canonical` only
 // for [U] and plain digits that format back the same; format_propagated_limit() of a value parses back to it;
 // errors are one printable line.

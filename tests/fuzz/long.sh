@@ -1,6 +1,6 @@
 #!/bin/bash
-# Long runs toward issue 9's goal (>= 10 million executions per target): every target at once, in parallel,
-# each with as many libFuzzer workers as MRCHECK_FUZZ_WORKERS gives it, for SECONDS.
+# Long runs toward the goal in tests/fuzz/README.md (>= 10 million executions per target): every target at once,
+# in parallel, each with as many libFuzzer workers as MRCHECK_FUZZ_WORKERS gives it, for SECONDS.
 #
 #   tests/fuzz/long.sh SECONDS BIN_DIR OUT_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `mrcheck probe nccl` on a real GPU (issue 5): local-pair passes with the right sum through NCCL's NET
+# `mrcheck probe nccl` on a real GPU: local-pair passes with the right sum through NCCL's NET
 # transport; a rank killed mid-test and a timeout give a clear fail verdict and leave no process behind; with
 # the fake libibverbs first in the library path, NCCL takes NET/IB and an ENOMEM from ibv_reg_mr_iova2 (real
 # mlock under `ulimit -l 64`, as a non-root user) is explained as the memlock limit. Skips (77) with the

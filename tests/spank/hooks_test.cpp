@@ -326,7 +326,7 @@ TEST(SpankHooks, EnforceRewritesTheJobsSlurmRlimitMemlock) {
   EXPECT_NE(fake_spank::the_host().job_env["SLURM_RLIMIT_MEMLOCK"], "65536");
 }
 
-// Issue 11: one line at load with mrcheck's version and the Slurm it was built against, in the daemons' log
+// One line at load with mrcheck's version and the Slurm it was built against, in the daemons' log
 // (info in slurmd, verbose elsewhere - never on the user's terminal at the default level).
 TEST(SpankHooks, LoadLineNamesBothVersions) {
   restore_engine r;

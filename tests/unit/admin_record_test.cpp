@@ -1,4 +1,4 @@
-// The admins' record (issue 7): node records, the step line, appending within the length limit, report_dir.
+// The admins' record: node records, the step line, appending within the length limit, report_dir.
 #include <mrcheck/admin_record.h>
 #include <mrcheck/step.h>
 
@@ -122,7 +122,7 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
             "mrcheck: step 0: pass on 2 nodes; no report from node2");
   EXPECT_EQ(format_step_record("batch", 1, {got[0]}, {}), "mrcheck: batch: pass on 1 node");
   EXPECT_EQ(format_step_record("step 1", 2, {}, {"a"}), "mrcheck: step 1: no report from a,node index 1");
-  // Node 0's task began checking and ended without its record (issue 21: a cancelled step).
+  // Node 0's task began checking and ended without its record (a cancelled step).
   EXPECT_EQ(format_step_record("step 4", 2, {}, {"n1", "n2"}, true),
             "mrcheck: step 4: cancelled; no report from n1,n2");
   EXPECT_EQ(format_step_record("step 5", 3, {got[2]}, {"node1", "node2", "node3"}, true),
@@ -134,7 +134,7 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
       format_step_record("step 2", 3, many, {}),
       "mrcheck: step 2: FAIL memlock=64KiB (submit-host propagation) on b,c; WARN mr_host (slow) on a per the job's "
       "probe");
-  // Issue 21: what the job's own probe said is marked as such, failing or passing.
+  // What the job's own probe said is marked as such, failing or passing (README, "What the AdminComment record says").
   std::vector<node_record> probed =
       {rec(0, "a", {pass_memlock(), {"mr_host", verdict::pass, "mr_host"}, {"nccl_pair", verdict::pass, "nccl_pair"}}),
        rec(1, "b", {pass_memlock(), {"mr_host", verdict::fail, "mr_host (ENOMEM)"}})};
@@ -142,7 +142,8 @@ TEST(admin_record, step_record_names_the_bad_node_and_counts_the_rest) {
       format_step_record("step 5", 2, probed, {}),
       "mrcheck: step 5: FAIL mr_host (ENOMEM) on b per the job's probe; pass on 1 node (mr_host,nccl_pair per the "
       "job's probe)");
-  // The container helper's checks are the job's word too: its image's libraries ran in it (issue 18).
+  // The container helper's checks are the job's word too: its image's libraries ran in it (README, "What the
+  // AdminComment record says").
   std::vector<node_record> contained = {
       rec(0, "a", {pass_memlock(), {"container_mr", verdict::fail, "container_mr (ENOMEM)"}})};
   EXPECT_EQ(format_step_record("step 6", 1, contained, {}),

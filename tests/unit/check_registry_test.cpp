@@ -1,4 +1,4 @@
-// The check registry (issue 19 point 1): the ids it declares are the ones README documents, and every front end
+// The check registry: the ids it declares are the ones README documents, and every front end
 // (mrcheck report, mrcheck-prolog, judge_matrix, the plugin's node_task) picks its checks from it, so the same
 // request gives the same checks and the same verdicts whichever program asks.
 #include <mrcheck/check_registry.h>

@@ -113,7 +113,7 @@ TEST(run_child, relative_path_refused) {
   EXPECT_FALSE(run_child(s).is_ok());
 }
 
-// Issue 21: a child that leaves a detached grandchild (own session, SIGTERM ignored) holding its output pipes.
+// A child that leaves a detached grandchild (own session, SIGTERM ignored) holding its output pipes.
 // The wait is for the child's exit, not for the pipes; the grandchild comes back to us (subreaper) and is killed.
 TEST(run_child, a_detached_grandchild_holding_the_pipes_neither_delays_nor_survives) {
   auto s = sh("setsid sh -c 'trap \"\" TERM HUP; echo $$ > /proc/self/fd/1; exec sleep 100' & sleep 0.2; echo done",

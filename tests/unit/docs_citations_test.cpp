@@ -1,4 +1,4 @@
-// The repository explains itself (issue 19 point 6): every comment that cites an outside fact cites a file in
+// The repository explains itself: every comment that cites an outside fact cites a file in
 // docs/facts/ and a section that exists there, and nothing cites a notes file that is not in the repository.
 #include <gtest/gtest.h>
 

@@ -152,7 +152,7 @@ TEST(explain_corpus, every_manifest_row_gives_the_expected_causes) {
     ++total;
     if (got == want) ++right;
   }
-  // The per-transport score, for the record (issue 20 asks for it before and after a change to the scanner).
+  // The per-transport score, for the record (to compare before and after a change to the scanner).
   std::string line = "corpus score:";
   int right_all = 0;
   int total_all = 0;

@@ -1,6 +1,6 @@
 // The table of line forms (src/nccl/line_forms.cpp): every row's real sample is recognised, the one errno reader
-// reads every notation, the one prefix reader every launcher/collector/library header, and the lines the issue
-// tracker was given as examples.
+// reads every notation, the one prefix reader every launcher/collector/library header, and the lines a user
+// pastes, as written.
 #include "nccl/line_forms.h"
 
 #include <mrcheck/nccl_log.h>
@@ -82,7 +82,7 @@ TEST(explain_forms, prefixes_of_launchers_collectors_and_libraries) {
   EXPECT_EQ(p.rest, "infiniband efa_0: Failed to register mr [-12]");
 }
 
-// The lines a user pastes, as the issue gives them.
+// The lines a user pastes, as written.
 TEST(explain_forms, the_issue_lines) {
   auto e = parse_nccl_line("NCCL ERROR ibv: ibv_reg_mr_iova2 failed -12");
   ASSERT_TRUE(e);

@@ -1,5 +1,5 @@
-// Issue 20: the scanner and the diagnosis beyond NCCL's NET/IB, each on a real public line (the corpus file that
-// carries it is named), and fatal NCCL errors outside the taxonomy.
+// The scanner and the diagnosis beyond NCCL's NET/IB, each on a real public line (the corpus file that carries it
+// is named), and fatal NCCL errors outside the taxonomy (docs/transports.md).
 #include <mrcheck/nccl_log.h>
 
 #include <gtest/gtest.h>

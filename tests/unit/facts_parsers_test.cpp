@@ -176,7 +176,7 @@ TEST(FactsParsers, SlurmDaemonNames) {
 namespace mrcheck {
 namespace {
 
-// Issue 20: the package database and the EFA installer's record.
+// The package database and the EFA installer's record (docs/transports.md).
 TEST(FactsParsers, DpkgStatusNamesTheRdmaPackages) {
   auto f = parse_dpkg_rdma(
       "Package: rdma-core\nStatus: install ok installed\nVersion: 2410mlnx54-1.2410068\n\n"

@@ -198,7 +198,7 @@ TEST(MatrixRdmaStack, OfedReleaseMismatchWarnsAndActionIsConfigurable) {
   EXPECT_EQ(check_rdma_stack(f, rules(), &extra).result, verdict::pass);
 }
 
-// Issue 20: the package database tells DOCA/MLNX-OFED user space from the distribution's when the library's name
+// The package database tells DOCA/MLNX-OFED user space from the distribution's when the library's name
 // cannot (the seed's own mismatch: DOCA-OFED user space on the inbox kernel modules).
 TEST(MatrixRdmaStack, PackageDatabaseTellsTheFlavour) {
   auto f = healthy();
@@ -227,7 +227,7 @@ TEST(MatrixRdmaStack, PackageDatabaseTellsTheFlavour) {
   EXPECT_EQ(check_rdma_stack(f, rules(), nullptr).summary, "OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0-2");
 }
 
-// Issue 20: other NIC families need their rdma-core provider; mlx5-only rules do not apply to them.
+// Other NIC families need their rdma-core provider; mlx5-only rules do not apply to them.
 TEST(MatrixRdmaStack, NonMellanoxFamiliesNeedTheirProvider) {
   node_facts f;
   f.kernel_release = std::string("6.8.0-1015-aws");
@@ -260,7 +260,7 @@ TEST(MatrixRdmaStack, UnknownUserSpaceAndNoHardware) {
   auto f = healthy();
   f.libibverbs = status::error("not recorded");
   auto c = check_rdma_stack(f, rules(), nullptr);
-  // Issue 20: an unknown flavour is a warning that says what could not be read, never a silent pass.
+  // An unknown flavour is a warning that says what could not be read, never a silent pass.
   EXPECT_EQ(c.result, verdict::warn);
   EXPECT_EQ(c.summary, "OFED mlx5_core 24.10-1.1.4, user-space flavour unknown");
   EXPECT_NE(c.detail.find("user space: not determined"), std::string::npos);
@@ -426,7 +426,7 @@ TEST(MatrixBar1, ComparesWithNvmlThenTableThenSkips) {
   EXPECT_EQ(check_bar1(f, r).result, verdict::fail);
 }
 
-// Issue 20: a 256 MiB BAR1 on an 80 GB GPU cannot map NCCL's GPU buffers (fail); a 64 GiB one only falls short of
+// A 256 MiB BAR1 on an 80 GB GPU cannot map NCCL's GPU buffers (fail); a 64 GiB one only falls short of
 // the GPU's memory (warn). The floor is NCCL's GPU registrations for the node's NICs, or bar1.min.
 TEST(MatrixBar1, GradedByWhatNcclRegistersOnTheGpu) {
   auto f = healthy();
@@ -441,7 +441,7 @@ TEST(MatrixBar1, GradedByWhatNcclRegistersOnTheGpu) {
   EXPECT_EQ(c.result, verdict::fail);
   EXPECT_EQ(c.summary, "0000:1b:00.0 BAR1 64 MiB < 71.5 MiB that NCCL registers on the GPU");
   EXPECT_NE(c.hint.find("NCCL_NET_GDR_LEVEL=LOC"), std::string::npos);
-  // Eight NICs: 32 channels, 572 MiB: the 256 MiB BAR1 of the issue fails.
+  // Eight NICs: 32 channels, 572 MiB: the 256 MiB BAR1 above fails.
   std::vector<rdma_device_fact> eight(8, f.rdma_devices->front());
   f.rdma_devices = eight;
   (*f.gpus)[0].bar1_bytes = std::uint64_t{256} << 20;

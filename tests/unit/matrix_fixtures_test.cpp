@@ -76,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
         fixture_case{"matrix_hugepages_hog", "hugepages",
                      "mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
 
-// Issue 20: nodes of other RDMA families are seen and judged by their own rules, not mlx5's.
+// Nodes of other RDMA families are seen and judged by their own rules, not mlx5's (docs/transports.md).
 TEST(MatrixFixtureTrees, EfaAndRoceNodesAreJudgedByTheirFamily) {
   for (const char* tree : {"efa_node", "roce_bnxt_node"}) {
     SCOPED_TRACE(tree);

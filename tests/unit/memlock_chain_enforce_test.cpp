@@ -54,7 +54,7 @@ TEST(MemlockChainEnforce, RaisesSoftAndRewritesThePropagatedValue) {
   EXPECT_NE(c.summary.find("enforce=yes raised it"), std::string::npos) << c.summary;
 }
 
-// Issue 21: what slurmstepd reads loosely ("U" is 0, "U 65536" is 64 KiB) is rewritten like any low value, and so
+// What slurmstepd reads loosely ("U" is 0, "U 65536" is 64 KiB) is rewritten like any low value, and so
 // is any spelling that is not srun's, whatever it stands for.
 TEST(MemlockChainEnforce, RewritesEveryValueThatIsNotAPlainOneAtLeastTheEnforcedLimit) {
   for (const char* text : {"U", "", "U 65536", "U-18446744073709486080", "+99999999999", "U8388608x", "65536"}) {

@@ -162,7 +162,7 @@ TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
   EXPECT_NE(rs[0].summary.find("probe mr"), std::string::npos) << rs[0].summary;
 }
 
-// Issue 21, finding 3: the probe child's whole environment.
+// The probe child's whole environment (probe_environment in step.h; SECURITY.md).
 TEST(MemlockChainEngine, TheProbeEnvironmentKeepsOnlyWhatNcclCudaAndVerbsRead) {
   std::vector<std::string> job = {"LD_PRELOAD=/home/u/evil.so",
                                   "LD_LIBRARY_PATH=/home/u/lib",

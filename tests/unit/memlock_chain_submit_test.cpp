@@ -87,7 +87,7 @@ TEST(MemlockChainSubmit, PropagatedValueWithUPrefix) {
 }
 
 // slurmstepd's reading (docs/slurm-rlimit-memlock.md): `U`, then strtoul() base 10 with nothing after the number.
-// Issue 21: "" and "U" are 0 to slurmstepd, and mrcheck had called them "not a number" and predicted no change.
+// "" and "U" are 0 to slurmstepd, and mrcheck had called them "not a number" and predicted no change.
 TEST(MemlockChainSubmit, PropagatedValueReadAsSlurmstepdReadsIt) {
   struct row {
     const char* text;

@@ -1,4 +1,4 @@
-// One memlock-chain model (issue 19 point 2): one picking rule (the nearest drop still in force, memlock_hop.h)
+// One memlock-chain model: one picking rule (the nearest drop still in force, memlock_hop.h)
 // and one table per hop. Every path that names a hop - the memlock check, the diagnosis evidence, the probe's
 // report, the plugin's prediction and verdict, the admins' record - blames the same process for the same chain.
 #include <mrcheck/admin_record.h>

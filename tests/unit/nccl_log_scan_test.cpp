@@ -192,7 +192,7 @@ TEST(nccl_log_scanner, groups_repeats_and_lists_ranks_and_hosts) {
 }
 
 TEST(nccl_log_scanner, system_error_after_unrecognised_warnings_makes_the_first_one_the_finding) {
-  // Issue 20: the warning NCCL failed on is the finding (with its call and errno), not a bare "system error".
+  // The warning NCCL failed on is the finding (with its call and errno), not a bare "system error".
   nccl_log_scanner s;
   s.feed_line(
       "n:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1234> failed : "

@@ -187,7 +187,7 @@ TEST(PrometheusTextfile, RootRefusesADirectoryOthersCanWrite) {
   EXPECT_FALSE(fs::exists(path));
   // Not root: the directory's permissions are the owner's business.
   EXPECT_TRUE(write_textfile(path, "x\n", 1000).is_ok());
-  // Root-owned and sticky (like /tmp) is refused too (issue 21): a user can create the name first there, and the
+  // Root-owned and sticky (like /tmp) is refused too: a user can create the name first there, and the
   // metrics would never be written again.
   if (::geteuid() == 0) {
     ASSERT_EQ(::chmod(open_dir.c_str(), 01777), 0);
