@@ -167,9 +167,12 @@ for f in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog "$libdir/slurm/spank_mrcheck.
 done
 
 # --- EL 9's compiler flags (packaging/debian-rpm.macros), and the container helper immune to them ---------------
-cache=$(find "$work/build/rpmbuild/BUILD" -path '*-linux-build/CMakeCache.txt' 2>/dev/null | head -n1)
+# What %build exported for CMake to read (CFLAGS, CXXFLAGS), from rpmbuild's log: rpm 4.18 removes the build
+# tree, CMakeCache.txt with it, once the package is written (its "rmbuild" step).
 for lang in C CXX; do
-  flags=$(sed -n "s/^CMAKE_${lang}_FLAGS:STRING=//p" "${cache:-/dev/null}")
+  var=CFLAGS
+  [[ $lang == CXX ]] && var=CXXFLAGS
+  flags=$(sed -n "s/^+ $var=//p" "$work/build/rpmbuild.log" 2>/dev/null | head -n1)
   check "built with EL 9's %optflags ($lang: ${flags:0:60}...)" bash -c '
     for f in -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -fcf-protection; do
       [[ " $1 " == *" $f "* ]] || { echo "missing $f"; exit 1; }
