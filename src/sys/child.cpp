@@ -287,6 +287,10 @@ int child_place_fds(const child_spec& spec, int lift, int out_w, int err_w) {
     g_setup_fd = first_free++;
   }
   close_from(first_free);
+  // This process's copy of the kept /dev/null is gone (closed above, or replaced by a placed descriptor): a
+  // child that goes on to start children of its own (run_in_child: the container watcher) must not hand
+  // that number on as their stdin. It keeps a /dev/null of its own with child_keep_null_device() again.
+  g_null_fd = -1;
   return exec_at;
 }
 

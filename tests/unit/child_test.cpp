@@ -211,6 +211,25 @@ TEST(spawn_child, no_dev_null_where_the_child_starts) {
                                    "4: no run with the host's, 8: no detached start with the host's";
 }
 
+// A child that starts children of its own (the container watcher, src/container/enter.cpp) hands them /dev/null as
+// stdin, never the number the kept /dev/null had in its parent: that one was closed when the child's descriptors
+// were placed (the Slurm 24.11 leg's container test: "mrcheck: child: open /dev/null: Bad file descriptor").
+TEST(run_child, a_child_of_a_child_gets_dev_null) {
+  child_keep_null_device();
+  child_spec s;
+  s.run_in_child = [] {
+    child_keep_null_device();  // what the watcher does first
+    auto o = run_child(sh("readlink /proc/self/fd/0"));
+    std::string out = o ? o->out : "run_child failed: " + o.error().message();
+    (void)!::write(1, out.data(), out.size());
+    return o && o->exit_code == 0 ? 0 : 1;
+  };
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_EQ(o->exit_code, 0) << o->out << o->err;
+  EXPECT_EQ(o->out, "/dev/null\n");
+}
+
 TEST(spawn_child, extra_fds_land_at_their_numbers) {
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
