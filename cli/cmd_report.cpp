@@ -15,6 +15,7 @@
 #include <mrcheck/history_store.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
+#include <mrcheck/units.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -100,13 +101,8 @@ std::string text_facts(const node_facts& f) {
                        for (const auto& [s, ok] : l.symbols) syms += fmt::format(" {}{}", ok ? "+" : "-", s);
                        return fmt::format("{}{}", l.path, syms);
                      }));
-  out += fmt::format("cuda driver    {}\n", or_unknown(f.cuda_driver_version, [](int v) {
-                       return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-                     }));
-  out += fmt::format("nccl           {}\n", or_unknown(f.nccl_version, [](int v) {
-                       return v >= 20900 ? fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
-                                         : fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
-                     }));
+  out += fmt::format("cuda driver    {}\n", or_unknown(f.cuda_driver_version, cuda_version_text));
+  out += fmt::format("nccl           {}\n", or_unknown(f.nccl_version, nccl_version_text));
   out += fmt::format("slurmd         {}\n", or_unknown(f.slurmd, [](const process_fact& p) {
                        return fmt::format("pid {}: {}", p.pid,
                                           p.memlock

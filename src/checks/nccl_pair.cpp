@@ -17,11 +17,6 @@ namespace mrcheck {
 
 namespace {
 
-std::string version_text(int v) {
-  if (v <= 0) return "unknown";
-  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
-}
-
 std::string join(const std::vector<std::string>& v, std::string_view sep) {
   std::string s;
   for (const auto& x : v) {
@@ -137,7 +132,9 @@ void judge_passed(const nccl_pair_outcome& o, check_result& c) {
   c.summary = fmt::format("{}-rank all-reduce of {} verified via {} in {:.2f} s (init {:.2f} s, {}, NCCL {})",
                           o.mode == nccl_mode::node_pair ? 2 : static_cast<int>(o.ranks.size()),
                           format_bytes(rep.count * sizeof(float)), via, static_cast<double>(o.elapsed.count()) / 1000.0,
-                          init_s, to_string(o.mode), f.version.empty() ? version_text(rep.nccl_version) : f.version);
+                          init_s, to_string(o.mode),
+                          f.version.empty() ? (rep.nccl_version > 0 ? nccl_version_text(rep.nccl_version) : "unknown")
+                                            : f.version);
   // NCCL falls back to TCP sockets without a warning when NET/IB finds no device (NCCL_IB_HCA=mlx5_9 on a
   // node without mlx5_9, a container without /dev/infiniband): the job would run, at a fraction of the speed.
   bool socket_only = !f.transports.empty() && std::all_of(f.transports.begin(), f.transports.end(),

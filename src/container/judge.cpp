@@ -348,11 +348,9 @@ std::optional<check_result> judge_registration_inside(const ctprobe_view& v, con
               {}, hint);
 }
 
-// "NCCL 2.21.5 built for CUDA 12.4": NCCL's version code is major*10000+minor*100+patch (major*1000+... before 2.9).
-std::string nccl_version_text(int ver, const std::string& ncuda) {
-  std::string nccl_text = ver > 0 ? fmt::format("NCCL {}.{}.{}", ver / 10000, ver / 100 % 100, ver % 100)
-                                  : "NCCL (version unknown)";
-  if (ver > 0 && ver < 10000) nccl_text = fmt::format("NCCL {}.{}.{}", ver / 1000, ver / 100 % 10, ver % 100);
+// "NCCL 2.21.5 built for CUDA 12.4" (the version code is decoded by nccl_version_text, include/mrcheck/units.h).
+std::string nccl_build_text(int ver, const std::string& ncuda) {
+  std::string nccl_text = ver > 0 ? "NCCL " + nccl_version_text(ver) : "NCCL (version unknown)";
   if (!ncuda.empty()) nccl_text += " built for CUDA " + escape_line(ncuda, 16);
   return nccl_text;
 }
@@ -392,7 +390,7 @@ check_result judge_image_nccl(const ctprobe_view& v, const host_rdma_view& host)
     return make("container_nccl", verdict::skip,
                 "no libnccl.so.2 on the image's library path (a Python wheel's NCCL is loaded by path and not seen)");
   }
-  std::string nccl_text = nccl_version_text(major_of(nv), ncuda);
+  std::string nccl_text = nccl_build_text(major_of(nv), ncuda);
   if (cd == "none" || cd.empty()) {
     verdict r = host.nvidia_driver ? verdict::fail : verdict::skip;
     return make("container_nccl", r,

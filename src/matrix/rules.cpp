@@ -2,6 +2,7 @@
 // comment. A file overrides the compiled-in defaults key by key, so a site file may hold one line. Every
 // error names file:line; an unknown key is an error, so a typo never silently disables a rule.
 #include <mrcheck/matrix.h>
+#include <mrcheck/units.h>
 
 #include <fmt/format.h>
 
@@ -374,17 +375,13 @@ result<dotted_version> parse_dotted_version(std::string_view text) {
 }
 
 dotted_version cuda_version_from_int(int v) {
-  if (v < 0) v = 0;
-  auto u = static_cast<std::uint64_t>(v);
-  return dotted_version{{u / 1000, (u % 1000) / 10}};
+  auto [x, y] = cuda_version_parts(v);
+  return dotted_version{{static_cast<std::uint64_t>(x), static_cast<std::uint64_t>(y)}};
 }
 
 dotted_version nccl_version_from_int(int v) {
-  if (v < 0) v = 0;
-  auto u = static_cast<std::uint64_t>(v);
-  // NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z before 2.9, X*10000+Y*100+Z from 2.9 on (nccl.h).
-  if (u >= 20900) return dotted_version{{u / 10000, (u % 10000) / 100, u % 100}};
-  return dotted_version{{u / 1000, (u % 1000) / 100, u % 100}};
+  auto [x, y, z] = nccl_version_parts(v);
+  return dotted_version{{static_cast<std::uint64_t>(x), static_cast<std::uint64_t>(y), static_cast<std::uint64_t>(z)}};
 }
 
 std::string_view to_string(rule_action a) {

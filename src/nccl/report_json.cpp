@@ -1,5 +1,6 @@
 // JSON of the NCCL pair probe: the rank children's result lines and the extra keys of `probe nccl --json`.
 #include <mrcheck/nccl_probe.h>
+#include <mrcheck/units.h>
 
 #include <nlohmann/json.hpp>
 
@@ -84,22 +85,7 @@ void from_json(const nlohmann::json& j, nccl_rank_report& r) {
   }
 }
 
-namespace {
-
-std::string version_text(int v) {
-  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9 (nccl.h); 1000*X + 100*Y + Z before.
-  if (v <= 0) return "";
-  if (v >= 10000)
-    return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-  return std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
-}
-
-std::string cuda_text(int v) {
-  if (v <= 0) return "";
-  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with_logs) {
   const nccl_log_facts& f = o.log;
@@ -120,10 +106,10 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
     if (r.report && r.report->cuda_driver_version) cuda_version = r.report->cuda_driver_version;
     if (r.report && library.empty()) library = r.report->nccl_library;
   }
-  j["nccl_version"] = f.version.empty() ? version_text(nccl_version) : f.version;
+  j["nccl_version"] = f.version.empty() ? nccl_version_text(nccl_version) : f.version;
   j["nccl_version_code"] = nccl_version;
   j["nccl_library"] = library;
-  j["cuda_driver_version"] = cuda_text(cuda_version);
+  j["cuda_driver_version"] = cuda_version_text(cuda_version);
   nlohmann::json init = nlohmann::json::array();
   for (const auto& t : f.init_timings) {
     nlohmann::json parts = nlohmann::json::object();

@@ -125,4 +125,27 @@ std::string escape_line(std::string_view text, std::size_t max, std::string_view
   return out;
 }
 
+std::array<int, 3> nccl_version_parts(int code) {
+  if (code <= 0) return {0, 0, 0};
+  if (code < 10000) return {code / 1000, code / 100 % 10, code % 100};
+  return {code / 10000, code / 100 % 100, code % 100};
+}
+
+std::string nccl_version_text(int code) {
+  if (code <= 0) return "";
+  auto [x, y, z] = nccl_version_parts(code);
+  return fmt::format("{}.{}.{}", x, y, z);
+}
+
+std::array<int, 2> cuda_version_parts(int code) {
+  if (code <= 0) return {0, 0};
+  return {code / 1000, code % 1000 / 10};
+}
+
+std::string cuda_version_text(int code) {
+  if (code <= 0) return "";
+  auto [x, y] = cuda_version_parts(code);
+  return fmt::format("{}.{}", x, y);
+}
+
 }  // namespace mrcheck

@@ -464,5 +464,27 @@ TEST(nccl_probe_cli, json_report_and_exit_codes) {
   EXPECT_EQ(o->exit_code, 2);
 }
 
+// A rank that reports an NCCL older than 2.9 and a log without its version line: the verdict names 2.8.4
+// (the pair's own formatter printed "0.28.4").
+TEST(nccl_pair_judge, names_an_nccl_older_than_2_9) {
+  nccl_pair_outcome o;
+  for (int i = 0; i < 2; ++i) {
+    nccl_rank_run r;
+    r.rank = i;
+    r.exited = true;
+    r.exit_code = 0;
+    nccl_rank_report rep;
+    rep.rank = i;
+    rep.ok = true;
+    rep.nccl_version = 2804;
+    rep.count = 1024;
+    r.report = rep;
+    o.ranks.push_back(r);
+  }
+  o.log.transports = {"NET/IB"};
+  check_result c = judge_nccl_pair(o);
+  EXPECT_NE(c.summary.find("NCCL 2.8.4)"), std::string::npos) << c.summary;
+}
+
 }  // namespace
 }  // namespace mrcheck

@@ -56,5 +56,19 @@ TEST(escape_line, controls_and_bound) {
   EXPECT_EQ(escape_line("ab\x01", 6), "ab\\x01");
 }
 
+// NCCL changed its version code at 2.9 (X*1000+Y*100+Z before, X*10000+Y*100+Z after); every report, rule
+// and verdict decodes it here.
+TEST(nccl_version_text, both_code_forms) {
+  EXPECT_EQ(nccl_version_text(2804), "2.8.4");
+  EXPECT_EQ(nccl_version_text(20900), "2.9.0");
+  EXPECT_EQ(nccl_version_text(22809), "2.28.9");
+  EXPECT_EQ(nccl_version_text(0), "");
+  EXPECT_EQ(nccl_version_text(-1), "");
+  EXPECT_EQ(nccl_version_parts(2708), (std::array<int, 3>{2, 7, 8}));
+  EXPECT_EQ(cuda_version_text(12040), "12.4");
+  EXPECT_EQ(cuda_version_text(13000), "13.0");
+  EXPECT_EQ(cuda_version_text(0), "");
+}
+
 }  // namespace
 }  // namespace mrcheck
