@@ -77,7 +77,7 @@ spank_items read_spank_items(spank_t sp) {
   int argc = 0;
   char** argv = nullptr;
   if (spank_err_t rc = spank_get_item(sp, S_JOB_ARGV, &argc, &argv); rc == ESPANK_SUCCESS && argv) {
-    for (int i = 0; i < argc && i < 4 && argv[i]; ++i) it.argv.emplace_back(argv[i]);
+    for (int i = 0; i < argc && i < 8 && argv[i]; ++i) it.argv.emplace_back(argv[i]);
   } else if (rc != ESPANK_SUCCESS) {
     slurm_debug("mrcheck: spank_get_item(S_JOB_ARGV): %s", spank_strerror(rc));
   }

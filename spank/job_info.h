@@ -35,7 +35,7 @@ struct spank_items {
   std::optional<std::string> rlimit_memlock;  // SLURM_RLIMIT_MEMLOCK
   std::optional<std::string> submit_raw;      // MRCHECK_SUBMIT
   std::string submit_host;                    // SLURM_SUBMIT_HOST
-  std::vector<std::string> argv;  // S_JOB_ARGV, its first 4 words: a container launcher (docs/containers.md)
+  std::vector<std::string> argv;  // S_JOB_ARGV, its first 8 words: a container launcher (docs/containers.md)
 };
 spank_items read_spank_items(spank_t sp);
 

@@ -29,6 +29,10 @@ struct runtime_signs {
 struct runtime_guess {
   container_runtime runtime = container_runtime::none;
   std::string evidence;  // "spank_pyxis.so is loaded in this step", "/.dockerenv in the container"
+  // A launcher whose container is started outside the task's own processes (podman's conmon, dockerd): nothing
+  // in the task ever enters it, so no SPANK plugin can probe it (launcher_runtime).
+  bool outside_task = false;
+  std::string launcher_prog{};  // launcher_runtime: the launcher's file name ("apptainer", "chroot"), else ""
 };
 // Most specific first: pyxis (PYXIS_*), enroot (ENROOT_*), Apptainer/Singularity
 // (APPTAINER_*/SINGULARITY_* or /.singularity.d), podman (/run/.containerenv with engine="podman..." or
@@ -38,10 +42,13 @@ runtime_guess guess_runtime(const runtime_signs& s);
 // The same, read from a root (explain, `mrcheck report` in a container) and an environment.
 runtime_signs signs_from_root(const sysroot& root, std::vector<std::string> env);
 
-// The task's own program is a container launcher (docs/facts/containers.md §2): argv[0]'s file name is
-// `apptainer`, `singularity` or `run-singularity`, or argv[0] is a SIF image run directly (`image_head`, the
-// first bytes of that file as the caller read them, starts with SIF's "#!/usr/bin/env run-singularity\n").
-// Then the task starts on the host and the launcher moves a child of it into the container. `none` otherwise.
+// The task's own program is a container launcher (docs/containers.md, "Containers the task starts"): argv[0]'s
+// file name is one of the launchers' table in container_runtime.cpp (`apptainer`, `singularity`,
+// `run-singularity`, `enroot start|exec`, `ch-run`, `shifter`, `bwrap`, `chroot`, `unshare --root`; `podman` and
+// `docker` `run|exec|start`, which start the container outside the task), or argv[0] is a SIF image run
+// directly (`image_head`, the first bytes of that file as the caller read them, starts with SIF's
+// "#!/usr/bin/env run-singularity\n"). Then the task starts on the host and the launcher moves it, or a child
+// of it, into the container. `none` otherwise.
 runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string_view image_head);
 // The first `max` bytes of the file argv[0] names, when it ends in ".sif" (what launcher_runtime looks at); ""
 // when it does not or cannot be read.

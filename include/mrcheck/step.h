@@ -72,7 +72,7 @@ struct task_facts {
   std::string submit_host;                    // SLURM_SUBMIT_HOST of the job env
   std::string slurm_conf_path;                // this slurmstepd's SLURM_CONF (or /etc/slurm/slurm.conf)
   std::vector<std::string> job_env;           // for probe children
-  std::vector<std::string> job_argv;          // S_JOB_ARGV, at most its first 4: is the program a container launcher
+  std::vector<std::string> job_argv;          // S_JOB_ARGV, at most its first 8: is the program a container launcher
 };
 
 // What task_init_privileged found and did, carried to task_init in the same process.

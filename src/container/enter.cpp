@@ -202,14 +202,19 @@ int join_namespaces(const void* arg) noexcept {
   if (userfd < 0) return errno;
   int mntfd = ::open(t->mnt, O_RDONLY | O_CLOEXEC);
   if (mntfd < 0) return errno;
-  struct stat mine {
-  }, theirs{};
-  int self = ::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
-  bool same_user = self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(userfd, &theirs) == 0 &&
-                   mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
-  // Joining a user namespace we own gives CAP_SYS_ADMIN in it, which setns(CLONE_NEWNS) needs (enroot's case).
+  auto same_ns = [](const char* self_path, int fd) {
+    struct stat mine {
+    }, theirs{};
+    int self = ::open(self_path, O_RDONLY | O_CLOEXEC);
+    return self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(fd, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
+           mine.st_dev == theirs.st_dev;
+  };
+  bool same_user = same_ns("/proc/self/ns/user", userfd);
+  bool same_mnt = same_ns("/proc/self/ns/mnt", mntfd);
+  // Joining a user namespace we own gives CAP_SYS_ADMIN in it, which setns(CLONE_NEWNS) needs (enroot's case),
+  // and CAP_SYS_CHROOT for the chroot below (`unshare -r --root`, whose task keeps the host's mount namespace).
   if (!same_user && ::setns(userfd, CLONE_NEWUSER) != 0) return errno;
-  if (::setns(mntfd, CLONE_NEWNS) != 0) return errno;
+  if (!same_mnt && ::setns(mntfd, CLONE_NEWNS) != 0) return errno;
   // setns put us at the namespace's root; a runtime that chroot()s (rather than pivot_root) has its own below it.
   struct stat r {
   }, ours{};
@@ -258,22 +263,27 @@ std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-// A launcher's container process: the first descendant of `task` (breadth first, at most 64 looked at) that is
-// in another mount namespace than slurmstepd's and has exec'd a program other than the launcher's own (the
-// task's exe: Apptainer's starter, whose child stays the starter until the container is set up; a starter under
-// a wrapper is skipped by name). 0: none yet.
-pid_t launched_container_process(pid_t task, const std::string& host_ns) {
-  std::string launcher_exe = link_text(fmt::format("/proc/{}/exe", task));
-  if (launcher_exe.empty()) return 0;
-  std::vector<pid_t> queue = children_of(task);
+// A launcher's container process: the task itself or its first descendant (breadth first, at most 64 looked at)
+// that is in another mount namespace than slurmstepd's or has another root directory (`chroot`, `unshare
+// --root`), and runs a program that is not the launcher (`launcher_prog`, its file name) nor, for a descendant,
+// the task's own (Apptainer's starter, whose child stays the starter until the container is set up; a starter
+// under a wrapper is skipped by name). 0: none yet.
+pid_t launched_container_process(pid_t task, std::string_view launcher_prog, const std::string& host_ns,
+                                 const std::string& host_root) {
+  std::string task_exe = link_text(fmt::format("/proc/{}/exe", task));
+  if (task_exe.empty()) return 0;
+  std::vector<pid_t> queue{task};
   for (std::size_t i = 0; i < queue.size() && i < 64; ++i) {
     pid_t p = queue[i];
     std::string ns = link_text(fmt::format("/proc/{}/ns/mnt", p));
-    std::string exe = link_text(fmt::format("/proc/{}/exe", p));
+    std::string exe = p == task ? task_exe : link_text(fmt::format("/proc/{}/exe", p));
+    std::string rid = root_id(fmt::format("/proc/{}/root", p));
     // Apptainer's runtime parent (`starter`, `starter-suid`) has a mount namespace of its own, not the image's.
     std::string_view name = std::string_view(exe).substr(exe.rfind('/') + 1);
     bool starter = name.substr(0, 7) == "starter";
-    if (!ns.empty() && ns != host_ns && !exe.empty() && exe != launcher_exe && !starter) return p;
+    bool moved = (!ns.empty() && ns != host_ns) || (!rid.empty() && !host_root.empty() && rid != host_root);
+    bool own_program = !exe.empty() && name != launcher_prog && (p == task || exe != task_exe) && !starter;
+    if (moved && own_program) return p;
     // At most 64 queued (a task that forks many children costs no more). One at a time: gcc 14 warns
     // (-Wstringop-overflow, a false positive) on the range insert here.
     for (pid_t c : children_of(p)) {
@@ -344,8 +354,9 @@ struct entry_seen {
 
 // Polls every 20 ms at first (a plugin that only enters namespaces takes milliseconds), then backs off to 250 ms
 // (pyxis importing an image with enroot takes seconds to minutes).
-entry_seen wait_for_container(pid_t task, const std::string& host_ns, std::chrono::milliseconds wait_for_entry,
-                              bool launcher) {
+entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono::milliseconds wait_for_entry,
+                              bool launcher, std::string_view launcher_prog) {
+  const std::string& host_ns = st.host_mnt_ns;
   using namespace std::chrono_literals;
   const auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
   const std::string task_ns = fmt::format("/proc/{}/ns/mnt", task);
@@ -357,9 +368,9 @@ entry_seen wait_for_container(pid_t task, const std::string& host_ns, std::chron
     // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
     if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}};
     if (launcher) {
-      // The task is the launcher (`apptainer exec`): it execs on the host and may move into a namespace of its
-      // own (Apptainer's "runtime parent"); the container is where its child runs the job's program.
-      if (pid_t p = launched_container_process(task, host_ns); p > 0) {
+      // The task is the launcher (`apptainer exec`, `chroot DIR cmd`): it execs on the host and moves itself
+      // (chroot, unshare) or a child (Apptainer's "runtime parent" and its child) into the container.
+      if (pid_t p = launched_container_process(task, launcher_prog, host_ns, st.host_root_id); p > 0) {
         std::string ns = fmt::format("/proc/{}/ns/mnt", p);
         if (!link_text(ns).empty()) return {entry::entered, p, ns};
       }
@@ -386,7 +397,9 @@ std::vector<std::string> deferred_verdict_lines(const container_state& st, conta
   if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(at.ns_path.c_str(), F_OK) != 0) {
     lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
   } else {
+    std::string launcher_prog = rt.launcher_prog;  // kept when the image names a more precise runtime
     rt = runtime_inside(run, req.env, rt);
+    rt.launcher_prog = std::move(launcher_prog);
     report rep;
     rep.checks = judge_container(run, st.host, rt, req.nccl);
     for (auto& ch : rep.checks) {
@@ -400,10 +413,13 @@ std::vector<std::string> deferred_verdict_lines(const container_state& st, conta
     for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
     if (lines.empty()) return lines;  // all passed, not verbose: nothing to say, as on the host
   }
+  // A launcher starts the container itself, after every plugin's task_init: no plugstack order changes that.
+  std::string why = rt.launcher_prog.empty()
+                        ? std::string("list mrcheck after the container plugin in plugstack.conf")
+                        : fmt::format("the task's own `{}` started it", escape_line(rt.launcher_prog, 32));
   lines.insert(lines.begin(), fmt::format("mrcheck: container: the task entered its container ({}) after mrcheck's "
-                                          "task_init: checked now; a failure here cannot stop the task (list "
-                                          "mrcheck after the container plugin in plugstack.conf)",
-                                          to_string(rt.runtime)));
+                                          "task_init: checked now; a failure here cannot stop the task ({})",
+                                          to_string(rt.runtime), why));
   return lines;
 }
 
@@ -449,7 +465,10 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     st.helper_fd = 3;
   }
   spec.run_in_child = [st, task, req, rt, wait_for_entry, launcher]() -> int {
-    entry_seen at = wait_for_container(task, st.host_mnt_ns, wait_for_entry, launcher);
+    // The host's /dev/null again, for the helper it starts inside a container that may have none (the task's
+    // was closed with the rest of its descriptors when this watcher was set up, src/sys/child.cpp).
+    child_keep_null_device();
+    entry_seen at = wait_for_container(task, st, wait_for_entry, launcher, rt.launcher_prog);
     std::string text;
     for (auto& l : deferred_lines(st, req, rt, at, wait_for_entry, launcher)) text += l + "\n";
     if (!text.empty()) {

@@ -64,6 +64,27 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
     req.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
     req.nccl = group == "nccl";
     req.reg_bytes = group == "mr" ? container_reg_bytes(t.job_env) : 0;
+    if (loc.place == task_place::maybe_later && loc.launcher.outside_task) {
+      // `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon,
+      // dockerd), never of the task, so nothing here can enter it. The host's probes, and a warning once that
+      // they say nothing about the image the job runs.
+      auto host = host_runner(group, t, limits);
+      if (!*watching) {
+        *watching = true;
+        check_result r;
+        r.id = "container";
+        r.result = verdict::warn;
+        r.summary = fmt::format(
+            "not checked: {}, which starts the container outside the task (through its own monitor process), "
+            "where no Slurm plugin can follow it: the verdicts above are the host's, not the image's",
+            loc.launcher.evidence);
+        r.hint =
+            "run the image through a Slurm container plugin (pyxis/enroot, Slurm's OCI support) or with "
+            "Apptainer, whose containers mrcheck checks inside";
+        host.push_back(std::move(r));
+      }
+      return host;
+    }
     if (loc.place == task_place::maybe_later) {
       // Still on the host: the host's probes as without a container, and a watcher for the container the task
       // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone).

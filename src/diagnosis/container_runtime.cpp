@@ -50,20 +50,62 @@ bool has_marker(const runtime_signs& s, std::string_view path) {
 
 }  // namespace
 
+namespace {
+
+// The programs a task runs to start its own container (docs/containers.md, "Containers the task starts").
+// `subcommands`: argv[1] must be one of them ("" takes any); `option`: one of these words must follow
+// (`unshare` only makes a container with a root of its own). `outside`: the container's processes are not the
+// task's descendants (podman hands the container to conmon, docker to dockerd), so it cannot be probed.
+struct launcher_row {
+  std::string_view prog;
+  std::initializer_list<std::string_view> subcommands;
+  std::initializer_list<std::string_view> option;
+  container_runtime runtime;
+  bool outside;
+};
+// The launchers Apptainer installs (`singularity` is its compatibility link) and SingularityCE's; the SIF
+// launch line runs `run-singularity`, which execs `apptainer run` (docs/facts/containers.md §2).
+const launcher_row k_launchers[] = {
+    {"apptainer", {}, {}, container_runtime::apptainer, false},
+    {"singularity", {}, {}, container_runtime::apptainer, false},
+    {"run-singularity", {}, {}, container_runtime::apptainer, false},
+    {"enroot", {"start", "exec"}, {}, container_runtime::enroot, false},
+    {"ch-run", {}, {}, container_runtime::unknown, false},
+    {"shifter", {}, {}, container_runtime::unknown, false},
+    {"bwrap", {}, {}, container_runtime::unknown, false},
+    {"chroot", {}, {}, container_runtime::unknown, false},
+    {"unshare", {}, {"--root", "-R"}, container_runtime::unknown, false},
+    {"podman", {"run", "exec", "start"}, {}, container_runtime::podman, true},
+    {"docker", {"run", "exec", "start"}, {}, container_runtime::docker, true},
+};
+
+bool word_in(std::string_view w, std::initializer_list<std::string_view> list) {
+  return std::find(list.begin(), list.end(), w) != list.end();
+}
+
+}  // namespace
+
 runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string_view image_head) {
   if (argv.empty()) return {};
   std::string_view prog = argv[0];
   if (auto slash = prog.rfind('/'); slash != std::string_view::npos) prog.remove_prefix(slash + 1);
-  // The launchers Apptainer installs (`singularity` is its compatibility link) and SingularityCE's; the SIF
-  // launch line runs `run-singularity`, which execs `apptainer run` (docs/facts/containers.md §2).
-  if (prog == "apptainer" || prog == "singularity" || prog == "run-singularity") {
+  for (const auto& row : k_launchers) {
+    if (prog != row.prog) continue;
+    if (row.subcommands.size() > 0 && (argv.size() < 2 || !word_in(argv[1], row.subcommands))) return {};
+    if (row.option.size() > 0 && std::none_of(argv.begin() + 1, argv.end(), [&row](const std::string& a) {
+          std::string_view w = a;
+          return word_in(w.substr(0, w.find('=')), row.option);
+        })) {
+      return {};
+    }
     std::string what = escape_line(prog, 32);
     if (argv.size() > 1) what += " " + escape_line(argv[1], 32);
-    return {container_runtime::apptainer, fmt::format("the task's program is `{}`", what)};
+    return {row.runtime, fmt::format("the task's program is `{}`", what), row.outside, std::string(prog)};
   }
   constexpr std::string_view sif_launch = "#!/usr/bin/env run-singularity\n";
   if (prog.size() > 4 && prog.ends_with(".sif") && has_prefix(image_head, sif_launch))
-    return {container_runtime::apptainer, fmt::format("the task's program is the SIF image {}", escape_line(prog, 64))};
+    return {container_runtime::apptainer, fmt::format("the task's program is the SIF image {}", escape_line(prog, 64)),
+            false, std::string(prog)};
   return {};
 }
 

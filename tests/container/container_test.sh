@@ -122,4 +122,15 @@ show_run "task gone before the probe"
 sleep 1
 if pgrep -u "$E2E_USER" -f mrcheck-ctprobe >/dev/null; then e2e_fail "gone: a probe is still running"; else e2e_pass "gone: nothing left running"; fi
 expect_not_contains "gone: slurmstepd untouched" "$ERR" "slurmstepd: error"
+
+# A container the task starts itself, no Slurm plugin involved (docs/containers.md, "Containers the task
+# starts"): `unshare -r --root` moves the task into the old image, keeping the host's mount namespace. The
+# watcher finds it by its root and probes with the image's rdma-core, not the host's.
+run_user srun --mr-check=mr,verbose unshare -r --root="$images/old" /bin/sh -c "$inimg; sleep 1"
+show_run "task-started container (unshare --root)"
+expect_contains "unshare: the task ran in the image" "$OUT" "in-image"
+expect_contains "unshare: the host's probes ran first" "$ERR" "mrcheck: mr_host: "
+expect_contains "unshare: checked inside, started by the task" "$ERR" \
+  "after mrcheck's task_init: checked now; a failure here cannot stop the task (the task's own \`unshare\` started it)"
+expect_contains "unshare: the image's rdma-core, not the host's" "$ERR" "rdma-core 33.2 (host $host_rdma), no device"
 e2e_done

@@ -1,6 +1,7 @@
 // The container verdicts (src/container/judge.cpp) and runtime recognition (src/diagnosis/container_runtime.cpp) over
 // helper outputs as src/container/ctprobe.c prints them.
 #include <mrcheck/container.h>
+#include <mrcheck/container_runner.h>
 
 #include <gtest/gtest.h>
 
@@ -252,6 +253,27 @@ TEST(container_runtime, launcher_from_the_task_program) {
   EXPECT_EQ(l({"/apptainer/bin/python3", "train.py"}), container_runtime::none);
   EXPECT_EQ(l({}), container_runtime::none);
   EXPECT_NE(launcher_runtime({"/usr/bin/apptainer", "exec"}, "").evidence.find("`apptainer exec`"), std::string::npos);
+  // Containers the task starts with other programs (docs/containers.md, "Containers the task starts").
+  EXPECT_EQ(l({"/usr/sbin/chroot", "/images/bullseye", "sh"}), container_runtime::unknown);
+  EXPECT_EQ(l({"unshare", "-r", "--root=/images/old", "sh"}), container_runtime::unknown);
+  EXPECT_EQ(l({"unshare", "--user", "--map-root-user", "-R", "/images/old"}), container_runtime::unknown);
+  EXPECT_EQ(l({"unshare", "--mount", "sh"}), container_runtime::none);  // the host's root, the host's libraries
+  EXPECT_EQ(l({"enroot", "start", "--rw", "pytorch"}), container_runtime::enroot);
+  EXPECT_EQ(l({"enroot", "list"}), container_runtime::none);
+  EXPECT_EQ(l({"/usr/bin/ch-run", "/var/tmp/img", "--", "python3"}), container_runtime::unknown);
+  EXPECT_EQ(l({"shifter", "--image=docker:nvcr.io/nvidia/pytorch", "python3"}), container_runtime::unknown);
+  EXPECT_EQ(l({"bwrap", "--bind", "/img", "/", "sh"}), container_runtime::unknown);
+  EXPECT_EQ(l({"podman", "ps"}), container_runtime::none);
+  EXPECT_EQ(l({"docker"}), container_runtime::none);
+  auto podman = launcher_runtime({"/usr/bin/podman", "run", "--rm", "nvcr.io/nvidia/pytorch"}, "");
+  EXPECT_EQ(podman.runtime, container_runtime::podman);
+  EXPECT_TRUE(podman.outside_task);  // conmon, not the task, is the container's parent
+  EXPECT_EQ(podman.launcher_prog, "podman");
+  auto docker = launcher_runtime({"docker", "run", "img"}, "");
+  EXPECT_EQ(docker.runtime, container_runtime::docker);
+  EXPECT_TRUE(docker.outside_task);
+  EXPECT_FALSE(launcher_runtime({"chroot", "/img", "sh"}, "").outside_task);
+  EXPECT_EQ(launcher_runtime({"chroot", "/img", "sh"}, "").launcher_prog, "chroot");
   // The image's first bytes are read only for a .sif program.
   EXPECT_EQ(sif_head({"/nonexistent/x.sif"}), "");
   EXPECT_EQ(sif_head({"/bin/sh"}), "");
@@ -315,6 +337,35 @@ TEST(container_log, kernel_abi_socket_fallback_and_runtime) {
   ib.feed("NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", 2);
   ib.finish();
   EXPECT_TRUE(ib.notes.empty());
+}
+
+// `podman run`: the host's probes, and one warning that the image was not checked; no watcher (nothing of the
+// task ever enters a container podman's monitor starts).
+TEST(container_runner, a_launcher_outside_the_task_is_named_not_watched) {
+  config c;
+  container_state st;
+  task_location loc;
+  loc.place = task_place::maybe_later;
+  loc.launcher = launcher_runtime({"podman", "run", "img"}, "");
+  int host_calls = 0;
+  probe_runner host = [&host_calls](const std::string&, const task_facts&, const memlock_limit&) {
+    ++host_calls;
+    check_result r;
+    r.id = "mr_host";
+    r.result = verdict::pass;
+    return std::vector<check_result>{r};
+  };
+  probe_runner run = container_probe_runner(c, st, loc, host, std::chrono::seconds(10), false);
+  task_facts t;
+  memlock_limit lim;
+  auto first = run("mr", t, lim);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[1].id, "container");
+  EXPECT_EQ(first[1].result, verdict::warn);
+  EXPECT_NE(first[1].summary.find("`podman run`"), std::string::npos) << first[1].summary;
+  EXPECT_NE(first[1].summary.find("the host's, not the image's"), std::string::npos) << first[1].summary;
+  EXPECT_EQ(run("nccl", t, lim).size(), 1u);  // said once per task
+  EXPECT_EQ(host_calls, 2);
 }
 
 }  // namespace
