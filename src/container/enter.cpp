@@ -181,7 +181,11 @@ runtime_guess runtime_inside(const ctprobe_run& run, const std::vector<std::stri
     }
     if (auto e = v->kv.find("containerenv"); e != v->kv.end()) s.containerenv = e->second;
   }
-  return guess_runtime(s);
+  runtime_guess g = guess_runtime(s);
+  // What the image shows names the runtime; the launcher that started it stays known.
+  g.outside_task = known.outside_task;
+  g.launcher_prog = std::move(known.launcher_prog);
+  return g;
 }
 
 namespace {
@@ -206,8 +210,10 @@ int join_namespaces(const void* arg) noexcept {
     struct stat mine {
     }, theirs{};
     int self = ::open(self_path, O_RDONLY | O_CLOEXEC);
-    return self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(fd, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
-           mine.st_dev == theirs.st_dev;
+    bool same = self >= 0 && ::fstat(self, &mine) == 0 && ::fstat(fd, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
+                mine.st_dev == theirs.st_dev;
+    if (self >= 0) ::close(self);
+    return same;
   };
   bool same_user = same_ns("/proc/self/ns/user", userfd);
   bool same_mnt = same_ns("/proc/self/ns/mnt", mntfd);
@@ -277,11 +283,14 @@ pid_t launched_container_process(pid_t task, std::string_view launcher_prog, con
     pid_t p = queue[i];
     std::string ns = link_text(fmt::format("/proc/{}/ns/mnt", p));
     std::string exe = p == task ? task_exe : link_text(fmt::format("/proc/{}/exe", p));
-    std::string rid = root_id(fmt::format("/proc/{}/root", p));
     // Apptainer's runtime parent (`starter`, `starter-suid`) has a mount namespace of its own, not the image's.
     std::string_view name = std::string_view(exe).substr(exe.rfind('/') + 1);
     bool starter = name.substr(0, 7) == "starter";
-    bool moved = (!ns.empty() && ns != host_ns) || (!rid.empty() && !host_root.empty() && rid != host_root);
+    bool moved = !ns.empty() && ns != host_ns;
+    if (!moved && !host_root.empty()) {
+      std::string rid = root_id(fmt::format("/proc/{}/root", p));
+      moved = !rid.empty() && rid != host_root;
+    }
     bool own_program = !exe.empty() && name != launcher_prog && (p == task || exe != task_exe) && !starter;
     if (moved && own_program) return p;
     // At most 64 queued (a task that forks many children costs no more). One at a time: gcc 14 warns
@@ -397,9 +406,7 @@ std::vector<std::string> deferred_verdict_lines(const container_state& st, conta
   if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(at.ns_path.c_str(), F_OK) != 0) {
     lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
   } else {
-    std::string launcher_prog = rt.launcher_prog;  // kept when the image names a more precise runtime
     rt = runtime_inside(run, req.env, rt);
-    rt.launcher_prog = std::move(launcher_prog);
     report rep;
     rep.checks = judge_container(run, st.host, rt, req.nccl);
     for (auto& ch : rep.checks) {

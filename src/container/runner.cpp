@@ -64,12 +64,14 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
     req.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
     req.nccl = group == "nccl";
     req.reg_bytes = group == "mr" ? container_reg_bytes(t.job_env) : 0;
-    if (loc.place == task_place::maybe_later && loc.launcher.outside_task) {
-      // `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon,
-      // dockerd), never of the task, so nothing here can enter it. The host's probes, and a warning once that
-      // they say nothing about the image the job runs.
+    if (loc.place == task_place::maybe_later) {
+      // Still on the host: the host's probes as without a container, and a watcher for the container the task
+      // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone).
       auto host = host_runner(group, t, limits);
-      if (!*watching) {
+      if (!*watching && loc.launcher.outside_task) {
+        // `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon,
+        // dockerd), never of the task, so no watcher could enter it: a warning, once, that the verdicts say
+        // nothing about the image the job runs.
         *watching = true;
         check_result r;
         r.id = "container";
@@ -83,12 +85,6 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
             "Apptainer, whose containers mrcheck checks inside";
         host.push_back(std::move(r));
       }
-      return host;
-    }
-    if (loc.place == task_place::maybe_later) {
-      // Still on the host: the host's probes as without a container, and a watcher for the container the task
-      // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone).
-      auto host = host_runner(group, t, limits);
       if (!*watching) {
         *watching = true;
         runtime_guess rt = task_runtime(t, loc, nullptr);

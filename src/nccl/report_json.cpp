@@ -85,8 +85,6 @@ void from_json(const nlohmann::json& j, nccl_rank_report& r) {
   }
 }
 
-namespace {}  // namespace
-
 void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with_logs) {
   const nccl_log_facts& f = o.log;
   j["mode"] = std::string(to_string(o.mode));
