@@ -128,6 +128,9 @@ struct node_evidence {
 
   // GPU side.
   std::optional<bool> peer_memory;  // nvidia_peermem / nv_peer_mem loaded or memory_peers/nv_mem
+  // A peer-memory client registered with ib_core's PeerDirect (/sys/kernel/mm/memory_peers/nv_mem[_nc]); false
+  // with peer_memory true: the module is loaded but claims no GPU memory.
+  std::optional<bool> peer_memory_client;
   nvidia_flavour driver_flavour = nvidia_flavour::unknown;
   std::string driver_version;  // "580.82.09"; "" unknown
 };

@@ -82,6 +82,8 @@ struct nccl_estimate {
   bool ib_disabled = false;        // NCCL_IB_DISABLE=1 or NCCL_NET=Socket: NCCL registers nothing with an HCA
   std::string ib_disabled_why;
   bool dmabuf_enabled = true;    // NCCL_DMABUF_ENABLE != 0 (default 1, [N] src/init.cc)
+  int cumem = -2;                // NCCL_CUMEM_ENABLE: -2 = NCCL decides (on with a CUDA 12+ driver and VMM)
+  std::string gdr_level;         // NCCL_NET_GDR_LEVEL as set ("" = NCCL's default, PXB)
   bool relaxed_ordering = true;  // NCCL_IB_PCI_RELAXED_ORDERING != 0 (default 2): NCCL uses ibv_reg_mr_iova2
   std::vector<std::string> notes;
   std::vector<std::string> inputs;  // "NCCL_BUFFSIZE=4194304 (default)", ... for the report
@@ -151,6 +153,17 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
 // topology on first use. Returns -1 for unknown BDFs or when built without hwloc.
 locality_fn hwloc_locality();
 
+// NCCL's distance between two PCI functions (its topology's path types, docs/facts/verbs-and-nccl.md §4), from the
+// sysfs tree under `sys_root`: PIX = both below one PCIe switch, PXB = through several switches but not the CPU,
+// PHB = through the CPU's host bridge (same NUMA node), SYS = across NUMA nodes. unknown when either function has
+// no sysfs entry. NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL, by default PXB.
+enum class pci_path { unknown, loc, pix, pxb, phb, sys };
+std::string_view to_string(pci_path p);
+pci_path nccl_pci_path(const std::string& sys_root, const std::string& a_bdf, const std::string& b_bdf);
+// NCCL_NET_GDR_LEVEL as NCCL reads it: a name (LOC, PIX, PXB, PHB, SYS) or the old numbering 0-4; unknown for
+// anything else (NVL, C2C, ...: not judged).
+pci_path parse_gdr_level(std::string_view value);
+
 // The PCI functions of the GPUs this task may use: /proc/driver/nvidia/gpus/<bdf>/information "Device Minor"
 // matched against SLURM_STEP_GPUS / SLURM_JOB_GPUS (GRES indices = minors) or integer CUDA_VISIBLE_DEVICES;
 // all NVIDIA GPUs when none is set. Empty when the NVIDIA driver is absent.
@@ -198,6 +211,15 @@ struct gpu_probe_result {
   mr_attempt peermem;               // cuMemAlloc pointer through ibv_reg_mr_iova2 / ibv_reg_mr
   mr_attempt dmabuf;                // cuMemGetHandleForAddressRange fd through ibv_reg_dmabuf_mr
   std::string dmabuf_handle_error;  // cuMemGetHandleForAddressRange failed: "CUDA_ERROR_NOT_SUPPORTED"
+  // The same two paths for a buffer allocated as NCCL >= 2.19 allocates by default (cuMemCreate + cuMemMap, with
+  // gpuDirectRDMACapable when the device reports GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED; docs/facts/verbs-and-nccl.md
+  // §4). Not attempted when the device has no VMM.
+  bool vmm_attr = false;      // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  bool vmm_gdr_attr = false;  // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+  std::string vmm_error;      // cuMemCreate/cuMemMap failed: the VMM buffer was not registered at all
+  mr_attempt vmm_peermem;
+  mr_attempt vmm_dmabuf;
+  std::string vmm_dmabuf_handle_error;
 };
 
 struct hca_probe_result {
@@ -207,7 +229,9 @@ struct hca_probe_result {
   mr_attempt host;
   dmabuf_probe_result dmabuf;
   gpu_probe_result gpu;
-  status release = status::ok();  // the first release call that failed (dereg/dealloc/close/munmap)
+  std::string pci_bdf;                    // the HCA's PCI function, "" when sysfs does not say
+  pci_path gpu_path = pci_path::unknown;  // NCCL's distance from the probed GPU to this HCA
+  status release = status::ok();          // the first release call that failed (dereg/dealloc/close/munmap)
 };
 
 struct mr_probe_request {
@@ -261,6 +285,15 @@ class gpu_memory {
   // cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD): a dma-buf fd the caller closes.
   virtual result<int> dmabuf_fd(std::uint64_t ptr, std::size_t bytes) = 0;
   virtual void free(std::uint64_t ptr) = 0;
+  // CUDA VMM, as NCCL allocates its buffers by default since 2.19: CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
+  // SUPPORTED, ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, and cuMemCreate (gpuDirectRDMACapable when the second is
+  // set) + cuMemAddressReserve + cuMemMap + cuMemSetAccess of at least `bytes`; free_vmm undoes all of it.
+  virtual bool vmm_supported() const { return false; }
+  virtual bool vmm_gdr_supported() const { return false; }
+  virtual result<std::uint64_t> alloc_vmm(std::size_t /*bytes*/) {
+    return status::error("CUDA VMM (cuMemCreate) not available");
+  }
+  virtual void free_vmm(std::uint64_t /*ptr*/) {}
 };
 
 // dlopen("libcuda.so.1") (the driver API: no CUDA runtime needed), cuInit, device 0 of what the task sees,

@@ -144,9 +144,11 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     e.has_dmabuf_mr = o.dmabuf_symbol;
   }
   // NCCL's own peer-memory test ([N] net_ib.cc ibGdrSupportInitOnce).
-  bool peer = exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
-              exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version") || exists("/sys/module/nvidia_peermem/version");
+  bool client = exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
+                exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version");
+  bool peer = client || exists("/sys/module/nvidia_peermem/version");
   if (peer || !e.peer_memory) e.peer_memory = peer;
+  if (client || !e.peer_memory_client) e.peer_memory_client = client;
   if (!e.in_container) container_evidence(e);
   if (!o.gpu_bdfs.empty() && !e.rdma_devices) e.rdma_devices = static_cast<int>(o.devices.size());
   return e;
@@ -216,6 +218,8 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
                    {"relaxed_ordering", e.relaxed_ordering},
                    {"dmabuf_enabled", e.dmabuf_enabled},
                    {"gdr_off", e.gdr_off},
+                   {"gdr_level", e.gdr_level},
+                   {"cumem_enable", e.cumem},
                    {"ib_disabled", e.ib_disabled},
                    {"inputs", e.inputs},
                    {"notes", e.notes}};
@@ -246,6 +250,17 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
                    {"peermem", attempt_json(h.gpu.peermem)}, {"dmabuf", attempt_json(h.gpu.dmabuf)}};
       if (!h.gpu.dmabuf_handle_error.empty()) hj["gpu"]["dmabuf_handle_error"] = h.gpu.dmabuf_handle_error;
       if (!h.gpu.error.empty()) hj["gpu"]["error"] = h.gpu.error;
+      // NCCL's distance from this GPU to the HCA, and the cuMem (VMM) buffer NCCL >= 2.19 allocates by default.
+      hj["gpu"]["hca_pci_bdf"] = h.pci_bdf;
+      hj["gpu"]["path_to_hca"] = std::string(to_string(h.gpu_path));
+      hj["gpu"]["vmm"] = {{"supported", h.gpu.vmm_attr},
+                          {"gdr_supported", h.gpu.vmm_gdr_attr},
+                          {"peermem", attempt_json(h.gpu.vmm_peermem)},
+                          {"dmabuf", attempt_json(h.gpu.vmm_dmabuf)}};
+      if (!h.gpu.vmm_error.empty()) hj["gpu"]["vmm"]["error"] = h.gpu.vmm_error;
+      if (!h.gpu.vmm_dmabuf_handle_error.empty()) {
+        hj["gpu"]["vmm"]["dmabuf_handle_error"] = h.gpu.vmm_dmabuf_handle_error;
+      }
     }
     if (!h.release.is_ok()) hj["release_error"] = h.release.message();
     hcas.push_back(std::move(hj));

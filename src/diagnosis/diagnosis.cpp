@@ -388,6 +388,18 @@ struct builder {
           k_tcp_fallback);
       return;
     }
+    if (e.peer_memory && *e.peer_memory && e.peer_memory_client && !*e.peer_memory_client) {
+      set(cause::gpu_peer_memory, true,
+          fmt::format("{} got EFAULT: nvidia_peermem is loaded but no nv_mem peer-memory client is registered "
+                      "(/sys/kernel/mm/memory_peers/nv_mem absent), so no one claims the GPU buffer; NCCL still "
+                      "takes the peermem path because it only checks that the module is loaded",
+                      call_or(f.call)),
+          "reload nvidia-peermem after the MLNX/DOCA-OFED kernel stack is up (`modprobe -r nvidia-peermem; modprobe "
+          "nvidia-peermem`) and check /sys/kernel/mm/memory_peers/nv_mem; or use DMA-BUF (open GPU kernel "
+          "modules, NCCL_DMABUF_ENABLE=1)",
+          k_gdr_fallback);
+      return;
+    }
     if (e.peer_memory && *e.peer_memory) {
       set(cause::gpu_peer_memory, false,
           fmt::format("{} got EFAULT although a peer-memory client is loaded: the GPU buffer was not claimed "

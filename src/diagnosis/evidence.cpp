@@ -78,6 +78,7 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
                                                  [](const std::string& c) { return c.starts_with("nv_mem"); }) !=
                                         facts.memory_peer_clients.end();
+  if (facts.memory_peers || facts.modules.count("nvidia_peermem") != 0) e.peer_memory_client = peer;
   for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
     if (auto it = facts.modules.find(name); it != facts.modules.end() && it->second.loaded) peer = true;
   }

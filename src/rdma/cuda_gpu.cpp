@@ -35,6 +35,22 @@ struct cuda_api {
   CUresult (*get_handle_for_address_range)(void*, CUdeviceptr, size_t, CUmemRangeHandleType,
                                            unsigned long long) = nullptr;
   CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  // CUDA VMM (optional: a driver without them still runs the cuMemAlloc half of mr_gpu).
+  CUresult (*mem_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                         unsigned long long) = nullptr;
+  CUresult (*mem_release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*mem_get_granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*mem_address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*mem_address_free)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*mem_unmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+
+  bool has_vmm() const {
+    return mem_create != nullptr && mem_release != nullptr && mem_get_granularity != nullptr &&
+           mem_address_reserve != nullptr && mem_address_free != nullptr && mem_map != nullptr &&
+           mem_unmap != nullptr && mem_set_access != nullptr;
+  }
 
   std::string err(CUresult r) const {
     const char* name = nullptr;
@@ -59,6 +75,13 @@ class cuda_gpu final : public gpu_memory {
     v = 0;
     if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, dev_) == CUDA_SUCCESS)
       gdr_ = v != 0;
+    v = 0;
+    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev_) == CUDA_SUCCESS)
+      vmm_ = v != 0 && api_.has_vmm();
+    v = 0;
+    if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev_) ==
+        CUDA_SUCCESS)
+      vmm_gdr_ = v != 0;
   }
   ~cuda_gpu() override {
     api_.primary_ctx_release(dev_);
@@ -93,6 +116,63 @@ class cuda_gpu final : public gpu_memory {
 
   void free(std::uint64_t ptr) override { api_.mem_free(static_cast<CUdeviceptr>(ptr)); }
 
+  bool vmm_supported() const override { return vmm_; }
+  bool vmm_gdr_supported() const override { return vmm_gdr_; }
+
+  // NCCL's ncclCuMemAlloc (src/include/alloc.h): pinned device memory with a POSIX fd handle type and
+  // gpuDirectRDMACapable when the device supports GDR on VMM memory, the size rounded to the minimum granularity,
+  // mapped read-write for this device.
+  result<std::uint64_t> alloc_vmm(std::size_t bytes) override {
+    if (!vmm_) return status::error("CUDA VMM not supported by this device or driver");
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = static_cast<int>(dev_);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.allocFlags.gpuDirectRDMACapable = vmm_gdr_ ? 1 : 0;
+    size_t gran = 0;
+    CUresult r = api_.mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS || gran == 0)
+      return status::error(fmt::format("cuMemGetAllocationGranularity: {}", api_.err(r)));
+    std::size_t size = (bytes + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle handle = 0;
+    r = api_.mem_create(&handle, size, &prop, 0);
+    if (r != CUDA_SUCCESS) return status::error(fmt::format("cuMemCreate {} bytes: {}", size, api_.err(r)));
+    CUdeviceptr va = 0;
+    r = api_.mem_address_reserve(&va, size, gran, 0, 0);
+    if (r != CUDA_SUCCESS) {
+      api_.mem_release(handle);
+      return status::error(fmt::format("cuMemAddressReserve: {}", api_.err(r)));
+    }
+    r = api_.mem_map(va, size, 0, handle, 0);
+    if (r != CUDA_SUCCESS) {
+      api_.mem_address_free(va, size);
+      api_.mem_release(handle);
+      return status::error(fmt::format("cuMemMap: {}", api_.err(r)));
+    }
+    CUmemAccessDesc access = {};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = static_cast<int>(dev_);
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = api_.mem_set_access(va, size, &access, 1);
+    vmm_ptr_ = static_cast<std::uint64_t>(va);
+    vmm_size_ = size;
+    vmm_handle_ = handle;
+    if (r != CUDA_SUCCESS) {
+      free_vmm(vmm_ptr_);
+      return status::error(fmt::format("cuMemSetAccess: {}", api_.err(r)));
+    }
+    return vmm_ptr_;
+  }
+
+  void free_vmm(std::uint64_t ptr) override {
+    if (ptr == 0 || ptr != vmm_ptr_) return;
+    api_.mem_unmap(static_cast<CUdeviceptr>(ptr), vmm_size_);
+    api_.mem_address_free(static_cast<CUdeviceptr>(ptr), vmm_size_);
+    api_.mem_release(vmm_handle_);
+    vmm_ptr_ = 0;
+  }
+
  private:
   cuda_api api_;
   CUdevice dev_;
@@ -101,6 +181,12 @@ class cuda_gpu final : public gpu_memory {
   int driver_ = 0;
   bool dmabuf_ = false;
   bool gdr_ = false;
+  bool vmm_ = false;
+  bool vmm_gdr_ = false;
+  // The one VMM buffer the probe holds at a time.
+  std::uint64_t vmm_ptr_ = 0;
+  std::size_t vmm_size_ = 0;
+  CUmemGenericAllocationHandle vmm_handle_ = 0;
 };
 
 template <class F>
@@ -135,6 +221,14 @@ result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
   }
   sym(h, a.get_handle_for_address_range, "cuMemGetHandleForAddressRange");
   sym(h, a.get_error_name, "cuGetErrorName");
+  sym(h, a.mem_create, "cuMemCreate");
+  sym(h, a.mem_release, "cuMemRelease");
+  sym(h, a.mem_get_granularity, "cuMemGetAllocationGranularity");
+  sym(h, a.mem_address_reserve, "cuMemAddressReserve");
+  sym(h, a.mem_address_free, "cuMemAddressFree");
+  sym(h, a.mem_map, "cuMemMap");
+  sym(h, a.mem_unmap, "cuMemUnmap");
+  sym(h, a.mem_set_access, "cuMemSetAccess");
 
   CUresult r = a.init(0);
   if (r == CUDA_ERROR_NO_DEVICE) return status::error("no GPU visible (cuInit: CUDA_ERROR_NO_DEVICE)");

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -94,6 +96,108 @@ std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const std::string
     out.push_back(bdf);
   }
   return out;
+}
+
+std::string_view to_string(pci_path p) {
+  switch (p) {
+    case pci_path::unknown: return "unknown";
+    case pci_path::loc: return "LOC";
+    case pci_path::pix: return "PIX";
+    case pci_path::pxb: return "PXB";
+    case pci_path::phb: return "PHB";
+    case pci_path::sys: return "SYS";
+  }
+  return "unknown";
+}
+
+pci_path parse_gdr_level(std::string_view v) {
+  // NCCL's ncclGetLevel (src/graph/paths.cc): the names, else the pre-2.7 integers {LOC, PIX, PXB, PHB, SYS},
+  // larger integers meaning SYS.
+  static constexpr std::pair<std::string_view, pci_path> k_names[] = {{"LOC", pci_path::loc},
+                                                                      {"PIX", pci_path::pix},
+                                                                      {"PXB", pci_path::pxb},
+                                                                      {"PHB", pci_path::phb},
+                                                                      {"SYS", pci_path::sys}};
+  for (const auto& [name, p] : k_names) {
+    if (v == name) return p;
+  }
+  int n = -1;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n < 0) return pci_path::unknown;
+  static constexpr pci_path k_old[] = {pci_path::loc, pci_path::pix, pci_path::pxb, pci_path::phb, pci_path::sys};
+  return n < 5 ? k_old[n] : pci_path::sys;
+}
+
+namespace {
+
+bool looks_like_bdf(std::string_view s) {
+  // "0000:3b:00.0"
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; });
+}
+
+struct pci_place {
+  std::string root;                // "pci0000:00", the host bridge
+  std::vector<std::string> chain;  // PCI functions from the root port down to the device itself
+  int numa = -1;
+};
+
+std::optional<pci_place> place_of(const std::string& sys_root, const std::string& bdf) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dev = fs::path(sys_root) / "sys/bus/pci/devices" / bdf;
+  fs::path real = fs::canonical(dev, ec);
+  if (ec) return std::nullopt;
+  pci_place p;
+  for (const auto& part : real) {
+    std::string s = part.string();
+    if (s.rfind("pci", 0) == 0 && s.size() > 3 && p.root.empty()) {
+      p.root = s;
+      p.chain.clear();
+    } else if (!p.root.empty() && looks_like_bdf(s)) {
+      p.chain.push_back(s);
+    }
+  }
+  if (p.root.empty() || p.chain.empty() || p.chain.back() != bdf) return std::nullopt;
+  std::ifstream in(real / "numa_node");
+  if (!(in >> p.numa)) p.numa = -1;
+  return p;
+}
+
+// NCCL's view of the PCI tree (src/graph/xml.cc, ncclTopoGetXmlFromSys): a device's parent is the function two
+// levels up (a switch's downstream port is folded into its upstream port), and a device whose parent would be the
+// host bridge hangs off the CPU. Returns the ancestors NCCL keeps, nearest first.
+std::vector<std::string> nccl_ancestors(const std::vector<std::string>& chain) {
+  std::vector<std::string> out;
+  for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(chain.size()) - 3; i >= 0; i -= 2) out.push_back(chain[i]);
+  return out;
+}
+
+}  // namespace
+
+pci_path nccl_pci_path(const std::string& sys_root, const std::string& a_bdf, const std::string& b_bdf) {
+  if (a_bdf.empty() || b_bdf.empty()) return pci_path::unknown;
+  if (a_bdf == b_bdf) return pci_path::loc;
+  auto a = place_of(sys_root, a_bdf);
+  auto b = place_of(sys_root, b_bdf);
+  if (!a || !b) return pci_path::unknown;
+  if (a->root == b->root) {
+    auto up_a = nccl_ancestors(a->chain);
+    auto up_b = nccl_ancestors(b->chain);
+    for (std::size_t i = 0; i < up_a.size(); ++i) {
+      auto it = std::find(up_b.begin(), up_b.end(), up_a[i]);
+      if (it == up_b.end()) continue;
+      // One switch between them is PIX; a PCI-to-PCI link on the way (a switch below a switch) makes it PXB
+      // (src/graph/paths.cc: a link between two PCI nodes is PATH_PXB).
+      std::size_t j = static_cast<std::size_t>(it - up_b.begin());
+      return i == 0 && j == 0 ? pci_path::pix : pci_path::pxb;
+    }
+    return pci_path::phb;
+  }
+  // Two host bridges: the same CPU (NUMA node) is PHB, two CPUs are SYS. An unknown node (-1) on both is taken
+  // as one CPU, as NCCL does on single-node machines.
+  return a->numa == b->numa ? pci_path::phb : pci_path::sys;
 }
 
 #ifdef MRCHECK_HAVE_HWLOC

@@ -146,6 +146,68 @@ void probe_dmabuf(verbs_api& v, verbs_pd pd, const std::string& device, log_sink
                                                                 : dmabuf_support::supported;
 }
 
+// One GPU buffer through both registration paths NCCL has: the device pointer itself (the peer-memory path, as
+// NCCL registers GPU memory when DMA-BUF is off), then a DMA-BUF fd for the range registered with offset 0 and
+// iova = the device address ([N] net.cc l.953-955 -> net_ib.cc ncclIbRegMrDmaBufInternal2).
+struct gpu_buffer_attempts {
+  mr_attempt& peermem;
+  mr_attempt& dmabuf;
+  std::string& handle_error;
+};
+
+void register_gpu_buffer(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t ptr, std::uint64_t bytes,
+                         const reg_path& path, const std::string& device, std::string_view what, log_sink& sink,
+                         gpu_buffer_attempts out, status& release) {
+  auto finish = [&](mr_attempt& a, result<verbs_mr> mr, std::string_view call) {
+    if (mr) {
+      a.ok = true;
+      a.registered = bytes;
+      status st = v.dereg_mr(*mr);
+      if (!st && release.is_ok()) release = st.with_context(device);
+      return;
+    }
+    a.err = mr.error().err();
+    a.failed_step = std::string(call);
+    a.failed_buffer = 0;
+    a.failed_bytes = bytes;
+    a.message = mr.error().message();
+  };
+  mr_attempt& pm = out.peermem;
+  pm.attempted = true;
+  pm.device = device;
+  pm.bytes = bytes;
+  pm.buffers = 1;
+  pm.call = path.call;
+  pm.access = path.access;
+  log(sink, log_level::verbose, "mr_gpu: calling {} on {} with {} ({})", path.call, device, what, format_bytes(bytes));
+  auto t0 = clock::now();
+  auto* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
+  auto mr = path.iova2 ? v.reg_mr_iova2(pd, p, bytes, ptr, path.access) : v.reg_mr(pd, p, bytes, path.access);
+  pm.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t0);
+  finish(pm, std::move(mr), path.call);
+
+  mr_attempt& db = out.dmabuf;
+  db.device = device;
+  db.bytes = bytes;
+  db.buffers = 1;
+  db.call = "ibv_reg_dmabuf_mr";
+  db.access = path.access;
+  log(sink, log_level::verbose, "mr_gpu: calling cuMemGetHandleForAddressRange(DMA_BUF_FD) for {}", what);
+  auto fd = gpu.dmabuf_fd(ptr, bytes);
+  if (!fd) {
+    out.handle_error = fd.error().message();
+    return;
+  }
+  db.attempted = true;
+  log(sink, log_level::verbose, "mr_gpu: calling ibv_reg_dmabuf_mr on {} (fd {}, {} of {})", device, *fd,
+      format_bytes(bytes), what);
+  t0 = clock::now();
+  auto dmr = v.reg_dmabuf_mr(pd, 0, bytes, ptr, *fd, path.access);
+  db.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t0);
+  finish(db, std::move(dmr), "ibv_reg_dmabuf_mr");
+  ::close(*fd);
+}
+
 void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, const reg_path& path,
                const std::string& device, log_sink& sink, gpu_probe_result& g, status& release) {
   g.attempted = true;
@@ -154,6 +216,8 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
   g.driver_version = gpu.driver_version();
   g.dmabuf_attr = gpu.dmabuf_supported();
   g.gdr_attr = gpu.gdr_supported();
+  g.vmm_attr = gpu.vmm_supported();
+  g.vmm_gdr_attr = gpu.vmm_gdr_supported();
   g.bytes = bytes;
 
   log(sink, log_level::verbose, "mr_gpu: calling cuMemAlloc ({})", format_bytes(bytes));
@@ -162,67 +226,21 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
     g.error = ptr.error().message();
     return;
   }
-  // Peer-memory path: the device pointer itself, as NCCL registers cudaMalloc'ed buffers when DMA-BUF is off.
-  mr_attempt& pm = g.peermem;
-  pm.attempted = true;
-  pm.device = device;
-  pm.bytes = bytes;
-  pm.buffers = 1;
-  pm.call = path.call;
-  pm.access = path.access;
-  log(sink, log_level::verbose, "mr_gpu: calling {} on {} with GPU memory ({})", path.call, device,
-      format_bytes(bytes));
-  auto t0 = clock::now();
-  auto* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(*ptr));
-  auto mr = path.iova2 ? v.reg_mr_iova2(pd, p, bytes, *ptr, path.access) : v.reg_mr(pd, p, bytes, path.access);
-  pm.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t0);
-  if (mr) {
-    pm.ok = true;
-    pm.registered = bytes;
-    status st = v.dereg_mr(*mr);
-    if (!st && release.is_ok()) release = st.with_context(device);
-  } else {
-    pm.err = mr.error().err();
-    pm.failed_step = path.call;
-    pm.failed_buffer = 0;
-    pm.failed_bytes = bytes;
-    pm.message = mr.error().message();
-  }
-
-  // DMA-BUF path: an fd for the range, registered with offset 0 and iova = the device address, as NCCL does
-  // ([N] net.cc l.953-955 -> net_ib.cc ncclIbRegMrDmaBufInternal2).
-  mr_attempt& db = g.dmabuf;
-  db.device = device;
-  db.bytes = bytes;
-  db.buffers = 1;
-  db.call = "ibv_reg_dmabuf_mr";
-  db.access = path.access;
-  log(sink, log_level::verbose, "mr_gpu: calling cuMemGetHandleForAddressRange(DMA_BUF_FD)");
-  auto fd = gpu.dmabuf_fd(*ptr, bytes);
-  if (!fd) {
-    g.dmabuf_handle_error = fd.error().message();
-  } else {
-    db.attempted = true;
-    log(sink, log_level::verbose, "mr_gpu: calling ibv_reg_dmabuf_mr on {} (fd {}, {})", device, *fd,
-        format_bytes(bytes));
-    t0 = clock::now();
-    auto dmr = v.reg_dmabuf_mr(pd, 0, bytes, *ptr, *fd, path.access);
-    db.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t0);
-    if (dmr) {
-      db.ok = true;
-      db.registered = bytes;
-      status st = v.dereg_mr(*dmr);
-      if (!st && release.is_ok()) release = st.with_context(device);
-    } else {
-      db.err = dmr.error().err();
-      db.failed_step = "ibv_reg_dmabuf_mr";
-      db.failed_buffer = 0;
-      db.failed_bytes = bytes;
-      db.message = dmr.error().message();
-    }
-    ::close(*fd);
-  }
+  register_gpu_buffer(v, pd, gpu, *ptr, bytes, path, device, "cuMemAlloc memory", sink,
+                      {g.peermem, g.dmabuf, g.dmabuf_handle_error}, release);
   gpu.free(*ptr);
+
+  if (!g.vmm_attr) return;
+  log(sink, log_level::verbose, "mr_gpu: calling cuMemCreate+cuMemMap ({}, gpuDirectRDMACapable {})",
+      format_bytes(bytes), g.vmm_gdr_attr ? 1 : 0);
+  auto vmm = gpu.alloc_vmm(bytes);
+  if (!vmm) {
+    g.vmm_error = vmm.error().message();
+    return;
+  }
+  register_gpu_buffer(v, pd, gpu, *vmm, bytes, path, device, "cuMem (VMM) memory", sink,
+                      {g.vmm_peermem, g.vmm_dmabuf, g.vmm_dmabuf_handle_error}, release);
+  gpu.free_vmm(*vmm);
 }
 
 std::string hca_pci_bdf(const std::string& sys_root, const std::string& name) {
@@ -379,7 +397,12 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
                                                              64ull << 20),
                                      2ull << 20);
   for (const auto& choice : o.selection.chosen) {
-    o.hcas.push_back(probe_hca(*verbs, choice, o, path, req.gpu ? gpu : nullptr, gpu_bytes, sink));
+    hca_probe_result h = probe_hca(*verbs, choice, o, path, req.gpu ? gpu : nullptr, gpu_bytes, sink);
+    for (const auto& c : candidates) {
+      if (c.name == h.device) h.pci_bdf = c.pci_bdf;
+    }
+    if (!o.gpu_bdfs.empty()) h.gpu_path = nccl_pci_path(req.sys_root, o.gpu_bdfs.front(), h.pci_bdf);
+    o.hcas.push_back(std::move(h));
   }
   return o;
 }

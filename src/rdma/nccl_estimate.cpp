@@ -192,6 +192,7 @@ void read_paths(const nccl_env& env, nccl_estimate& e) {
   auto gdr = env.get("NCCL_NET_GDR_LEVEL");
   if (!gdr) gdr = env.get("NCCL_IB_GDR_LEVEL");  // the pre-2.12 name
   if (gdr && (*gdr == "LOC" || *gdr == "0")) e.gdr_off = true;
+  if (gdr) e.gdr_level = escape_line(*gdr, 16);
   if (nccl_param(env, "NCCL_IB_DISABLE", 0, &notes) == 1) {
     e.ib_disabled = true;
     e.ib_disabled_why = "NCCL_IB_DISABLE=1";
@@ -200,6 +201,8 @@ void read_paths(const nccl_env& env, nccl_estimate& e) {
     e.ib_disabled_why = fmt::format("NCCL_NET={}", escape_line(*net, 32));
   }
   e.dmabuf_enabled = nccl_param(env, "NCCL_DMABUF_ENABLE", 1, &notes) != 0;
+  // [N] src/misc/cudawrap.cc: -2 = on when the driver is CUDA 12.0+ and the device has VMM (ncclCuMemEnable).
+  e.cumem = static_cast<int>(nccl_param(env, "NCCL_CUMEM_ENABLE", -2, &notes));
   // [N] src/transport/net_ib.cc l.131, l.568-576: RO mode 1 or 2 (default 2) + the IBVERBS_1.8 symbol.
   e.relaxed_ordering = nccl_param(env, "NCCL_IB_PCI_RELAXED_ORDERING", 2, &notes) != 0;
 }

@@ -48,6 +48,16 @@ fi
 [[ $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["peermem"].get("errno_name")') == EFAULT ]] && ok "cuMemAlloc pointer without a peer client: EFAULT" \
   || bad "peer-memory path: $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["peermem"]')"
 [[ $(get "$out" '[c["verdict"] for c in j["checks"] if c["id"]=="mr_host"][0]') == pass ]] && ok "mr_host pass" || bad "mr_host"
+# The buffer NCCL >= 2.19 allocates by default: cuMemCreate with gpuDirectRDMACapable, mapped, its DMA-BUF fd
+# registered through the same path (the fake checks the fd is a dma-buf).
+if [[ $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["vmm"]["supported"]') == True ]]; then
+  [[ $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["vmm"]["dmabuf"]["ok"]') == True ]] && ok "real cuMem (VMM) DMA-BUF fd registered" \
+    || bad "cuMem DMA-BUF registration: $(get "$out" 'j["probe"]["hcas"][0]["gpu"]["vmm"]')"
+  summary=$(get "$out" '[c["summary"] for c in j["checks"] if c["id"]=="mr_gpu"][0]')
+  [[ $summary == *"cudaMalloc and cuMem buffers"* ]] && ok "summary names both buffers: $summary" || bad "summary: $summary"
+else
+  bad "this GPU reports no CUDA VMM: $(get "$out" 'j["probe"]["hcas"][0]["gpu"]')"
+fi
 
 # DMA-BUF registrations are not charged to RLIMIT_MEMLOCK (docs/facts/memlock.md §3): as an unprivileged user with a 64
 # KiB limit the host registration fails with memlock while the GPU's DMA-BUF registration still works.

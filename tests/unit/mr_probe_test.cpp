@@ -310,6 +310,19 @@ class fake_gpu final : public gpu_memory {
     return ::dup(STDERR_FILENO);
   }
   void free(std::uint64_t) override { ++frees; }
+  // CUDA VMM, as NCCL >= 2.19 allocates: off unless a test turns it on.
+  bool vmm = false;
+  bool fail_vmm_alloc = false;
+  int vmm_allocs = 0;
+  int vmm_frees = 0;
+  bool vmm_supported() const override { return vmm; }
+  bool vmm_gdr_supported() const override { return vmm; }
+  result<std::uint64_t> alloc_vmm(std::size_t) override {
+    if (fail_vmm_alloc) return status::error("cuMemCreate 2097152 bytes: CUDA_ERROR_OUT_OF_MEMORY");
+    ++vmm_allocs;
+    return std::uint64_t{0x7f4000000000};
+  }
+  void free_vmm(std::uint64_t) override { ++vmm_frees; }
 };
 
 TEST(MrGpu, DmabufPathIsWhatNcclUsesWhenSupported) {
@@ -367,6 +380,93 @@ TEST(MrGpu, NoGdrPathIsAWarningNamingPeerMemory) {
   auto checks2 = mr_probe_checks(o, pm);
   EXPECT_EQ(checks2[2].result.result, verdict::fail);
   EXPECT_EQ(checks2[2].diag->what, cause::gpu_peer_memory);
+}
+
+// NCCL >= 2.19 allocates its GPU buffers with cuMem (VMM): the probe registers one through the same two paths, and a
+// VMM buffer that fails where cudaMalloc memory passes fails the job with NCCL_CUMEM_ENABLE=0 as the way out.
+TEST(MrGpu, CumemBufferRegistersThroughTheSamePath) {
+  memory_verbs v = one_hca();
+  fake_gpu g;
+  g.vmm = true;
+  auto r = request();
+  r.gpu = true;
+  mr_probe_outcome o = run(v, r, &g);
+  const gpu_probe_result& gp = o.hcas[0].gpu;
+  EXPECT_TRUE(gp.vmm_attr);
+  EXPECT_TRUE(gp.vmm_dmabuf.ok);
+  EXPECT_TRUE(gp.vmm_peermem.ok);
+  EXPECT_EQ(g.vmm_allocs, 1);
+  EXPECT_EQ(g.vmm_frees, 1);
+  auto db = v.calls_named("ibv_reg_dmabuf_mr");
+  ASSERT_EQ(db.size(), 3u);  // the fd -1 probe, the cudaMalloc buffer, the cuMem buffer
+  EXPECT_EQ(db[2].iova, 0x7f4000000000u);
+  EXPECT_EQ(v.open_handles(), 0);
+  auto checks = mr_probe_checks(o, user_evidence(k_unlimited));
+  EXPECT_EQ(checks[2].result.result, verdict::pass) << checks[2].result.summary;
+  EXPECT_NE(checks[2].result.summary.find("via DMA-BUF (cudaMalloc and cuMem buffers)"), std::string::npos)
+      << checks[2].result.summary;
+}
+
+TEST(MrGpu, CumemBufferThatFailsFailsTheJobAndNamesTheSwitch) {
+  memory_verbs v = one_hca();
+  v.fail("ibv_reg_dmabuf_mr", EFAULT, 1, /*after=*/2);  // fd -1 probe, cudaMalloc pass; the cuMem one fails
+  fake_gpu g;
+  g.vmm = true;
+  auto r = request();
+  r.gpu = true;
+  mr_probe_outcome o = run(v, r, &g);
+  EXPECT_TRUE(o.hcas[0].gpu.dmabuf.ok);
+  EXPECT_FALSE(o.hcas[0].gpu.vmm_dmabuf.ok);
+  auto checks = mr_probe_checks(o, user_evidence(k_unlimited));
+  EXPECT_EQ(checks[2].result.result, verdict::fail) << checks[2].result.summary;
+  EXPECT_NE(checks[2].result.summary.find("cuMem (VMM) GPU memory failed with EFAULT"), std::string::npos)
+      << checks[2].result.summary;
+  EXPECT_EQ(checks[2].result.hint.rfind("set NCCL_CUMEM_ENABLE=0", 0), 0u) << checks[2].result.hint;
+
+  // The job that already set NCCL_CUMEM_ENABLE=0 allocates with cudaMalloc: the same node passes it.
+  memory_verbs v2 = one_hca();
+  v2.fail("ibv_reg_dmabuf_mr", EFAULT, 1, 2);
+  fake_gpu g2;
+  g2.vmm = true;
+  auto r2 = request({"NCCL_CUMEM_ENABLE=0"});
+  r2.gpu = true;
+  mr_probe_outcome o2 = run(v2, r2, &g2);
+  EXPECT_EQ(mr_probe_checks(o2, user_evidence(k_unlimited))[2].result.result, verdict::pass);
+}
+
+TEST(MrGpu, CumemAllocationFailureIsReportedNotRegistered) {
+  memory_verbs v = one_hca();
+  fake_gpu g;
+  g.vmm = true;
+  g.fail_vmm_alloc = true;
+  auto r = request();
+  r.gpu = true;
+  mr_probe_outcome o = run(v, r, &g);
+  EXPECT_EQ(o.hcas[0].gpu.vmm_error, "cuMemCreate 2097152 bytes: CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_FALSE(o.hcas[0].gpu.vmm_dmabuf.attempted);
+  auto checks = mr_probe_checks(o, user_evidence(k_unlimited));
+  EXPECT_NE(checks[2].result.detail.find("cuMem (VMM) buffer could not be allocated"), std::string::npos);
+}
+
+// nvidia_peermem loaded without a registered nv_mem client: NCCL takes the peermem path (it only checks that the
+// module is there) and the registration gets EFAULT; the diagnosis says the client is missing.
+TEST(MrGpu, PeermemLoadedButNotRegisteredIsNamed) {
+  memory_verbs v = one_hca(true, /*dmabuf=*/false);
+  v.fail("ibv_reg_mr_iova2", EFAULT, 1, 24);
+  fake_gpu g;
+  auto r = request();
+  r.gpu = true;
+  mr_probe_outcome o = run(v, r, &g);
+  node_evidence e = user_evidence(k_unlimited);
+  e.peer_memory = true;
+  e.peer_memory_client = false;
+  auto checks = mr_probe_checks(o, e);
+  EXPECT_EQ(checks[2].result.result, verdict::fail);
+  ASSERT_TRUE(checks[2].diag.has_value());
+  EXPECT_EQ(checks[2].diag->what, cause::gpu_peer_memory);
+  EXPECT_TRUE(checks[2].diag->confirmed);
+  EXPECT_NE(checks[2].result.summary.find("no nv_mem peer-memory client is registered"), std::string::npos)
+      << checks[2].result.summary;
 }
 
 TEST(MrGpu, SkipAndErrorFromSetup) {
