@@ -379,7 +379,7 @@ int hand_in(const collect_args& a, const own_message& own) {
 }
 
 // Node 0: the step's record of every node into the job's AdminComment. Returns the exit code.
-int write_step_record(const collect_args& a, collected& c, const step_nodes& nodes) {
+int write_step_record(const collect_args& a, collected& c, [[maybe_unused]] const step_nodes& nodes) {
   const std::string step = step_label(a.step);
   const own_message& own = c.own;
   // Not checked here; or checked, but the task ended before its record (cancelled, killed): then a record says so.
