@@ -9,13 +9,14 @@ src=$1 build=$2
 [[ -f $build/build.ninja ]] || { echo "SKIP: $build is not a Ninja build tree"; exit 77; }
 mapfile -t files < <(cd "$src" && grep -rl --include='*.cpp' --include='*.c' -E '^#(ifdef|if) +(defined\()?MRCHECK_HAVE_SLURM' prolog src cli spank 2>/dev/null | sort)
 ((${#files[@]})) || { echo "FAIL: no file tests MRCHECK_HAVE_SLURM: this test has lost its subject"; exit 1; }
-if ! ninja -C "$build" -t commands 2>/dev/null | grep -q -- '-DMRCHECK_HAVE_SLURM'; then
+commands=$(ninja -C "$build" -t commands 2>/dev/null || true)
+if [[ $commands != *-DMRCHECK_HAVE_SLURM* ]]; then
   echo "SKIP: this build has no Slurm: its own compile already took the no-Slurm branches"
   exit 77
 fi
 fails=0
 for f in "${files[@]}"; do
-  cmd=$(ninja -C "$build" -t commands 2>/dev/null | grep -F -- "-c $src/$f" | head -1 || true)
+  cmd=$(grep -F -- "-c $src/$f" <<<"$commands" | head -1 || true)
   [[ -n $cmd ]] || { echo "FAIL: no compile command for $f in $build"; fails=$((fails + 1)); continue; }
   [[ $cmd == *-DMRCHECK_HAVE_SLURM* ]] || { echo "FAIL: $f is not compiled with MRCHECK_HAVE_SLURM here"; fails=$((fails + 1)); continue; }
   cmd=${cmd#cd * && }
