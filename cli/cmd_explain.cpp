@@ -7,7 +7,8 @@
 // (NCCL_IB_DISABLE=1) last with its cost.
 //
 // Exit: 0 no failure found, 1 at least one finding, 2 usage or I/O error. Container notes (a kernel ABI warning, no
-// libibverbs, the silent socket fallback) are printed but are not findings: a log without a failure exits 0.
+// libibverbs, the silent socket fallback) and the path note (GPUDirect RDMA off, or sockets, where the node facts show
+// it could do better) are printed but are not findings: a log without a failure exits 0.
 //
 // JSON (--json), stable; new keys may be added, none renamed or removed:
 //   {
@@ -48,6 +49,10 @@
 //         "fallback": "last resort: NCCL_IB_DISABLE=1 ..."   // null when there is none
 //       }
 //     ],
+//     "path": {                             // null, or the path NCCL took when it silently fell back and the
+//       "what": "gdr_off",                  //   node facts show better: gdr_off | sockets (src/explain/path_note.cpp)
+//       "text": "NCCL used InfiniBand without GPUDirect RDMA: ...", "fix": "...", "evidence_applies": true
+//     },
 //     "container": {                        // container evidence in the log (docs/containers.md)
 //       "runtime": "pyxis/enroot",          // null when the log names none
 //       "notes": [{"what": "kernel_abi", "line": 12, "text": "..."}]  // runtime | kernel_abi | provider_load |
@@ -166,9 +171,11 @@ int cmd_explain(const args& a) {
 
   nccl_log_scanner scanner;
   container_log_scan containers;
+  nccl_path_scan path;
   // The container evidence needs one "NET/IB" line; after it only lines with its own anchors.
   auto observe = [&](std::string_view l, std::size_t n) {
     if (scanner.last_line_container() || !containers.saw_net_ib) containers.feed(l, n);
+    path.feed(l);
   };
   if (status s = scan_fd(in.fd, scanner, observe); !s) {
     fmt::print(stderr, "mrcheck: explain: {}: {}\n", escape_line(file, 200), s.message());
@@ -178,21 +185,35 @@ int cmd_explain(const args& a) {
   // Node facts are read only when there is something to explain: a clean log costs no dlopen of libcuda.
   evidence_origin origin;
   node_evidence evidence;
-  if (!scanner.groups().empty()) evidence = explain_evidence(root, origin);
+  bool have_evidence = false;
+  auto node = [&]() -> const node_evidence& {
+    if (!have_evidence) evidence = explain_evidence(root, origin);
+    have_evidence = true;
+    return evidence;
+  };
+  if (!scanner.groups().empty()) node();
   containers.finish();
   origin.log_runtime = containers.runtime;
   apply_container_log(containers, evidence);
   std::vector<finding> findings = explain_groups(scanner, evidence, origin);
+  // The path NCCL took, only now: the findings above were made with the evidence as it was.
+  std::optional<path_note> note = judge_path(path, node, origin);
 
   const std::string source = escape_line(file, 200);
   if (json) {
     nlohmann::json j = findings_to_json(findings, source, scanner, origin);
     j["container"] = container_notes_json(containers);
+    j["path"] = note ? nlohmann::json{{"what", note->what},
+                                      {"text", note->text},
+                                      {"fix", note->fix},
+                                      {"evidence_applies", note->evidence_applies}}
+                     : nlohmann::json(nullptr);
     j["schema_version"] = k_json_schema_version;
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", findings_to_text(findings, source, scanner));
     fmt::print("{}", container_notes_text(containers));
+    if (note) fmt::print("path: {} (fix: {})\n", note->text, note->fix);
   }
   return findings.empty() ? k_exit_ok : k_exit_fail;
 }

@@ -125,6 +125,8 @@ class nccl_log_scanner {
   // (src/diagnosis/container_runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
   bool last_line_container() const { return (last_class_ & 8u) != 0; }
   bool last_line_net_ib() const { return (last_class_ & 16u) != 0; }
+  // "RDMA ", "DMA-BUF is": NCCL's GPUDirect lines, which the path note reads (src/explain/path_note.cpp).
+  bool last_line_path() const { return (last_class_ & 32u) != 0; }
 
  private:
   void note_rank(std::string_view line);
@@ -163,7 +165,8 @@ class nccl_log_scanner {
 // most max_line bytes copied only when it spans two reads (the rest of a longer line is skipped, counted in
 // truncated_lines()). EINTR is retried. Error status with the errno if read() fails; the lines read before it stay
 // in the scanner. `also` sees, with its 1-based number, each line whose cheap rejection found an anchor of the
-// container evidence or "NET/IB" (last_line_container(), last_line_net_ib()); src/diagnosis/container_runtime.cpp reads them.
+// container evidence, "NET/IB" or a GPUDirect line (last_line_container(), last_line_net_ib(), last_line_path());
+// src/diagnosis/container_runtime.cpp and src/explain/path_note.cpp read them.
 using line_observer = std::function<void(std::string_view line, std::size_t number)>;
 status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 
@@ -198,6 +201,33 @@ struct finding {
 // command supplies the failing node's facts. An ENOMEM of a call creating an HCA object the log also shows the
 // device refusing ("limits exceeded") is diagnosed as that limit.
 std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                    const evidence_origin& origin);
+
+// ---- The path NCCL took, from its INFO lines (NCCL_DEBUG=INFO): a silent fallback the node could avoid ----
+// GPUDirect RDMA off and sockets instead of InfiniBand never print an error (docs/facts/verbs-and-nccl.md §4).
+// The lines scan_fd() shows its observer that carry NCCL's transport and GPUDirect lines are kept (at most 4096
+// lines and 1 MiB; past that they are counted) and read once with parse_nccl_log() at the end.
+struct nccl_path_scan {
+  std::string text;
+  std::size_t kept = 0;
+  std::size_t skipped = 0;      // relevant lines past the caps
+  std::set<std::string> hosts;  // from NCCL's "host:pid:tid" headers, at most 16
+  void feed(std::string_view line);
+};
+struct path_note {
+  std::string what;  // "gdr_off" | "sockets"
+  std::string text;  // what NCCL did, why, and what this node could do instead
+  std::string fix;
+  bool evidence_applies = false;  // the node facts are of the node that wrote the log
+};
+// A note when the log shows NCCL staging GPU data through host memory (NET/IB channels without /GDRDMA) or using
+// sockets, and the node facts show the node could do better (a registered nvidia_peermem client or DMA-BUF with
+// the open GPU modules; RDMA devices). Facts of another node (not origin.from_root, and a log host that is not
+// this host) make the note say which node to check instead. None when the log has no such lines, when NCCL's
+// own reason is the PCI distance (the topology), or when the facts show nothing better.
+// `evidence` is asked only when the log shows a fallback (so a clean log reads no node facts); `origin` is read
+// after it.
+std::optional<path_note> judge_path(const nccl_path_scan& scan, const std::function<const node_evidence&()>& evidence,
                                     const evidence_origin& origin);
 
 // "0-3,5,7-8"; "" for none.

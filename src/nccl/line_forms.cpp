@@ -848,6 +848,8 @@ constexpr anchor k_extra[] = {
     {"nranks", k_rank},
     {"nRanks", k_rank},
     {"NET/IB", k_net_ib},
+    {"RDMA ", k_path},
+    {"DMA-BUF is", k_path},
     {"NET/Socket", k_container},
     {"pyxis", k_container},
     {"enroot", k_container},

@@ -43,6 +43,7 @@ enum anchor_class : unsigned {
   k_rank = 4u,       // "rank N nranks M" announcements
   k_container = 8u,  // lines the container evidence reads (src/diagnosis/container_runtime.cpp)
   k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
+  k_path = 32u,      // NCCL's GPUDirect RDMA and DMA-BUF lines (the path note, src/explain/path_note.cpp)
 };
 
 // One pass over the line (multi-pattern Wu-Manber over the anchors of the table plus the scanner's own), OR of

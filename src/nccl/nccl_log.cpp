@@ -377,7 +377,9 @@ status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also) {
   auto feed = [&](std::string_view l, bool cut) {
     scanner.feed_line(l, cut);
     ++number;
-    if (also && (scanner.last_line_container() || scanner.last_line_net_ib())) also(l, number);
+    if (also && (scanner.last_line_container() || scanner.last_line_net_ib() || scanner.last_line_path())) {
+      also(l, number);
+    }
   };
   for (;;) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
