@@ -60,11 +60,35 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
+// A device name the grammar's <device> part can carry: [^ :]+(:[^ :]+)* of printable ASCII, at most 64 bytes
+// (docs/drain-reasons.md). Anything else stays out of the reason's device part; the summary still names it.
+namespace {
+
+bool device_part_ok(std::string_view d) {
+  if (d.empty() || d.size() > 64 || d.front() == ':' || d.back() == ':' || d.find("::") != std::string_view::npos)
+    return false;
+  return std::all_of(d.begin(), d.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
+}
+
+}  // namespace
+
 std::string drain_reason(const check_result& c) {
   // Escape each part, then bound the whole: the check id and summary come from our own code, but the
   // summary quotes sysfs/procfs contents.
-  std::string text = fmt::format("{} {}: {}", k_reason_prefix, c.id, c.summary);
-  return escape_line(text, k_max_reason);
+  std::string_view text = c.summary;
+  std::string device;
+  if (device_part_ok(c.device)) {
+    device = " " + c.device;
+    // A summary that starts with the device ("mlx5_0 ConnectX-7 fw ...", "mlx5_0: ibv_reg_mr ...") names it once.
+    for (std::string_view sep : {": ", " "}) {
+      if (text.size() > c.device.size() + sep.size() && text.starts_with(c.device) &&
+          text.substr(c.device.size()).starts_with(sep)) {
+        text.remove_prefix(c.device.size() + sep.size());
+        break;
+      }
+    }
+  }
+  return escape_line(fmt::format("{} {}{}: {}", k_reason_prefix, c.id, device, text), k_max_reason);
 }
 
 bool is_mrcheck_reason(std::string_view reason) { return reason.starts_with(k_reason_prefix); }

@@ -31,6 +31,9 @@ struct check_result {
   std::string summary;  // one line: what was found ("task memlock 64 KiB < required 8 GiB")
   std::string detail;   // the facts behind it, may be several lines
   std::string hint;     // the fix, one line; empty on pass/skip
+  // The one device the finding is about ("mlx5_0", "0000:3b:00.0"); "" when none or several. Drain reasons carry
+  // it as their <device> part (docs/drain-reasons.md); JSON has it only when set.
+  std::string device = {};
 };
 
 struct report {

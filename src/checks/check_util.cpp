@@ -3,11 +3,21 @@
 
 #include <mrcheck/units.h>
 
+#include <algorithm>
+
 namespace mrcheck {
 
 namespace matrix {
 
 verdict verdict_for(rule_action a) { return a == rule_action::warn ? verdict::warn : verdict::fail; }
+
+check_result on_device(check_result c, const std::vector<std::string>& devices) {
+  if (!devices.empty() &&
+      std::all_of(devices.begin(), devices.end(), [&](const std::string& d) { return d == devices.front(); })) {
+    c.device = devices.front();
+  }
+  return c;
+}
 
 check_result make(std::string_view id, verdict v, std::string summary, std::string detail, std::string hint) {
   check_result c;

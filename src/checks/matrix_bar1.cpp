@@ -41,6 +41,7 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
     need_from = fmt::format("NCCL's GPU buffers for {} NIC{} ({})", nics, nics == 1 ? "" : "s", est.formula);
   }
   std::vector<std::string> detail, small, ok, unknown, too_small;
+  std::vector<std::string> small_dev, too_small_dev;  // the GPU of each entry of small / too_small
   for (const auto& g : *f.gpus) {
     std::string name = fmt::format("{} ({})", clean(g.pci_bdf, 32), clean(g.device_id, 16));
     std::optional<std::uint64_t> mem = g.memory_bytes;
@@ -59,6 +60,7 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
     if (need && g.bar1_bytes < *need) {
       too_small.push_back(fmt::format("{} BAR1 {} < {} that NCCL registers on the GPU", clean(g.pci_bdf, 32),
                                       format_bytes(g.bar1_bytes), format_bytes(*need)));
+      too_small_dev.push_back(clean(g.pci_bdf, 32));
     }
     if (!mem) {
       unknown.push_back(fmt::format("{}: memory unknown (no NVML, device id not in gpu_memory)", name));
@@ -71,6 +73,7 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
     if (g.bar1_bytes < *mem) {
       small.push_back(
           fmt::format("{} BAR1 {} < memory {}", clean(g.pci_bdf, 32), format_bytes(g.bar1_bytes), format_bytes(*mem)));
+      small_dev.push_back(clean(g.pci_bdf, 32));
     } else {
       ok.push_back(fmt::format("BAR1 {} >= memory {}", format_bytes(g.bar1_bytes), format_bytes(*mem)));
     }
@@ -78,16 +81,18 @@ check_result check_bar1(const node_facts& f, const matrix_rules& r) {
   for (const auto& u : unknown) detail.push_back(u);
   if (need) detail.push_back(fmt::format("needed for NCCL: {} ({})", format_bytes(*need), need_from));
   if (!too_small.empty() && r.bar1_too_small != rule_action::off) {
-    return make(
-        k_id, verdict_for(r.bar1_too_small), too_small.front(), join(detail, "\n"),
-        "GPUDirect RDMA cannot map NCCL's buffers through this BAR1: enable large BAR1 / Resizable BAR (Above 4G "
-        "decoding) in the BIOS or the GPU's BAR1 mode; until then NCCL_NET_GDR_LEVEL=LOC stages GPU data "
-        "through host memory");
+    return on_device(
+        make(k_id, verdict_for(r.bar1_too_small), too_small.front(), join(detail, "\n"),
+             "GPUDirect RDMA cannot map NCCL's buffers through this BAR1: enable large BAR1 / Resizable BAR (Above 4G "
+             "decoding) in the BIOS or the GPU's BAR1 mode; until then NCCL_NET_GDR_LEVEL=LOC stages GPU data "
+             "through host memory"),
+        too_small_dev);
   }
   if (!small.empty()) {
-    return make(k_id, verdict_for(r.bar1), small.front(), join(detail, "\n"),
-                "enable large BAR1 / Resizable BAR (Above 4G decoding) in the BIOS, or set the GPU's BAR1 mode with "
-                "the vendor tool");
+    return on_device(make(k_id, verdict_for(r.bar1), small.front(), join(detail, "\n"),
+                          "enable large BAR1 / Resizable BAR (Above 4G decoding) in the BIOS, or set the GPU's BAR1 "
+                          "mode with the vendor tool"),
+                     small_dev);
   }
   if (ok.empty()) return skipped(k_id, unknown.empty() ? "nothing to compare" : unknown.front());
   return make(k_id, verdict::pass, fmt::format("{} GPU(s): {}", ok.size(), ok.front()), join(detail, "\n"));

@@ -28,6 +28,8 @@ check_result check_propagate_limits(const matrix_rules& r, const matrix_facts* e
 verdict verdict_for(rule_action a);
 check_result make(std::string_view id, verdict v, std::string summary, std::string detail = "", std::string hint = "");
 check_result skipped(std::string_view id, std::string why);
+// `c` with its device set when the finding is about exactly one device (`devices` has one distinct entry).
+check_result on_device(check_result c, const std::vector<std::string>& devices);
 // "6.1.0-18-amd64" -> 6.1.0; "580.82.09" -> 580.82.9. nullopt when the text does not start with a digit.
 std::optional<dotted_version> leading_version(std::string_view text);
 bool has_gpus(const node_facts& f);

@@ -18,6 +18,7 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
   if (f.rdma_devices->empty()) return skipped(k_id, "no RDMA device");
 
   std::vector<std::string> detail, below, unknown, ok;
+  std::vector<std::string> below_dev, unknown_dev;  // the device of each entry of below / unknown
   std::string first_min;
   for (const auto& d : *f.rdma_devices) {
     std::string name = clean(d.name, 32);
@@ -25,18 +26,25 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
     auto v = leading_version(d.fw_ver);
     if (d.fw_ver.empty() || !v || v->parts.size() < 2) {
       detail.push_back(fmt::format("{}: fw_ver '{}' not a firmware version", name, fw));
-      if (d.name.starts_with("mlx5")) unknown.push_back(fmt::format("{} fw '{}' unreadable", name, fw));
+      if (d.name.starts_with("mlx5")) {
+        unknown.push_back(fmt::format("{} fw '{}' unreadable", name, fw));
+        unknown_dev.push_back(name);
+      }
       continue;
     }
     auto it = r.hca_families.find(v->parts.front());
     if (it == r.hca_families.end()) {
       detail.push_back(fmt::format("{}: fw {} (major {} has no family in the rules)", name, fw, v->parts.front()));
-      if (d.name.starts_with("mlx5")) unknown.push_back(fmt::format("{} fw {} of unknown family", name, fw));
+      if (d.name.starts_with("mlx5")) {
+        unknown.push_back(fmt::format("{} fw {} of unknown family", name, fw));
+        unknown_dev.push_back(name);
+      }
       continue;
     }
     const auto& fam = it->second;
     if (fam.min && *v < *fam.min) {
       below.push_back(fmt::format("{} {} fw {} < {}", name, fam.name, fw, fam.min->to_string()));
+      below_dev.push_back(name);
       if (first_min.empty()) first_min = fam.min->to_string();
       detail.push_back(below.back());
     } else {
@@ -46,13 +54,17 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
     }
   }
   if (!below.empty()) {
-    return make(k_id, verdict_for(r.hca_fw), below.front(), join(detail, "\n"),
-                fmt::format("update the HCA firmware to at least {} (mlxfwmanager --online -u, or the OEM package)",
-                            first_min));
+    return on_device(make(k_id, verdict_for(r.hca_fw), below.front(), join(detail, "\n"),
+                          fmt::format("update the HCA firmware to at least {} (mlxfwmanager --online -u, or the OEM "
+                                      "package)",
+                                      first_min)),
+                     below_dev);
   }
   if (!unknown.empty() && r.hca_fw_unknown != rule_action::off) {
-    return make(k_id, verdict_for(r.hca_fw_unknown), unknown.front(), join(detail, "\n"),
-                "add `hca_family MAJOR NAME` and `hca_fw.min MAJOR VERSION` for this adapter to the rules file");
+    return on_device(make(k_id, verdict_for(r.hca_fw_unknown), unknown.front(), join(detail, "\n"),
+                          "add `hca_family MAJOR NAME` and `hca_fw.min MAJOR VERSION` for this adapter to the rules "
+                          "file"),
+                     unknown_dev);
   }
   if (ok.empty()) return skipped(k_id, "no mlx5 device with a known firmware family");
   return make(k_id, verdict::pass, join(ok, ", "), join(detail, "\n"));

@@ -46,6 +46,7 @@ inline void fill_failure(probe_check& c, const mr_attempt& a, bool gpu_buffer, c
   if (!d.fallback.empty()) detail += fmt::format("fallback: {}\n", d.fallback);
   c.result.detail = detail + c.result.detail;
   c.result.hint = d.fix;
+  c.result.device = a.device;
   c.what = f;
   c.diag = std::move(d);
 }

@@ -126,6 +126,7 @@ void to_json(nlohmann::json& j, const check_result& c) {
                      {"summary", c.summary},
                      {"detail", c.detail},
                      {"hint", c.hint}};
+  if (!c.device.empty()) j["device"] = c.device;
 }
 
 void from_json(const nlohmann::json& j, check_result& c) {
@@ -136,6 +137,7 @@ void from_json(const nlohmann::json& j, check_result& c) {
   c.summary = j.value("summary", "");
   c.detail = j.value("detail", "");
   c.hint = j.value("hint", "");
+  c.device = j.value("device", "");
 }
 
 nlohmann::json report_to_json(const report& r) {

@@ -54,7 +54,7 @@ expect_eq "node starts usable" "$(node_usable)" "usable"
 declare -A expected=(
   [matrix_inbox_under_ofed]="mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4"
   [matrix_ofed_under_inbox]="mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"
-  [matrix_hca_fw_old]="mrcheck: hca_fw: mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012"
+  [matrix_hca_fw_old]="mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"
   [matrix_no_gpudirect]="mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"
   [matrix_gpu_driver_old]="mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"
   [matrix_slurmd_memlock_8m]="mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"

@@ -8,6 +8,7 @@
 
 #include <regex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -64,5 +65,39 @@ TEST(drain_reason_grammar, parts_as_a_mapper_reads_them) {
   for (const std::string other :
        {"maintenance", "NHC: mrcheck: hca_fw: x", "mrcheck:hca_fw: x", "mrcheck: HCA: x", "Kill task failed"}) {
     EXPECT_FALSE(std::regex_match(other, m, k_grammar)) << other;
+  }
+}
+
+// A finding about one device carries it as the <device> part, named once; a name the grammar cannot carry stays in
+// the text, and the reason still matches.
+TEST(drain_reason_grammar, device_part_when_the_check_names_one_device) {
+  std::smatch m;
+  mrcheck::check_result fw = fail("hca_fw", "mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012");
+  fw.device = "mlx5_0";
+  std::string r = mrcheck::drain_reason(fw);
+  EXPECT_EQ(r, "mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012");
+  ASSERT_TRUE(std::regex_match(r, m, k_grammar));
+  EXPECT_EQ(m[2].str(), "mlx5_0");
+
+  mrcheck::check_result bar = fail("bar1", "0000:3b:00.0 BAR1 256 MiB < memory 141 GiB");
+  bar.device = "0000:3b:00.0";
+  r = mrcheck::drain_reason(bar);
+  EXPECT_EQ(r, "mrcheck: bar1 0000:3b:00.0: BAR1 256 MiB < memory 141 GiB");
+  ASSERT_TRUE(std::regex_match(r, m, k_grammar));
+  EXPECT_EQ(m[2].str(), "0000:3b:00.0");
+
+  mrcheck::check_result reg = fail("mr_host", "mlx5_1: ibv_reg_mr_iova2 of 73.5 MiB host memory failed with ENOMEM");
+  reg.device = "mlx5_1";
+  EXPECT_EQ(mrcheck::drain_reason(reg),
+            "mrcheck: mr_host mlx5_1: ibv_reg_mr_iova2 of 73.5 MiB host memory failed with ENOMEM");
+
+  for (const std::string& bad :
+       std::vector<std::string>{"mlx5 0", "a::b", ":x", "x:", "ml\x01x", std::string(65, 'd')}) {
+    mrcheck::check_result c = fail("hca_fw", "fw too old");
+    c.device = bad;
+    r = mrcheck::drain_reason(c);
+    ASSERT_TRUE(std::regex_match(r, m, k_grammar)) << r;
+    EXPECT_FALSE(m[2].matched) << r;
+    EXPECT_EQ(m[3].str(), "fw too old");
   }
 }

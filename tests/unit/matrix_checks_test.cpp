@@ -289,6 +289,14 @@ TEST(MatrixHcaFw, BelowMinimumAtAndAbove) {
   c = check_hca_fw(f, rules());
   EXPECT_EQ(c.result, verdict::fail);
   EXPECT_EQ(c.summary, "mlx5_0 ConnectX-5 fw 16.35.1011 < 16.35.1012");
+  EXPECT_EQ(c.device, "mlx5_0");  // one device below: the drain reason's <device> part
+  // Two adapters below the minimum: the finding is about both, so no single device.
+  auto two = f;
+  two.rdma_devices->push_back((*f.rdma_devices)[0]);
+  two.rdma_devices->back().name = "mlx5_1";
+  c = check_hca_fw(two, rules());
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_EQ(c.device, "");
 }
 
 TEST(MatrixHcaFw, UnknownFamilyAndNonMellanox) {

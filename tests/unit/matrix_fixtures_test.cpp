@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
                      "OFED-internal-24.10-1.1.4"},
         fixture_case{"matrix_ofed_under_inbox", "rdma_stack",
                      "mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"},
-        fixture_case{"matrix_hca_fw_old", "hca_fw", "mrcheck: hca_fw: mlx5_0 ConnectX-7 fw 28.33.0800 < 28.35.1012"},
+        fixture_case{"matrix_hca_fw_old", "hca_fw", "mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"},
         fixture_case{"matrix_no_gpudirect", "gpudirect",
                      "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"},
         fixture_case{"matrix_gpu_driver_old", "gpu_driver", "mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"},
