@@ -11,8 +11,8 @@
 #   COMMAND   root              make (or reuse) the release's Debian root in the cache
 #             build             root, then build mrcheck in it (the programs the end-to-end tests use)
 #             up                build, then start the private Slurm in the root and leave it running
-#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e -LE load, and on 24.11
-#                               -E admin_netns) on a fresh private Slurm, stop it; exit status is ctest's
+#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e -LE load) on a fresh
+#                               private Slurm, stop it; exit status is ctest's
 #             deb               after build: the .deb for this release, built and checked inside its root
 #             run CMD...        run CMD in the root, in the source tree, with the cluster's env.sh if up
 #             down              stop the private Slurm and unmount what this script mounted
@@ -250,14 +250,7 @@ case $cmd in
     in_root bash tests/slurm/slurm-down.sh "$slurm_dir" >/dev/null 2>&1 || true
     in_root rm -rf "$slurm_dir"
     slurm_up
-    # admin_netns_test is left out of the 24.11 leg: its check that 9 concurrent steps all get their AdminComment
-    # record loses one in two runs of three there, because slurmctld 24.11 answers some collectors' job reads
-    # about 5 s late and the collectors behind them on the per-node lock hit their 7 s bound. The main leg (22.05)
-    # and the 26.05 leg run it; docs/slurm-releases.md says what is known. Run it here by name: test -R admin_netns.
-    if ((!$#)); then
-      set -- -L e2e -LE load
-      [[ $release == 24.11 ]] && set -- "$@" -E admin_netns
-    fi
+    (($#)) || set -- -L e2e -LE load
     t0=$SECONDS
     rc=0
     foreign=()
