@@ -387,9 +387,13 @@ int write_step_record(const collect_args& a, collected& c, [[maybe_unused]] cons
   if (!own.record && c.others.empty() && !cancelled) return 0;
   std::vector<node_record> all = std::move(c.others);
   if (own.record) all.push_back(*own.record);
+  // A step of one node reads no layout (no listener): its one node is this one, as slurmstepd names it. A
+  // cancelled step's record names it then, not "node index 0" (tests/container/container_test.sh).
+  std::vector<std::string> names = nodes.names;
+  if (names.empty() && a.nnodes == 1 && !a.node.empty()) names.push_back(a.node);
 #ifdef MRCHECK_HAVE_SLURM
   slurm_api::init();
-  std::string record = format_step_record(step, a.nnodes, all, nodes.names, cancelled);
+  std::string record = format_step_record(step, a.nnodes, all, names, cancelled);
   int attempts = 0;
   auto s = write_admin_comment(a.job, record, a.max, attempts);
   if (!s) {

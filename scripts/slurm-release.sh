@@ -11,8 +11,8 @@
 #   COMMAND   root              make (or reuse) the release's Debian root in the cache
 #             build             root, then build mrcheck in it (the programs the end-to-end tests use)
 #             up                build, then start the private Slurm in the root and leave it running
-#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e -LE load -E 'admin_netns|hostile_nodelist|jobstats')
-#                               on a fresh private Slurm, stop it; exit status is ctest's
+#             test [CTEST...]   build, run the end-to-end tests (default: ctest -L e2e -LE load) on a fresh
+#                               private Slurm, stop it; exit status is ctest's
 #             deb               after build: the .deb for this release, built and checked inside its root
 #             run CMD...        run CMD in the root, in the source tree, with the cluster's env.sh if up
 #             down              stop the private Slurm and unmount what this script mounted
@@ -250,14 +250,7 @@ case $cmd in
     in_root bash tests/slurm/slurm-down.sh "$slurm_dir" >/dev/null 2>&1 || true
     in_root rm -rf "$slurm_dir"
     slurm_up
-    # admin_netns_test is left out of the release legs (it skipped there under chroot until pivot_root): on
-    # 24.11 its check that 9 concurrent steps all get their AdminComment record loses one in about one run of
-    # three, because some collectors wait seconds for the controller and hit their 7 s bound. The main leg
-    # (22.05) runs it; docs/slurm-releases.md says what is known. Run it here by name: test -R admin_netns.
-    # hostile_nodelist_test (3 netns nodes, the same collectors and records) and jobstats_test (two slurmctld
-    # restarts; its exact-decode branch is for 23.02 and later) are new and have not yet run on these releases'
-    # daemons: the main leg runs both; run them here by name until a leg has shown them green.
-    (($#)) || set -- -L e2e -LE load -E 'admin_netns|hostile_nodelist|jobstats'
+    (($#)) || set -- -L e2e -LE load
     t0=$SECONDS
     rc=0
     foreign=()

@@ -247,8 +247,11 @@ void admin_task_exit(const spank_items& it, const config& c) {
   if (a.pid <= 0 || a.finished) return;
   if (++a.exited < it.local_task_count) return;
   a.finished = true;
-  // + 5 s: the collector's own read, write and read-back of AdminComment, and its retries (admin_collect.cpp).
-  auto bound = c.report_timeout + std::chrono::seconds(5);
+  // + 12 s: the collector's own read, write and read-back of AdminComment and its retries (admin_collect.cpp),
+  // after up to 5 s on the per-node lock behind the steps before it, with one read held up by slurmctld: 24.11
+  // answers job reads about 5 s late behind a step's completion (docs/slurm-releases.md, 24.11). With
+  // + 5 s, collectors of concurrent steps were stopped there before their record was written.
+  auto bound = c.report_timeout + std::chrono::seconds(12);
   if (!drain_log(a, std::chrono::duration_cast<std::chrono::milliseconds>(bound))) {
     slurm_error("mrcheck: admin: the collector did not finish within %lld ms; stopped",
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()));

@@ -199,7 +199,7 @@ int on_task_init(spank_t sp, int, char**) {
                                          loc.place == task_place::host
                                              ? host
                                              : container_probe_runner(s.cfg, s.ct, loc, host, budget.total,
-                                                                      s.node.checks.verbose));
+                                                                      s.node.checks.verbose, stopped));
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (*stopped) {

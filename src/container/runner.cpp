@@ -49,11 +49,13 @@ runtime_guess task_runtime(const task_facts& t, const task_location& loc, const 
 }  // namespace
 
 probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
-                                    probe_runner host_runner, std::chrono::milliseconds budget, bool verbose) {
+                                    probe_runner host_runner, std::chrono::milliseconds budget, bool verbose,
+                                    std::shared_ptr<bool> stopped) {
   using clock = std::chrono::steady_clock;
   auto watching = std::make_shared<bool>(false);
   auto deadline = clock::now() + budget;
-  return [&c, &st, loc, watching, deadline, verbose,
+  auto killed = std::make_shared<bool>(false);  // a probe inside was killed from outside: the step is ending
+  return [&c, &st, loc, watching, deadline, verbose, killed, stopped,
           host_runner = std::move(host_runner)](const std::string& group, const task_facts& t,
                                                 const memlock_limit& limits) -> std::vector<check_result> {
     container_probe_request req;
@@ -102,15 +104,22 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       }
       return host;
     }
-    if (left.count() <= 0) {
+    if (*killed || left.count() <= 0) {
       check_result r;
       r.id = "container";
       r.result = verdict::error;
-      r.summary = fmt::format("probe {} not run: the step's probe time (below UnkillableStepTimeout) is used up",
-                              group);
+      r.summary = fmt::format("probe {} not run: {}", group,
+                              *killed ? "the previous probe was killed from outside (the step is ending)"
+                                      : "the step's probe time (below UnkillableStepTimeout) is used up");
       return {r};
     }
     ctprobe_run run = run_ctprobe(st, req);
+    // Killed by the step's cancel (or by the job user), not by our timeout: the plugin sends no record of the
+    // probe's verdicts, and node 0 reports the step as cancelled (docs/DESIGN.md §3).
+    if (run.started && run.outcome.killed_from_outside()) {
+      *killed = true;
+      if (stopped) *stopped = true;
+    }
     runtime_guess rt = task_runtime(t, loc, &run);
     auto checks = judge_container(run, st.host, rt, req.nccl);
     if (group == "nccl") {

@@ -71,6 +71,31 @@ run_user srun --mr-check=mr --container-root="$images/noloader" sh -c "$inimg"
 show_run "no loader"
 expect_contains "noloader: a verdict that says so" "$ERR" "mrcheck: container: ERROR: the container probe cannot start in a container: mrcheck: child: execveat $d/bin/mrcheck-ctprobe: No such file or directory (the image has no dynamic loader"
 
+# A step cancelled while its probe hangs inside the container (the image's verbs library hangs in ibv_open_device):
+# the admins' record says `cancelled` (docs/DESIGN.md §3), as for a host probe killed by the cancel
+# (tests/e2e/admin_netns_test.sh), not nothing and not a FAIL of the node nobody judged.
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so probe_timeout=60s \
+  admin_comment=yes admin_helper="$d/sbin/mrcheck-prolog" report_timeout=2s
+as_user srun -J ct-cancel-$$ --mr-check=mr --container-root="$images/bookworm" \
+  --export=ALL,$fake,MRCHECK_FAKE_IBV_INJECT=open_device=hang true >/dev/null 2>&1 &
+SRUN=$!
+J=""
+for _ in $(seq 1 300); do
+  J=$(squeue -h -n ct-cancel-$$ -o %i 2>/dev/null | head -1)
+  [[ -n $J ]] && pgrep -u "$E2E_USER" -f mrcheck-ctprobe >/dev/null && break
+  sleep 0.1
+done
+sleep 1  # in ibv_open_device by now
+N=$(squeue -h -j "$J" -o %N 2>/dev/null)
+scancel "$J.0" 2>/dev/null || true
+wait "$SRUN" 2>/dev/null || true
+e2e_admin_comment ct-cancel-$$
+e2e_log "cancelled in the container: AdminComment [$AC]"
+# Fails on the code that took the probe killed by the cancel for the node's verdict: "WARN container (the
+# container probe in a container killed by SIGKILL) on NODE per the job's probe".
+expect_eq "cancel in the container: a record saying so" "$AC" "mrcheck: step 0: cancelled; no report from $N"
+plugin_load optional memlock_min=8M enforce=yes on_fail=warn container_plugins=spank_testct.so
+
 # Older pyxis joined the container as root at task_init_privileged (no user namespace): inside at task_init too.
 CT_NAME=50-testct.conf ct_dropin hook=privileged
 run_user srun --mr-check=mr,verbose --container-root="$images/bookworm" --export=ALL,$fake sh -c "$inimg"
