@@ -403,7 +403,8 @@ int run(int argc, char** argv) {
   // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
   // explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
   const std::int64_t now = std::time(nullptr);
-  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now));
+  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now),
+                                          read_dkms_modules(setup->root, jd.facts));
   prolog::history_step hist;
   if (!o.dry_run || !o.state_dir.empty()) {
     std::string dir = !o.state_dir.empty() ? o.state_dir : setup->cfg.state_dir;
