@@ -418,7 +418,7 @@ int run(int argc, char** argv) {
   // Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
   // textfile carry it like any other.
   if (hist.history && prolog::revalidation_due(setup->cfg.revalidate, *hist.history)) {
-    check_result rv = prolog::run_revalidation(setup->cfg);
+    check_result rv = prolog::run_revalidation(setup->cfg, prolog::revalidation_nccl_mode(jd.facts));
     log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
         rv.summary);
     hist.history->revalidated = std::string(to_string(rv.result));
