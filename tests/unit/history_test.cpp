@@ -338,6 +338,37 @@ TEST(History, StoreIsAtomicPrivateAndRefusesSymlinks) {
   fs::remove_all(dir);
 }
 
+// report_dir files take the stack from the history (load_last_stack): only of this boot, only a usable file.
+TEST(History, LastStackIsOfThisBootOnly) {
+  char tmpl[] = "/tmp/mrcheck-history-last-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  stack_history h;
+  h.node = "n1";
+  h.has_current = true;
+  h.current.items["kernel"] = "6.1";
+  h.current.boot_id = "boot-a";
+  ASSERT_TRUE(save_history(dir, h).is_ok());
+  auto same = load_last_stack(dir, "n1", ::geteuid(), "boot-a");
+  ASSERT_TRUE(same.stack.has_value()) << same.error;
+  EXPECT_EQ(same.stack->items.at("kernel"), "6.1");
+  EXPECT_TRUE(load_last_stack(dir, "n1", ::geteuid(), "").stack.has_value()) << "no boot id to compare: taken";
+  auto rebooted = load_last_stack(dir, "n1", ::geteuid(), "boot-b");
+  EXPECT_FALSE(rebooted.stack.has_value()) << "a stack of an earlier boot is not this boot's";
+  EXPECT_TRUE(rebooted.error.empty());
+  auto none = load_last_stack(dir, "n2", ::geteuid(), "boot-a");
+  EXPECT_FALSE(none.stack.has_value());
+  EXPECT_TRUE(none.error.empty());
+  std::ofstream(dir + "/history-n4.json") << "garbage";
+  ::chmod((dir + "/history-n4.json").c_str(), 0600);
+  auto bad = load_last_stack(dir, "n4", ::geteuid(), "boot-a");
+  EXPECT_FALSE(bad.stack.has_value());
+  EXPECT_FALSE(bad.error.empty());
+  // Another owner's file (as the collector runs as root: a user's planted file) is not taken.
+  auto foreign = load_last_stack(dir, "n1", ::geteuid() + 1, "boot-a");
+  EXPECT_FALSE(foreign.stack.has_value());
+  fs::remove_all(dir);
+}
+
 TEST(History, Hostlist) {
   EXPECT_EQ(hostlist({"node033", "node017", "node018", "node019"}), "node[017-019,033]");
   EXPECT_EQ(hostlist({"node017"}), "node017");
