@@ -439,6 +439,18 @@ TEST(Fleet, ReportParsingFastPathAgreesWithTheFullParse) {
   auto other = fleet_node_from_json(reordered, "fallback");
   ASSERT_TRUE(other.is_ok());
   EXPECT_EQ(other->fp, fast->fp);
+  // The search from the end skips a key's name inside a later string value (escaped there) and finds the real one.
+  nlohmann::json named = {{"checks", nlohmann::json::array()},
+                          {"node", "n9"},
+                          {"stack", {{"items", {{"kernel", "6.1"}}}}},
+                          {"verdict", "pass"},
+                          {"zz", "\"node\": \"evil\", \"stack\": {}"}};
+  for (int indent : {-1, 2}) {
+    auto n = fleet_node_from_json(named.dump(indent), "fallback");
+    ASSERT_TRUE(n.is_ok()) << n.error().message();
+    EXPECT_EQ(n->name, "n9");
+    EXPECT_EQ(n->fp.items.at("kernel"), "6.1");
+  }
   EXPECT_FALSE(fleet_node_from_json("{\"checks\": []}", "f").is_ok());
   EXPECT_FALSE(fleet_node_from_json("{\"stack\": [1, 2", "f").is_ok());
 }
