@@ -13,6 +13,7 @@
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/history.h>
 #include <mrcheck/private_dir.h>
 #include <mrcheck/sysroot.h>
 
@@ -286,6 +287,9 @@ int cmd_dump(const args& a) {
     if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
   }
   node_facts facts = collect_facts(root, opts);
+  // The boot id, so that the stack fingerprint of a replay names the boot it was taken on (include/mrcheck/
+  // history.h); not /proc/uptime, which would date a replay's boot from the replay's clock.
+  (void)root.read_value(k_boot_id_path);
   root.set_recorder(nullptr);
 
   tree_copier copier(root, tree);

@@ -105,7 +105,7 @@ parsed read_tree(const std::string& dir, const matrix_rules& rules) {
   matrix_facts extra = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", !f.libibverbs.is_ok());
   report rep = run_checks(prolog_selection(), node_check_inputs(f, rules, nullptr, &extra));
   fleet_node n;
-  n.fp = make_fingerprint(f, extra, rules, read_boot_info(*root, 0));
+  n.fp = make_fingerprint(f, extra, rules, read_boot_info(*root, 0), read_dkms_modules(*root, f));
   n.fp.boot_time.reset();
   n.name = f.hostname_status ? f.hostname : escape_line(stem(dir), 64);
   for (const auto& c : rep.checks) {

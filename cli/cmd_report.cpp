@@ -201,7 +201,8 @@ int cmd_report(const args& a) {
   matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, !facts.libibverbs.is_ok());
   report r = run_all_checks(facts, *cfg, *rules, extra);
   const std::int64_t now = std::time(nullptr);
-  stack_fingerprint fp = make_fingerprint(facts, extra, *rules, read_boot_info(root, now));
+  stack_fingerprint fp = make_fingerprint(facts, extra, *rules, read_boot_info(root, now),
+                                          read_dkms_modules(root, facts));
   // The node's stack history as mrcheck-prolog keeps it (readable by root only; include/mrcheck/history.h).
   std::optional<stack_history> hist;
   if (root.is_host() && !cfg->state_dir.empty() && ::geteuid() == 0) {

@@ -11,7 +11,9 @@
 // step's node list from slurmctld (load_step_nodes: one REQUEST_STEP_LAYOUT per node and step).
 // It detaches first (admin_protocol.h), so a step cancelled before node 0 collected still gets a record:
 // "cancelled; no report from ..." when node 0's task began checking and ended without its record.
-// Every node writes its JSON report to report_dir= when set.
+// Every node writes its JSON report to report_dir= when set, with the node's stack fingerprint as the prolog
+// last saw it in this boot (state_dir's history, include/mrcheck/history_store.h), so `mrcheck fleet` over
+// report_dir compares every fact; the job user's task never supplies it.
 //
 // Trust: the arguments come from slurmstepd (root); the pipe's content from the task child, which runs as the
 // job user before exec, so it is parsed strictly and re-escaped - it can only change what its own node says.
@@ -24,6 +26,7 @@
 #include <mrcheck/admin_protocol.h>
 
 #include <mrcheck/admin_record.h>
+#include <mrcheck/history_store.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -67,6 +70,7 @@ struct collect_args {
   std::string node;  // SLURMD_NODENAME of this node
   bool admin_comment = false;
   std::string report_dir;
+  std::string state_dir;  // where mrcheck-prolog keeps the stack history ("" = no stack in report_dir files)
   std::size_t max = 4096;
   std::chrono::milliseconds timeout{10000};  // report_timeout
   std::chrono::milliseconds own{120000};     // how long the task may take to hand in its record (probes)
@@ -116,6 +120,8 @@ std::optional<collect_args> parse(int argc, char** argv) {
       a.admin_comment = v == "1";
     else if (k == "--report-dir")
       a.report_dir = std::string(v);
+    else if (k == "--state-dir")
+      a.state_dir = std::string(v);
     else if (k == "--max")
       ok = parse_num(v, a.max);
     else if (k == "--timeout-ms")
@@ -277,6 +283,16 @@ void write_report(const collect_args& a, const own_message& m) {
     report rep;
     for (const auto& c : m.record->checks) rep.checks.push_back({c.id, c.result, c.token, "", ""});
     j = report_to_json(rep);
+  }
+  // The stack is root's word (the prolog's history), never the task's: whatever the task sent under "stack" goes.
+  j.erase("stack");
+  if (!a.state_dir.empty() && file_node(a) == a.node) {
+    last_stack st = load_last_stack(a.state_dir, a.node, ::geteuid(), read_boot_info(sysroot(), 0).boot_id);
+    if (!st.error.empty()) logf("mrcheck: admin: {}", st.error);
+    if (st.stack) {
+      st.stack->boot_time.reset();  // a time of the prolog's run, not of this report
+      j["stack"] = fingerprint_to_json(*st.stack);
+    }
   }
   j["slurm"] = {{"job_id", a.job},
                 {"step", step_label(a.step)},

@@ -403,7 +403,8 @@ int run(int argc, char** argv) {
   // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
   // explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
   const std::int64_t now = std::time(nullptr);
-  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now));
+  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now),
+                                          read_dkms_modules(setup->root, jd.facts));
   prolog::history_step hist;
   if (!o.dry_run || !o.state_dir.empty()) {
     std::string dir = !o.state_dir.empty() ? o.state_dir : setup->cfg.state_dir;
@@ -417,7 +418,7 @@ int run(int argc, char** argv) {
   // Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
   // textfile carry it like any other.
   if (hist.history && prolog::revalidation_due(setup->cfg.revalidate, *hist.history)) {
-    check_result rv = prolog::run_revalidation(setup->cfg);
+    check_result rv = prolog::run_revalidation(setup->cfg, prolog::revalidation_nccl_mode(jd.facts));
     log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
         rv.summary);
     hist.history->revalidated = std::string(to_string(rv.result));

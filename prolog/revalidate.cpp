@@ -21,6 +21,12 @@ bool revalidation_due(const std::string& policy, const stack_history& h) {
   return !h.changes.empty() && (h.revalidated.empty() || h.revalidated == "fail");
 }
 
+nccl_mode revalidation_nccl_mode(const node_facts& f) {
+  int gpus = f.gpus ? static_cast<int>(std::min<std::size_t>(f.gpus->size(), 1024)) : 0;
+  // One node: the pair never spans two (node-pair is the plugin's, with a step of two nodes).
+  return choose_nccl_mode(gpus, 1).mode.value_or(nccl_mode::local_pair);
+}
+
 namespace {
 
 struct probe_run {
@@ -68,7 +74,7 @@ probe_run run_probe(const config& cfg, std::initializer_list<std::string_view> a
 
 }  // namespace
 
-check_result run_revalidation(const config& cfg) {
+check_result run_revalidation(const config& cfg, nccl_mode mode) {
   check_result c;
   c.id = k_revalidate_id;
   std::string helper = cfg.helper_path();
@@ -78,7 +84,7 @@ check_result run_revalidation(const config& cfg) {
     return c;
   }
   probe_run mr = run_probe(cfg, {"probe", "mr", "--json"}, cfg.probe_timeout);
-  probe_run nccl = run_probe(cfg, {"probe", "nccl", "--mode", "local-pair", "--json"}, cfg.nccl_timeout);
+  probe_run nccl = run_probe(cfg, {"probe", "nccl", "--mode", to_string(mode), "--json"}, cfg.nccl_timeout);
   c.detail = mr.what + "\n" + nccl.what;
   for (const probe_run* p : {&mr, &nccl}) {
     if (p->v == verdict::fail) {

@@ -205,6 +205,8 @@ void admin_task_post_fork(const spank_items& it, const config& c) {
                                    c.admin_comment ? "1" : "0",
                                    "--report-dir",
                                    c.report_dir,
+                                   "--state-dir",
+                                   c.report_dir.empty() ? std::string() : c.state_dir,
                                    "--max",
                                    std::to_string(c.admin_comment_max),
                                    "--timeout-ms",

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,7 @@ namespace mrcheck {
 
 // The node's boot: /proc/sys/kernel/random/boot_id and the boot time (now - /proc/uptime). Empty / nullopt when
 // not readable (a --root tree captured before this existed).
+inline constexpr std::string_view k_boot_id_path = "/proc/sys/kernel/random/boot_id";
 struct boot_info {
   std::string boot_id;
   std::optional<std::int64_t> boot_time;  // unix seconds
@@ -42,12 +44,20 @@ struct stack_fingerprint {
   bool operator==(const stack_fingerprint&) const = default;
 };
 
-// The fingerprint of facts already read. `rules` gives the rules' hash.
+// The loaded out-of-tree modules of `f` that DKMS built for the running kernel: a file
+// /lib/modules/KREL/updates/dkms/NAME.ko[.xz|.zst|.gz], or a DKMS tree installed for KREL
+// (/var/lib/dkms/PKG/kernel-KREL-ARCH -> VER/KREL/ARCH, holding module/NAME.ko[...]). A few stats, and a listing of
+// /var/lib/dkms only when the first place has none (docs/facts/kernel-and-drivers.md §8).
+std::set<std::string> read_dkms_modules(const sysroot& root, const node_facts& f);
+
+// The fingerprint of facts already read. `rules` gives the rules' hash; `dkms` read_dkms_modules().
 stack_fingerprint make_fingerprint(const node_facts& f, const matrix_facts& extra, const matrix_rules& rules,
-                                   const boot_info& boot);
-// Where a module came from: "inbox" (built with the kernel), "OFED" (an out-of-tree RDMA module: MLNX/DOCA-OFED),
-// "out-of-tree" (any other module the kernel marks as such: NVIDIA's, a DKMS build).
-std::string module_origin(const kmodule_fact& m, const result<std::string>& kernel_release);
+                                   const boot_info& boot, const std::set<std::string>& dkms = {});
+// Where a module came from: "inbox" (built with the kernel), "OFED" (an out-of-tree RDMA module: MLNX/DOCA-OFED
+// from its kmod packages), "OFED DKMS" (the same built by DKMS: DOCA-OFED's mlnx-ofed-kernel-dkms), "DKMS" (any
+// other out-of-tree module DKMS built: NVIDIA's from nvidia-dkms), "out-of-tree" (any other module the kernel marks
+// as such: a kmod package, a .run installer's build).
+std::string module_origin(const kmodule_fact& m, const result<std::string>& kernel_release, bool dkms = false);
 
 // {"items": {...}, "boot_id": "...", "boot_time": N}
 nlohmann::json fingerprint_to_json(const stack_fingerprint& fp);

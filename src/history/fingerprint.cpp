@@ -38,7 +38,7 @@ std::string rdma_core_of_library(const std::string& v) {
 
 boot_info read_boot_info(const sysroot& root, std::int64_t now) {
   boot_info b;
-  if (auto id = root.read_value("/proc/sys/kernel/random/boot_id")) b.boot_id = clean(*id, 64);
+  if (auto id = root.read_value(k_boot_id_path)) b.boot_id = clean(*id, 64);
   if (auto up = root.read_value("/proc/uptime")) {
     // "12345.67 23456.78": seconds since boot, then idle time.
     char* end = nullptr;
@@ -48,17 +48,93 @@ boot_info read_boot_info(const sysroot& root, std::int64_t now) {
   return b;
 }
 
-std::string module_origin(const kmodule_fact& m, const result<std::string>& kernel_release) {
-  const bool out_of_tree = m.taint.find('O') != std::string::npos || m.taint.find('P') != std::string::npos;
+namespace {
+
+bool out_of_tree(const kmodule_fact& m) {
+  return m.taint.find('O') != std::string::npos || m.taint.find('P') != std::string::npos;
+}
+
+// The compressions kmod loads (CONFIG_MODULE_COMPRESS_*), and none.
+constexpr std::string_view k_module_suffixes[] = {".ko", ".ko.xz", ".ko.zst", ".ko.gz"};
+
+bool module_file_in(const sysroot& root, const std::string& dir, const std::string& name) {
+  for (auto suffix : k_module_suffixes) {
+    if (root.exists(fmt::format("{}/{}{}", dir, name, suffix))) return true;
+  }
+  return false;
+}
+
+// A kernel release or module name as a path component: never "..", never a slash.
+bool plain_component(std::string_view s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string_view::npos;
+}
+
+}  // namespace
+
+std::set<std::string> read_dkms_modules(const sysroot& root, const node_facts& f) {
+  std::set<std::string> out;
+  if (!f.kernel_release || !plain_component(*f.kernel_release)) return out;
+  const std::string& krel = *f.kernel_release;
+  std::vector<const kmodule_fact*> candidates;
+  for (const auto& [name, m] : f.modules) {
+    if (m.loaded && out_of_tree(m) && plain_component(name)) candidates.push_back(&m);
+  }
+  if (candidates.empty()) return out;
+  // Where dkms installs on Debian, Ubuntu and Arch whatever dkms.conf asks (its override_dest_module_location);
+  // "-" and "_" are one in module names, the file keeps the build's spelling.
+  std::vector<const kmodule_fact*> rest;
+  for (const kmodule_fact* m : candidates) {
+    std::string dash = m->name;
+    std::replace(dash.begin(), dash.end(), '_', '-');
+    std::string dir = fmt::format("/lib/modules/{}/updates/dkms", krel);
+    if (module_file_in(root, dir, m->name) || (dash != m->name && module_file_in(root, dir, dash))) {
+      out.insert(m->name);
+    } else {
+      rest.push_back(m);
+    }
+  }
+  if (rest.empty()) return out;
+  // Fedora/RHEL (/extra) and SUSE (/updates) share the directory with kmod packages, and a distribution dkms does
+  // not know keeps the package's own DEST_MODULE_LOCATION: dkms' tree says what it installed for this kernel.
+  auto packages = root.list("/var/lib/dkms");
+  if (!packages) return out;
+  const std::string installed = fmt::format("kernel-{}-", krel);
+  std::size_t looked = 0;
+  for (const auto& pkg : *packages) {
+    if (!plain_component(pkg) || pkg.starts_with(".") || ++looked > 64) continue;
+    auto entries = root.list(fmt::format("/var/lib/dkms/{}", pkg));
+    if (!entries) continue;
+    for (const auto& e : *entries) {
+      if (!e.starts_with(installed)) continue;
+      auto target = root.read_link(fmt::format("/var/lib/dkms/{}/{}", pkg, e));
+      // VER/KREL/ARCH, relative to the package's directory.
+      if (!target || target->empty() || target->front() == '/' || target->find("..") != std::string::npos) continue;
+      // Its middle part is the kernel: "kernel-6.1.0-28-" is also the start of another release's entry.
+      auto a = target->find('/');
+      auto b = a == std::string::npos ? a : target->find('/', a + 1);
+      if (b == std::string::npos || target->substr(a + 1, b - a - 1) != krel) continue;
+      std::string dir = fmt::format("/var/lib/dkms/{}/{}/module", pkg, *target);
+      for (const kmodule_fact* m : rest) {
+        if (module_file_in(root, dir, m->name)) out.insert(m->name);
+      }
+    }
+  }
+  return out;
+}
+
+std::string module_origin(const kmodule_fact& m, const result<std::string>& kernel_release, bool dkms) {
+  const bool oot = out_of_tree(m);
   const bool own_version = m.version && !m.version->empty() && (!kernel_release || *m.version != *kernel_release);
   bool rdma = std::find(std::begin(k_rdma_modules), std::end(k_rdma_modules), m.name) != std::end(k_rdma_modules);
-  if (rdma && (out_of_tree || own_version)) return "OFED";
-  if (out_of_tree) return "out-of-tree";
+  dkms = dkms && oot;
+  if (rdma && (oot || own_version)) return dkms ? "OFED DKMS" : "OFED";
+  if (dkms) return "DKMS";
+  if (oot) return "out-of-tree";
   return "inbox";
 }
 
 stack_fingerprint make_fingerprint(const node_facts& f, const matrix_facts& extra, const matrix_rules& rules,
-                                   const boot_info& boot) {
+                                   const boot_info& boot, const std::set<std::string>& dkms) {
   stack_fingerprint fp;
   fp.boot_id = boot.boot_id;
   fp.boot_time = boot.boot_time;
@@ -70,7 +146,7 @@ stack_fingerprint make_fingerprint(const node_facts& f, const matrix_facts& extr
     std::string version = m.version && !m.version->empty() ? clean(*m.version)
                           : f.kernel_release               ? clean(*f.kernel_release)
                                                            : "?";
-    it[name] = fmt::format("{} ({})", version, module_origin(m, f.kernel_release));
+    it[name] = fmt::format("{} ({})", version, module_origin(m, f.kernel_release, dkms.contains(name)));
     if (m.srcversion && !m.srcversion->empty()) it[name + ".srcversion"] = clean(*m.srcversion, 64);
   }
   // rdma-core: the library the loader picks, else the files on disk; its flavour from ofed_info and the markers.

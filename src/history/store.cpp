@@ -61,4 +61,15 @@ status save_history(const std::string& dir, const stack_history& h) {
   return status::ok();
 }
 
+last_stack load_last_stack(const std::string& dir, const std::string& node, uid_t owner, std::string_view boot_id) {
+  last_stack out;
+  history_load h = load_history(dir, node, owner);
+  out.error = std::move(h.error);
+  if (!h.history || !h.history->has_current) return out;
+  const std::string& seen = h.history->current.boot_id;
+  if (!seen.empty() && !boot_id.empty() && seen != boot_id) return out;
+  out.stack = std::move(h.history->current);
+  return out;
+}
+
 }  // namespace mrcheck

@@ -12,7 +12,11 @@ NODE=${MRCHECK_SLURM_NODES%%,*}
 
 SPOOL=$MRCHECK_SLURM_DIR/admin-spool
 rm -rf "$SPOOL" && mkdir -m 0755 "$SPOOL"
-ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_dir=$SPOOL report_timeout=3s"
+STATE=$MRCHECK_SLURM_DIR/admin-state
+rm -rf "$STATE" && mkdir -m 0700 "$STATE"
+ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_dir=$SPOOL report_timeout=3s state_dir=$STATE"
+# The node's stack history, as a health check run keeps it: report_dir files carry its stack (README "What changed").
+"$E2E_INSTALL/sbin/mrcheck-prolog" --dry-run --mode healthcheck --state-dir "$STATE" --node "$NODE" >/dev/null 2>&1 || true
 
 # admin_comment NAME: the job's AdminComment once slurmdbd has it (it is sent at job end).
 admin_comment() {
@@ -53,6 +57,11 @@ if [[ -f $F ]]; then
   expect_eq "report_dir: schema" \
     "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["verdict"], j["checks"][0]["id"], j["slurm"]["job_id"], j["slurm"]["node"])' "$F")" \
     "pass memlock $PASSJOB $NODE"
+  expect_eq "report_dir: the stack the prolog saw in this boot" \
+    "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("stack", {}); print(s.get("items", {}).get("kernel"), s.get("boot_id"), "boot_time" in s)' "$F")" \
+    "$(uname -r) $(cat /proc/sys/kernel/random/boot_id) False"
+  fleet=$("$MRCHECK_SLURM_DIR/install/bin/mrcheck" fleet "$SPOOL" 2>&1) || true
+  expect_contains "mrcheck fleet reads report_dir" "$fleet" "mrcheck fleet: 1 nodes; "
 else
   e2e_fail "report_dir: no $F (spool: $(ls "$SPOOL"))"
 fi

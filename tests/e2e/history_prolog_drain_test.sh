@@ -34,7 +34,7 @@ trap 'resume_node; rm -rf "$TMP"' EXIT
 # The fake probe helper: prints the verdict in $TMP/verdict as `mrcheck probe --json` would, counts its runs.
 cat >"$TMP/helper" <<SH
 #!/bin/sh
-echo "\$(id -un) \$2" >>"$TMP/calls"
+echo "\$(id -un) \$2 \$4" >>"$TMP/calls"
 if [ "\$(cat "$TMP/verdict")" = fail ] && [ "\$2" = mr ]; then
   echo '{"verdict":"fail","checks":[{"id":"mr_host","verdict":"fail","summary":"ibv_reg_mr 8 MiB: ENOMEM","detail":"","hint":""}]}'
   exit 1
@@ -68,6 +68,7 @@ run "$TMP/after" prolog
 expect_contains "second run: the change line" "$out" "mrcheck: changed: mlx5_0 fw 28.39.1002 -> 28.43.1014 first seen at "
 expect_eq "re-validation ran both probes once" "$(calls)" 2
 expect_contains "probes ran as nobody" "$(cat "$TMP/calls")" "nobody mr"
+expect_contains "one GPU: the NCCL pair is local-pair" "$(cat "$TMP/calls")" "nobody nccl local-pair"
 expect_eq "failing re-validation: prolog exits 1" "$rc" 1
 reason=$(node_reason)
 expect_contains "drain reason names the change" "$reason" "mrcheck: revalidate: mlx5_0 fw 28.39.1002 -> 28.43.1014 since "

@@ -85,6 +85,9 @@ print(len(a["chain"]) == len(b["chain"]), a["chain"][1:] == b["chain"][1:])
 PY
 )
 expect_eq "replay of a fresh dump equals the live facts" "$diff" "True True"
+# The stack fingerprint of a replay names the node's boot (history.h): the dump keeps the boot id.
+bid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("stack", {}).get("boot_id", "none"))' "$TMP/replay.json")
+expect_eq "replay of a dump has the live boot id" "$bid" "$(cat /proc/sys/kernel/random/boot_id)"
 ch=$("$M" chain --root "$TMP/dump" --json)
 expect_contains "chain --root replays the dumped chain" "$ch" '"pid": 1'
 

@@ -110,6 +110,8 @@ if good is not None:
         "an action outside the list": lambda d: d["checks"][0].update(recommended_action="panic"),
         "no severity": lambda d: d["checks"][0].pop("severity"),
         "an unknown verdict": lambda d: d["checks"][0].update(verdict="ok"),
+        "a stack without items": lambda d: d.update(stack={"boot_id": "x"}),
+        "a stack value that is not a string": lambda d: d.update(stack={"items": {"kernel": 6}}),
     }
     for what, mutate in bad_docs.items():
         d = copy.deepcopy(good)

@@ -12,6 +12,7 @@
 #include "prolog/node_action.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -70,7 +71,7 @@ judged judge(const tree& t, std::int64_t now = 1764400000) {
   matrix_facts extra = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", !f.libibverbs.is_ok());
   matrix_rules rules = default_matrix_rules();
   report rep = judge_matrix(f, rules, extra);
-  return {make_fingerprint(f, extra, rules, read_boot_info(*root, now)), rep};
+  return {make_fingerprint(f, extra, rules, read_boot_info(*root, now), read_dkms_modules(*root, f)), rep};
 }
 
 std::string slurp(const std::string& path) {
@@ -219,6 +220,51 @@ TEST(History, DriverReinstall) {
   EXPECT_NE(std::find(checks.begin(), checks.end(), "gpu_driver"), checks.end());
 }
 
+// Where a module came from (docs/facts/kernel-and-drivers.md §8): the NVIDIA modules of
+// nvidia-dkms under updates/dkms, DOCA-OFED's mlx5_core built by mlnx-ofed-kernel-dkms and found through dkms'
+// tree (a DEST_MODULE_LOCATION of its own), and an in-tree module that a file under updates/dkms does not make a
+// DKMS one.
+TEST(History, DkmsOrigin) {
+  tree plain("matrix_aligned");
+  auto p = judge(plain);
+  EXPECT_EQ(p.fp.items.at("nvidia"), "580.82.09 (out-of-tree)");
+  EXPECT_EQ(p.fp.items.at("mlx5_core"), "24.10-1.1.4 (OFED)");
+
+  tree t("matrix_aligned");
+  t.write("/lib/modules/6.1.0-18-amd64/updates/dkms/nvidia.ko.zst", "")
+      .write("/lib/modules/6.1.0-18-amd64/updates/dkms/nvidia-peermem.ko", "")
+      .write("/var/lib/dkms/mlnx-ofed-kernel/24.10/6.1.0-18-amd64/x86_64/module/mlx5_core.ko.xz", "")
+      // Built for another kernel only: not this one's.
+      .write("/var/lib/dkms/mlnx-ofed-kernel/24.10/6.1.0-17-amd64/x86_64/module/ib_core.ko", "")
+      .write("/lib/modules/6.1.0-18-amd64/updates/dkms/mlx5_ib.ko", "")
+      .write("/sys/module/mlx5_ib/taint", "");
+  fs::create_symlink("24.10/6.1.0-18-amd64/x86_64",
+                     fs::path(t.dir()) / "var/lib/dkms/mlnx-ofed-kernel/kernel-6.1.0-18-amd64-x86_64");
+  fs::create_symlink("24.10/6.1.0-17-amd64/x86_64",
+                     fs::path(t.dir()) / "var/lib/dkms/mlnx-ofed-kernel/kernel-6.1.0-17-amd64-x86_64");
+  // "kernel-6.1.0-18-amd64-" also starts this entry, of another kernel: its target says so.
+  t.write("/var/lib/dkms/mlnx-ofed-kernel/24.10/6.1.0-18-amd64-rt/x86_64/module/ib_core.ko", "");
+  fs::create_symlink("24.10/6.1.0-18-amd64-rt/x86_64",
+                     fs::path(t.dir()) / "var/lib/dkms/mlnx-ofed-kernel/kernel-6.1.0-18-amd64-rt-x86_64");
+  auto root = sysroot::open(t.dir());
+  ASSERT_TRUE(root.is_ok());
+  collect_options o;
+  o.load_libraries = false;
+  node_facts f = collect_facts(*root, o);
+  EXPECT_EQ(read_dkms_modules(*root, f), (std::set<std::string>{"mlx5_core", "nvidia", "nvidia_peermem"}));
+  auto d = judge(t);
+  EXPECT_EQ(d.fp.items.at("nvidia"), "580.82.09 (DKMS)");
+  EXPECT_EQ(d.fp.items.at("nvidia_peermem"), "580.82.09 (DKMS)");
+  EXPECT_EQ(d.fp.items.at("mlx5_core"), "24.10-1.1.4 (OFED DKMS)");
+  EXPECT_EQ(d.fp.items.at("ib_core"), "6.1.0-18-amd64 (OFED)");
+  EXPECT_EQ(d.fp.items.at("mlx5_ib"), "6.1.0-18-amd64 (inbox)") << "an in-tree module is inbox wherever a file is";
+  // A switch from the kmod packages to DKMS builds is a change of its own line.
+  auto items = diff_fingerprints(p.fp, d.fp);
+  std::set<std::string> keys;
+  for (const auto& i : items) keys.insert(i.key);
+  EXPECT_TRUE(keys.contains("mlx5_core") && keys.contains("nvidia")) << fmt::format("{}", fmt::join(keys, ","));
+}
+
 TEST(History, SameStackIsNoChangeAndHistoryIsBounded) {
   stack_history h;
   h.node = "n";
@@ -292,6 +338,37 @@ TEST(History, StoreIsAtomicPrivateAndRefusesSymlinks) {
   fs::remove_all(dir);
 }
 
+// report_dir files take the stack from the history (load_last_stack): only of this boot, only a usable file.
+TEST(History, LastStackIsOfThisBootOnly) {
+  char tmpl[] = "/tmp/mrcheck-history-last-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  stack_history h;
+  h.node = "n1";
+  h.has_current = true;
+  h.current.items["kernel"] = "6.1";
+  h.current.boot_id = "boot-a";
+  ASSERT_TRUE(save_history(dir, h).is_ok());
+  auto same = load_last_stack(dir, "n1", ::geteuid(), "boot-a");
+  ASSERT_TRUE(same.stack.has_value()) << same.error;
+  EXPECT_EQ(same.stack->items.at("kernel"), "6.1");
+  EXPECT_TRUE(load_last_stack(dir, "n1", ::geteuid(), "").stack.has_value()) << "no boot id to compare: taken";
+  auto rebooted = load_last_stack(dir, "n1", ::geteuid(), "boot-b");
+  EXPECT_FALSE(rebooted.stack.has_value()) << "a stack of an earlier boot is not this boot's";
+  EXPECT_TRUE(rebooted.error.empty());
+  auto none = load_last_stack(dir, "n2", ::geteuid(), "boot-a");
+  EXPECT_FALSE(none.stack.has_value());
+  EXPECT_TRUE(none.error.empty());
+  std::ofstream(dir + "/history-n4.json") << "garbage";
+  ::chmod((dir + "/history-n4.json").c_str(), 0600);
+  auto bad = load_last_stack(dir, "n4", ::geteuid(), "boot-a");
+  EXPECT_FALSE(bad.stack.has_value());
+  EXPECT_FALSE(bad.error.empty());
+  // Another owner's file (as the collector runs as root: a user's planted file) is not taken.
+  auto foreign = load_last_stack(dir, "n1", ::geteuid() + 1, "boot-a");
+  EXPECT_FALSE(foreign.stack.has_value());
+  fs::remove_all(dir);
+}
+
 TEST(History, Hostlist) {
   EXPECT_EQ(hostlist({"node033", "node017", "node018", "node019"}), "node[017-019,033]");
   EXPECT_EQ(hostlist({"node017"}), "node017");
@@ -362,6 +439,18 @@ TEST(Fleet, ReportParsingFastPathAgreesWithTheFullParse) {
   auto other = fleet_node_from_json(reordered, "fallback");
   ASSERT_TRUE(other.is_ok());
   EXPECT_EQ(other->fp, fast->fp);
+  // The search from the end skips a key's name inside a later string value (escaped there) and finds the real one.
+  nlohmann::json named = {{"checks", nlohmann::json::array()},
+                          {"node", "n9"},
+                          {"stack", {{"items", {{"kernel", "6.1"}}}}},
+                          {"verdict", "pass"},
+                          {"zz", "\"node\": \"evil\", \"stack\": {}"}};
+  for (int indent : {-1, 2}) {
+    auto n = fleet_node_from_json(named.dump(indent), "fallback");
+    ASSERT_TRUE(n.is_ok()) << n.error().message();
+    EXPECT_EQ(n->name, "n9");
+    EXPECT_EQ(n->fp.items.at("kernel"), "6.1");
+  }
   EXPECT_FALSE(fleet_node_from_json("{\"checks\": []}", "f").is_ok());
   EXPECT_FALSE(fleet_node_from_json("{\"stack\": [1, 2", "f").is_ok());
 }
