@@ -206,8 +206,6 @@ constexpr std::string_view k_probe_env_names[] = {"HOME",
                                                   "SLURM_STEP_NODELIST",
                                                   "SLURM_JOB_NODELIST",
                                                   "SLURM_RLIMIT_MEMLOCK"};
-constexpr std::string_view k_mr_ids[] = {"mr_host", "mr_gpu", "dmabuf"};
-constexpr std::string_view k_nccl_ids[] = {"nccl_pair"};
 constexpr std::size_t k_probe_summary_max = 600;
 constexpr std::size_t k_probe_hint_max = 300;
 constexpr std::size_t k_probe_detail_max = 4000;
@@ -248,8 +246,10 @@ std::string validate_probe_report(std::string_view group, std::vector<check_resu
 }  // namespace
 
 std::span<const std::string_view> probe_check_ids(std::string_view group) {
-  if (group == "mr") return k_mr_ids;
-  if (group == "nccl") return k_nccl_ids;
+  static const std::vector<std::string_view> mr = check_ids(check_origin::probe, check_group::mr);
+  static const std::vector<std::string_view> nccl = check_ids(check_origin::probe, check_group::nccl);
+  if (group == "mr") return mr;
+  if (group == "nccl") return nccl;
   return {};
 }
 
