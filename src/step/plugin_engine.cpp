@@ -196,8 +196,13 @@ namespace {
 
 bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_",  "CUDA_", "NVIDIA_", "IBV_",
-                                                     "RDMAV_", "MLX4_", "MLX5_",   "MRCHECK_FAKE_IBV_"};
+constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_", "CUDA_", "NVIDIA_", "IBV_", "RDMAV_", "MLX4_", "MLX5_",
+#ifdef MRCHECK_TEST_PROBE_ENV
+                                                     // Test builds only (CMakeLists.txt, MRCHECK_TEST_PROBE_ENV): the
+                                                     // fake libibverbs's settings (tests/fakes/README.md).
+                                                     "MRCHECK_FAKE_IBV_"
+#endif
+};
 // SLURM_RLIMIT_MEMLOCK only for the probe's explanation of where its limit came from (its limits are set by us).
 constexpr std::string_view k_probe_env_names[] = {"HOME",
                                                   "SLURM_JOB_ID",
