@@ -248,11 +248,7 @@ int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand
   std::optional<check_result> library_problem = choose_library(cmd, job);
   std::optional<nccl_mode>& mode = cmd.mode;
   if (!mode) {
-    bool fake = !o.stand_in.program.empty();
-    nccl_mode_choice choice = fake
-                                  ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
-                                  : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")),
-                                                     1);
+    nccl_mode_choice choice = choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")), 1);
     if (!choice.mode) {
       rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
     }

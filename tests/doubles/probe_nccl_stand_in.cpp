@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <string_view>
 
 int main(int argc, char** argv) {
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
       continue;
     }
     a.emplace_back(k);
+  }
+  // The stand-ins need no GPU: local-pair unless the test asks for another mode (the shipped CLI picks the mode
+  // from the GPUs it sees).
+  if (!stand_in.program.empty() && std::find(a.begin(), a.end(), "--mode") == a.end()) {
+    a.insert(a.end(), {"--mode", "local-pair"});
   }
   return cli::cmd_probe_nccl(a, stand_in.program.empty() ? nullptr : &stand_in);
 }
