@@ -143,11 +143,6 @@ std::optional<int> parse_options(const args& a, nccl_command& cmd) {
       auto n = v ? to_u64(*v) : std::nullopt;
       if (!n) return usage_error(fmt::format("{} needs a number", k));
       (k == "--job-id" ? o.job_id : o.step_id) = *n;
-    } else if (k == "--stand-in" || k == "--spec0" || k == "--spec1") {
-      // Tests only (CI without GPU): the ranks run as a scripted stand-in program (nccl_pair_options::stand_in).
-      auto v = value();
-      if (!v) return usage_error(fmt::format("{} needs a value", k));
-      (k == "--stand-in" ? o.stand_in.program : o.stand_in.spec[k == "--spec0" ? 0 : 1]) = std::string(*v);
     } else {
       return usage_error(fmt::format("unknown option '{}' (see --help)", escape_line(k, 64)));
     }
@@ -229,7 +224,9 @@ void add_library_detail(check_result& ch, const job_nccl& job, bool library_give
 
 }  // namespace
 
-int cmd_probe_nccl(const args& a) {
+int cmd_probe_nccl(const args& a) { return cmd_probe_nccl(a, nullptr); }
+
+int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand_in) {
   for (const auto& x : a) {
     if (x == "--rank") return run_rank(a);
     if (x == "--help" || x == "-h") {
@@ -242,6 +239,7 @@ int cmd_probe_nccl(const args& a) {
   o.env = current_environment();
   defaults_from_slurm(cmd);
   if (auto rc = parse_options(a, cmd)) return *rc;
+  if (stand_in) o.stand_in = *stand_in;
 
   report rep;
   std::optional<nccl_pair_outcome> outcome;
@@ -250,11 +248,7 @@ int cmd_probe_nccl(const args& a) {
   std::optional<check_result> library_problem = choose_library(cmd, job);
   std::optional<nccl_mode>& mode = cmd.mode;
   if (!mode) {
-    bool fake = !o.stand_in.program.empty();
-    nccl_mode_choice choice = fake
-                                  ? nccl_mode_choice{nccl_mode::local_pair, "test stand-ins"}
-                                  : choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")),
-                                                     1);
+    nccl_mode_choice choice = choose_nccl_mode(count_visible_gpus(sysroot(), env_or_null("CUDA_VISIBLE_DEVICES")), 1);
     if (!choice.mode) {
       rep.checks.push_back({"nccl_pair", verdict::skip, choice.reason, "", ""});
     }

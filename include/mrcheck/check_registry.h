@@ -9,7 +9,11 @@
 // A group the selection names more than once runs once; the report lists groups in the selection's order and
 // checks in the registry's order within a group. The probe groups (mr, nccl) run in a child process
 // (`mrcheck probe mr|nccl --json`), so their checks have no function here: check_inputs::probe runs the
-// group and returns all its checks.
+// group and returns all its checks. Two checks are made outside any selection (check_origin): the plugin's
+// post-exec watcher's `memlock_exec` and mrcheck-prolog's `revalidate`. Every id a verdict can carry is a row
+// here (check_registry_test greps the sources for ids that are not), except the probe group's own name (`mr`,
+// `nccl`), the id of the plugin's error when that group's probe did not run or printed no valid report
+// (src/step/plugin_engine.cpp).
 #pragma once
 
 #include <mrcheck/check.h>
@@ -32,11 +36,12 @@ struct memlock_prediction;
 struct enforcement;
 
 enum class check_group : std::uint8_t {
-  memlock,  // RLIMIT_MEMLOCK against memlock_min: the calling process's chain, or the plugin's task prediction
-  memory,   // the node's memory settings under the rules (vm.max_map_count, hugepages)
-  matrix,   // the driver/firmware matrix under the rules
-  mr,       // `mrcheck probe mr`: registrations through libibverbs, as the caller, under its limits
-  nccl,     // `mrcheck probe nccl`: two NCCL ranks
+  memlock,       // RLIMIT_MEMLOCK against memlock_min: the calling process's chain, or the plugin's task prediction
+  memory,        // the node's memory settings under the rules (vm.max_map_count, hugepages)
+  matrix,        // the driver/firmware matrix under the rules
+  mr,            // `mrcheck probe mr`: registrations through libibverbs, as the caller, under its limits
+  nccl,          // `mrcheck probe nccl`: two NCCL ranks
+  revalidation,  // mrcheck-prolog's re-validation after a stack change (both probes, as nobody)
 };
 std::string_view to_string(check_group g);
 
@@ -75,18 +80,34 @@ struct check_inputs {
 check_inputs node_check_inputs(const node_facts& facts, const matrix_rules& rules, const config* cfg = nullptr,
                                const matrix_facts* extra = nullptr);
 
+// What makes a check's verdict.
+enum class check_origin : std::uint8_t {
+  registry,   // check_def::run, called by run_checks()
+  probe,      // `mrcheck probe mr|nccl` (the job's own probe, as the job user): check_inputs::probe
+  container,  // the container helper, for a task in a container (src/container/): check_inputs::probe too
+  post_exec,  // the plugin's post-exec watcher (src/step/post_exec.cpp, spank/plugin.cpp): in no selection
+  prolog,     // mrcheck-prolog's re-validation (prolog/revalidate.h): in no selection
+};
+
 struct check_def {
   std::string_view id;
   check_group group;
   unsigned needs;         // check_need bits
   std::string_view what;  // one line, for docs and --help
-  // nullptr for the probe groups' checks (see above).
+  // Set exactly for check_origin::registry.
   check_result (*run)(const check_inputs&);
+  check_origin origin = check_origin::registry;
 };
 
 // All checks, in report order within each group.
 std::span<const check_def> registered_checks();
 const check_def* find_check(std::string_view id);
+// The ids of one origin within one group, in the registry's order (the probe's ids: what a probe report may
+// carry, src/step/plugin_engine.cpp).
+std::vector<std::string_view> check_ids(check_origin origin, check_group group);
+// The check's verdict is the job's own word about the node (its probe, or its image in the container helper):
+// the AdminComment record says so (README "What the AdminComment record says").
+bool from_job_probe(std::string_view id);
 
 struct check_selection {
   std::vector<check_group> groups;  // in the order the report lists them
@@ -99,7 +120,7 @@ check_selection matrix_selection();
 // The plugin: memlock when asked; the probe groups only on local task 0 (one probe per node).
 check_selection plugin_selection(const check_groups& g, bool first_task);
 
-// The ids a selection reports, in order (the probe groups' ids included).
+// The ids a selection reports, in order (the probe groups' ids included; post_exec and prolog never).
 std::vector<std::string_view> selected_ids(const check_selection& s);
 
 // Runs the selection's checks and returns them in order.

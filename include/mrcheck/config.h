@@ -65,6 +65,7 @@ struct config {
 
   std::string helper_path() const;
   std::string admin_helper_path() const;
+  bool operator==(const config&) const = default;
 };
 
 // Applies one "key=value" item. `where` names its origin for errors ("/etc/slurm/mrcheck.conf:12",
@@ -79,11 +80,13 @@ status load_config_file(config& c, const std::string& path);
 // the other items are applied in order (they override the file). `origin` prefixes error locations.
 result<config> parse_config_args(std::span<const std::string_view> args, std::string_view origin);
 
-// Every key with its default and meaning, for --help, the man pages and the README table.
+// Every key (src/config/config.cpp, k_keys): its default as text, its meaning (for --help, the man pages, the
+// README table and etc/mrcheck.conf) and its parser, which apply_config_item() calls with the trimmed value.
 struct config_key_doc {
   std::string_view key;
   std::string_view default_value;
   std::string_view meaning;
+  status (*apply)(config& c, std::string_view value) = nullptr;  // sets the field, or says why the value is bad
 };
 std::span<const config_key_doc> config_keys();
 

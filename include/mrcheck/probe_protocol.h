@@ -34,10 +34,6 @@ inline constexpr int k_probe_exit_skip = 3;
 // What the plugin reads of the probe's stdout and stderr.
 inline constexpr std::size_t k_probe_output_max = 256 * 1024;
 
-// The checks the plugin judges from the container helper's report (src/container/judge.cpp): like the probes'
-// checks, the job's own word about the node (its image ran in the helper).
-inline constexpr std::string_view k_container_check_ids[] = {"container", "container_mr", "container_nccl"};
-
 inline constexpr std::string_view k_ctprobe_keys[] = {"ctprobe",
                                                       "ids",
                                                       "memlock",

@@ -125,7 +125,8 @@ probe_budget plan_probe_budget(const config& c, const check_groups& g, const res
 // variable of the job's, and no NCCL_*_PLUGIN that names a path: a job user's library must not load in it.
 std::vector<std::string> probe_environment(const std::vector<std::string>& job_env, const std::string& slurm_conf);
 
-// The check ids each probe group may report (a report with any other id is refused as a whole).
+// The check ids each probe group may report (a report with any other id is refused as a whole): the registry's
+// rows of origin probe in that group (src/checks/registry.cpp).
 std::span<const std::string_view> probe_check_ids(std::string_view group);
 
 // `mrcheck probe GROUP --json` as a child, its report validated (known ids, each once, bounded

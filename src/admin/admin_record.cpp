@@ -1,6 +1,6 @@
 #include <mrcheck/admin_record.h>
 
-#include <mrcheck/probe_protocol.h>
+#include <mrcheck/check_registry.h>
 #include <mrcheck/step.h>
 #include <mrcheck/units.h>
 
@@ -24,22 +24,6 @@ std::string compact_bytes(std::uint64_t v) {
   std::string s = format_bytes(v);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
   return s;
-}
-
-// The checks whose verdict is the job's own probe's (`mrcheck probe`, run as the job user with the job's
-// NCCL/CUDA/verbs settings): the record says so, so that an admin reads them as the job's report about the
-// node under its own settings, not as mrcheck's finding (README "What the AdminComment record says").
-bool from_job_probe(std::string_view id) {
-  // The container helper's checks too: the image's libraries ran in it (docs/containers.md).
-  for (auto c : k_container_check_ids) {
-    if (c == id) return true;
-  }
-  for (std::string_view group : {"mr", "nccl"}) {
-    for (auto p : probe_check_ids(group)) {
-      if (p == id) return true;
-    }
-  }
-  return false;
 }
 
 bool valid_id(std::string_view id) {

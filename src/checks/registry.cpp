@@ -55,7 +55,7 @@ check_result run_propagate_limits(const check_inputs& in) {
 
 constexpr unsigned k_matrix = need_node_facts | need_rules;
 
-const std::array<check_def, 19> k_checks = {{
+const std::array<check_def, 21> k_checks = {{
     {"memlock", check_group::memlock, need_chain | need_config | need_task,
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
@@ -82,15 +82,28 @@ const std::array<check_def, 19> k_checks = {{
      MRCHECK_RULES_CHECK("max_map_count", check_max_map_count)},
     {"hugepages", check_group::memory, k_matrix, "the hugepage pool leaves memory to pin",
      MRCHECK_RULES_CHECK("hugepages", check_hugepages)},
-    {"mr_host", check_group::mr, need_verbs, "register host memory the way NCCL does", nullptr},
-    {"dmabuf", check_group::mr, need_verbs, "DMA-BUF registration support, probed like NCCL", nullptr},
-    {"mr_gpu", check_group::mr, need_verbs, "register GPU memory (peer memory and DMA-BUF)", nullptr},
-    {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr},
+    {"mr_host", check_group::mr, need_verbs, "register host memory the way NCCL does", nullptr, check_origin::probe},
+    {"dmabuf", check_group::mr, need_verbs, "DMA-BUF registration support, probed like NCCL", nullptr,
+     check_origin::probe},
+    {"mr_gpu", check_group::mr, need_verbs, "register GPU memory (peer memory and DMA-BUF)", nullptr,
+     check_origin::probe},
+    {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr,
+     check_origin::probe},
     // A task in its container (src/container/, docs/containers.md): the plugin's probe groups come from the
     // container helper instead of `mrcheck probe`.
-    {"container", check_group::mr, need_verbs, "the image's rdma-core and devices against the host's kernel", nullptr},
-    {"container_mr", check_group::mr, need_verbs, "register memory inside the task's container", nullptr},
-    {"container_nccl", check_group::nccl, need_nccl, "the image's NCCL against the host's CUDA driver", nullptr},
+    {"container", check_group::mr, need_verbs, "the image's rdma-core and devices against the host's kernel", nullptr,
+     check_origin::container},
+    {"container_mr", check_group::mr, need_verbs, "register memory inside the task's container", nullptr,
+     check_origin::container},
+    {"container_nccl", check_group::nccl, need_nccl, "the image's NCCL against the host's CUDA driver", nullptr,
+     check_origin::container},
+    // After the task's exec (src/step/post_exec.cpp): the task's own limit, lowered after exec, reported in the
+    // AdminComment record (spank/plugin.cpp).
+    {"memlock_exec", check_group::memlock, need_task, "the task's RLIMIT_MEMLOCK after its exec, against memlock_min",
+     nullptr, check_origin::post_exec},
+    // mrcheck-prolog after a stack change (prolog/revalidate.h): both probes as nobody.
+    {"revalidate", check_group::revalidation, need_config | need_verbs | need_nccl,
+     "after a stack change, the registration probe and the NCCL pair as nobody", nullptr, check_origin::prolog},
 }};
 
 #undef MRCHECK_RULES_CHECK
@@ -104,6 +117,7 @@ std::string_view to_string(check_group g) {
     case check_group::matrix: return "matrix";
     case check_group::mr: return "mr";
     case check_group::nccl: return "nccl";
+    case check_group::revalidation: return "revalidation";
   }
   return "unknown";
 }
@@ -123,6 +137,19 @@ std::span<const check_def> registered_checks() { return k_checks; }
 const check_def* find_check(std::string_view id) {
   auto it = std::find_if(k_checks.begin(), k_checks.end(), [&](const check_def& d) { return d.id == id; });
   return it == k_checks.end() ? nullptr : &*it;
+}
+
+std::vector<std::string_view> check_ids(check_origin origin, check_group group) {
+  std::vector<std::string_view> out;
+  for (const auto& d : k_checks) {
+    if (d.origin == origin && d.group == group) out.push_back(d.id);
+  }
+  return out;
+}
+
+bool from_job_probe(std::string_view id) {
+  const check_def* d = find_check(id);
+  return d && (d->origin == check_origin::probe || d->origin == check_origin::container);
 }
 
 check_selection report_selection() { return {{check_group::memlock, check_group::memory, check_group::matrix}}; }
@@ -150,13 +177,16 @@ std::vector<check_group> distinct(const check_selection& s) {
 
 bool is_probe(check_group g) { return g == check_group::mr || g == check_group::nccl; }
 
+// Made by run_checks (itself or through check_inputs::probe); post_exec and prolog checks are made elsewhere.
+bool selectable(const check_def& d) { return d.origin != check_origin::post_exec && d.origin != check_origin::prolog; }
+
 }  // namespace
 
 std::vector<std::string_view> selected_ids(const check_selection& s) {
   std::vector<std::string_view> ids;
   for (auto g : distinct(s)) {
     for (const auto& d : k_checks) {
-      if (d.group == g) ids.push_back(d.id);
+      if (d.group == g && selectable(d)) ids.push_back(d.id);
     }
   }
   return ids;

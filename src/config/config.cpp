@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <filesystem>
@@ -40,35 +41,141 @@ result<std::string> parse_abs_path(std::string_view v) {
   return std::string(v);
 }
 
+// Each key's parser: sets its field from the value, or says why not (apply_config_item names key and origin).
+template <bool config::*M>
+status set_bool(config& c, std::string_view v) {
+  auto b = parse_bool(v);
+  if (!b) return b.error();
+  c.*M = *b;
+  return status::ok();
+}
+
+template <fail_policy config::*M>
+status set_policy(config& c, std::string_view v) {
+  auto p = parse_policy(v);
+  if (!p) return p.error();
+  c.*M = *p;
+  return status::ok();
+}
+
+template <std::chrono::milliseconds config::*M>
+status set_duration(config& c, std::string_view v) {
+  auto d = parse_duration(v);
+  if (!d) return d.error();
+  c.*M = *d;
+  return status::ok();
+}
+
+// An absolute path; empty allowed (off, or the built-in) unless Required.
+template <std::string config::*M, bool Required>
+status set_path(config& c, std::string_view v) {
+  if (v.empty() && !Required) {
+    c.*M = {};
+    return status::ok();
+  }
+  auto p = parse_abs_path(v);
+  if (!p) return p.error();
+  c.*M = std::move(*p);
+  return status::ok();
+}
+
+status set_default_checks(config& c, std::string_view v) {
+  if (v.empty()) {
+    c.default_checks = {};
+    return status::ok();
+  }
+  auto g = parse_check_groups(v);
+  if (!g) return g.error();
+  c.default_checks = g->off ? check_groups{} : *g;
+  return status::ok();
+}
+
+status set_memlock_min(config& c, std::string_view v) {
+  auto b = parse_bytes(v);
+  if (!b) return b.error();
+  c.memlock_min = *b;
+  return status::ok();
+}
+
+status set_verbs_library(config& c, std::string_view v) {
+  if (v.empty() || v.size() > 4096) return status::error("empty or too long");
+  if (v.find('/') != std::string_view::npos) {
+    auto p = parse_abs_path(v);
+    if (!p) return p.error();
+  }
+  c.verbs_library = std::string(v);
+  return status::ok();
+}
+
+status set_container_plugins(config& c, std::string_view v) {
+  if (v.size() > 1024 || v.find('/') != std::string_view::npos)
+    return status::error("file names only, at most 1024 bytes");
+  c.container_plugins = std::string(v);
+  return status::ok();
+}
+
+status set_admin_comment_max(config& c, std::string_view v) {
+  auto b = parse_bytes(v);
+  if (!b) return b.error();
+  // Slurm keeps AdminComment in a TEXT column (65535 bytes); below 256 not even one step record fits.
+  if (*b < 256 || *b > 65535) return status::error("must be between 256 and 65535 bytes");
+  c.admin_comment_max = *b;
+  return status::ok();
+}
+
+status set_revalidate(config& c, std::string_view v) {
+  if (v != "on_change" && v != "always" && v != "never")
+    return status::error(fmt::format("'{}' is not on_change, always or never", escape_line(v, 32)));
+  c.revalidate = std::string(v);
+  return status::ok();
+}
+
+// The one table of keys: the parser (apply_config_item), the docs (--help, the man pages through man/mangen.cpp;
+// README.md's table and etc/mrcheck.conf are checked against it by config_keys_docs_test), and the defaults:
+// config's member initializers equal each default applied through its parser (config_test).
 constexpr std::array<config_key_doc, 21> k_keys{{
-    {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)"},
-    {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)"},
-    {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts"},
-    {"on_fail", "fail", "fail: a failed check ends the task with one line on stderr; warn: print it and go on"},
-    {"on_error", "warn", "what to do when the checker itself breaks (probe crash, unreadable facts): fail or warn"},
-    {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off"},
-    {"probe_timeout", "30s", "hard timeout of the registration probe child"},
-    {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test"},
-    {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)"},
-    {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child"},
+    {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)",
+     set_default_checks},
+    {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)",
+     set_memlock_min},
+    {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts",
+     set_bool<&config::enforce>},
+    {"on_fail", "fail", "fail: a failed check ends the task with one line on stderr; warn: print it and go on",
+     set_policy<&config::on_fail>},
+    {"on_error", "warn", "what to do when the checker itself breaks (probe crash, unreadable facts): fail or warn",
+     set_policy<&config::on_error>},
+    {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off",
+     set_bool<&config::allow_user_off>},
+    {"probe_timeout", "30s", "hard timeout of the registration probe child", set_duration<&config::probe_timeout>},
+    {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test", set_duration<&config::nccl_timeout>},
+    {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)", set_verbs_library},
+    {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child",
+     set_path<&config::helper, true>},
     {"container_plugins", "spank_pyxis.so",
-     "SPANK plugins (file names, comma-separated) that move tasks into containers"},
+     "SPANK plugins (file names, comma-separated) that move tasks into containers", set_container_plugins},
     {"container_wait", "10m",
-     "how long a task listed before its container plugin is watched for entering its container"},
-    {"report_dir", "", "directory for per-node JSON reports (empty: none)"},
-    {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged"},
-    {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)"},
-    {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)"},
+     "how long a task listed before its container plugin is watched for entering its container",
+     set_duration<&config::container_wait>},
+    {"report_dir", "", "directory for per-node JSON reports (empty: none)", set_path<&config::report_dir, false>},
+    {"state_dir", "/var/lib/mrcheck", "where mrcheck-prolog keeps drains/resumes slurmctld has not acknowledged",
+     set_path<&config::state_dir, true>},
+    {"rules", "", "driver/firmware matrix rules for mrcheck-prolog (empty: the built-in defaults)",
+     set_path<&config::rules, false>},
+    {"prometheus_textfile", "", "node_exporter textfile mrcheck-prolog writes (empty: none)",
+     set_path<&config::prometheus_textfile, false>},
     {"revalidate", "on_change",
      "when mrcheck-prolog runs the registration probe and the NCCL pair: on_change (once per new stack), always, "
-     "never"},
-    {"admin_comment", "no", "write each checked step's verdict for all its nodes into the job's AdminComment (sacct)"},
+     "never",
+     set_revalidate},
+    {"admin_comment", "no", "write each checked step's verdict for all its nodes into the job's AdminComment (sacct)",
+     set_bool<&config::admin_comment>},
     {"admin_helper", MRCHECK_ADMIN_HELPER_DEFAULT,
-     "absolute path of mrcheck-prolog, run as root to collect and write the step's record"},
+     "absolute path of mrcheck-prolog, run as root to collect and write the step's record",
+     set_path<&config::admin_helper, true>},
     {"admin_comment_max", "4096",
-     "bytes of AdminComment mrcheck may fill; older steps are summarised first (at most 65535)"},
-    {"report_timeout", "10s",
-     "how long node 0 waits for the other nodes' verdicts before it reports them as no report"},
+     "bytes of AdminComment mrcheck may fill; older steps are summarised first (at most 65535)", set_admin_comment_max},
+    {"report_timeout", "10s", "how long node 0 waits for the other nodes' verdicts before it reports them as no report",
+     set_duration<&config::report_timeout>},
 }};
 
 }  // namespace
@@ -148,92 +255,10 @@ status apply_config_item(config& c, std::string_view item, std::string_view wher
   }
   std::string_view key = trim_space(item.substr(0, eq));
   std::string_view value = trim_space(item.substr(eq + 1));
-  auto bad = [&](const status& s) { return fail(fmt::format("{}: {}", key, s.message())); };
-
-  if (key == "default_checks") {
-    if (value.empty()) {
-      c.default_checks = {};
-      return status::ok();
-    }
-    auto g = parse_check_groups(value);
-    if (!g) return bad(g.error());
-    if (g->off) {
-      c.default_checks = {};
-    } else {
-      c.default_checks = *g;
-    }
-  } else if (key == "memlock_min") {
-    auto v = parse_bytes(value);
-    if (!v) return bad(v.error());
-    c.memlock_min = *v;
-  } else if (key == "enforce") {
-    auto v = parse_bool(value);
-    if (!v) return bad(v.error());
-    c.enforce = *v;
-  } else if (key == "on_fail") {
-    auto v = parse_policy(value);
-    if (!v) return bad(v.error());
-    c.on_fail = *v;
-  } else if (key == "on_error") {
-    auto v = parse_policy(value);
-    if (!v) return bad(v.error());
-    c.on_error = *v;
-  } else if (key == "allow_user_off") {
-    auto v = parse_bool(value);
-    if (!v) return bad(v.error());
-    c.allow_user_off = *v;
-  } else if (key == "probe_timeout" || key == "nccl_timeout" || key == "container_wait") {
-    auto v = parse_duration(value);
-    if (!v) return bad(v.error());
-    (key == "probe_timeout" ? c.probe_timeout : key == "nccl_timeout" ? c.nccl_timeout : c.container_wait) = *v;
-  } else if (key == "verbs_library") {
-    if (value.empty() || value.size() > 4096) return bad(status::error("empty or too long"));
-    if (value.find('/') != std::string_view::npos) {
-      auto p = parse_abs_path(value);
-      if (!p) return bad(p.error());
-    }
-    c.verbs_library = std::string(value);
-  } else if (key == "container_plugins") {
-    if (value.size() > 1024 || value.find('/') != std::string_view::npos)
-      return bad(status::error("file names only, at most 1024 bytes"));
-    c.container_plugins = std::string(value);
-  } else if (key == "admin_comment") {
-    auto v = parse_bool(value);
-    if (!v) return bad(v.error());
-    c.admin_comment = *v;
-  } else if (key == "admin_comment_max") {
-    auto v = parse_bytes(value);
-    if (!v) return bad(v.error());
-    // Slurm keeps AdminComment in a TEXT column (65535 bytes); below 256 not even one step record fits.
-    if (*v < 256 || *v > 65535) return bad(status::error("must be between 256 and 65535 bytes"));
-    c.admin_comment_max = *v;
-  } else if (key == "revalidate") {
-    if (value != "on_change" && value != "always" && value != "never")
-      return bad(status::error(fmt::format("'{}' is not on_change, always or never", escape_line(value, 32))));
-    c.revalidate = std::string(value);
-  } else if (key == "report_timeout") {
-    auto v = parse_duration(value);
-    if (!v) return bad(v.error());
-    c.report_timeout = *v;
-  } else if (key == "helper" || key == "admin_helper" || key == "report_dir" || key == "state_dir" || key == "rules" ||
-             key == "prometheus_textfile") {
-    std::string v;
-    if (!value.empty() || key == "helper" || key == "admin_helper" || key == "state_dir") {
-      auto p = parse_abs_path(value);
-      if (!p) return bad(p.error());
-      v = std::move(*p);
-    }
-    if (key == "helper") c.helper = v;
-    if (key == "admin_helper") c.admin_helper = v;
-    if (key == "report_dir") c.report_dir = v;
-    if (key == "state_dir") c.state_dir = v;
-    if (key == "rules") c.rules = v;
-    if (key == "prometheus_textfile") c.prometheus_textfile = v;
-  } else if (key == "config") {
-    return fail("config= is only valid as a plugstack.conf argument");
-  } else {
-    return fail(fmt::format("unknown key '{}'", escape_line(key, 64)));
-  }
+  if (key == "config") return fail("config= is only valid as a plugstack.conf argument");
+  auto row = std::find_if(k_keys.begin(), k_keys.end(), [&](const config_key_doc& k) { return k.key == key; });
+  if (row == k_keys.end()) return fail(fmt::format("unknown key '{}'", escape_line(key, 64)));
+  if (auto s = row->apply(c, value); !s) return fail(fmt::format("{}: {}", key, s.message()));
   return status::ok();
 }
 

@@ -196,8 +196,13 @@ namespace {
 
 bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_",  "CUDA_", "NVIDIA_", "IBV_",
-                                                     "RDMAV_", "MLX4_", "MLX5_",   "MRCHECK_FAKE_IBV_"};
+constexpr std::string_view k_probe_env_prefixes[] = {"NCCL_", "CUDA_", "NVIDIA_", "IBV_", "RDMAV_", "MLX4_", "MLX5_",
+#ifdef MRCHECK_TEST_PROBE_ENV
+                                                     // Test builds only (CMakeLists.txt, MRCHECK_TEST_PROBE_ENV): the
+                                                     // fake libibverbs's settings (tests/fakes/README.md).
+                                                     "MRCHECK_FAKE_IBV_"
+#endif
+};
 // SLURM_RLIMIT_MEMLOCK only for the probe's explanation of where its limit came from (its limits are set by us).
 constexpr std::string_view k_probe_env_names[] = {"HOME",
                                                   "SLURM_JOB_ID",
@@ -206,8 +211,6 @@ constexpr std::string_view k_probe_env_names[] = {"HOME",
                                                   "SLURM_STEP_NODELIST",
                                                   "SLURM_JOB_NODELIST",
                                                   "SLURM_RLIMIT_MEMLOCK"};
-constexpr std::string_view k_mr_ids[] = {"mr_host", "mr_gpu", "dmabuf"};
-constexpr std::string_view k_nccl_ids[] = {"nccl_pair"};
 constexpr std::size_t k_probe_summary_max = 600;
 constexpr std::size_t k_probe_hint_max = 300;
 constexpr std::size_t k_probe_detail_max = 4000;
@@ -248,8 +251,10 @@ std::string validate_probe_report(std::string_view group, std::vector<check_resu
 }  // namespace
 
 std::span<const std::string_view> probe_check_ids(std::string_view group) {
-  if (group == "mr") return k_mr_ids;
-  if (group == "nccl") return k_nccl_ids;
+  static const std::vector<std::string_view> mr = check_ids(check_origin::probe, check_group::mr);
+  static const std::vector<std::string_view> nccl = check_ids(check_origin::probe, check_group::nccl);
+  if (group == "mr") return mr;
+  if (group == "nccl") return nccl;
   return {};
 }
 

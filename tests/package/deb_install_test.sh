@@ -185,6 +185,14 @@ for bin in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog; do
   nf=$(in_root ldd "$bin" 2>&1 | grep 'not found')
   [[ -z $nf ]] || fail "$bin: $nf"
 done
+# No test double or test build's setting ships (tests/doubles/; MRCHECK_TEST_PROBE_ENV in CMakeLists.txt, off
+# without the tests): the fake libibverbs's variables, the in-memory verbs, the NCCL stand-in's options.
+for bin in /usr/bin/mrcheck /usr/sbin/mrcheck-prolog "$plugin" "${plugin%/*}/mrcheck_spank_core.so"; do
+  [[ -e $root$bin ]] || continue
+  for s in MRCHECK_FAKE_IBV_ memory_verbs --stand-in --spec0; do
+    if grep -qaF -- "$s" "$root$bin"; then fail "$bin contains '$s': a test double or a test build's setting"; fi
+  done
+done
 
 phase "mrcheck --version in the root"
 ver=$(in_root /usr/bin/mrcheck --version 2>&1)

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -63,10 +65,72 @@ TEST(CheckRegistry, IdsAreUniqueAndEqualTheDocumentedOnes) {
     EXPECT_FALSE(d.what.empty()) << d.id;
     EXPECT_NE(d.needs, 0u) << d.id;
     bool probe = d.group == check_group::mr || d.group == check_group::nccl;
-    EXPECT_EQ(d.run == nullptr, probe) << d.id << ": only the probe groups' checks run in a child";
+    bool child = d.origin == check_origin::probe || d.origin == check_origin::container;
+    EXPECT_EQ(child, probe) << d.id << ": the probe groups' checks, and only they, run in a child";
+    EXPECT_EQ(d.run != nullptr, d.origin == check_origin::registry) << d.id << ": run_checks calls only its own";
   }
   EXPECT_EQ(declared, readme_checks()) << "README.md's check table and src/checks/registry.cpp disagree";
   EXPECT_EQ(find_check("no_such_check"), nullptr);
+}
+
+// Every check id a verdict is made with in the sources (a literal given to an id, to the check makers, or to a
+// check_result's first field) is a registry row, and every row is made somewhere. The one other id, the probe
+// group's name for a probe that did not run, is not a literal (src/step/plugin_engine.cpp).
+TEST(CheckRegistry, EveryVerdictIdInTheSourcesIsARow) {
+  fs::path root = fs::path(MRCHECK_FIXTURES_DIR).parent_path().parent_path();
+  static const std::regex forms[] = {
+      std::regex(R"re(id\s*=\s*"([a-z0-9_]+)")re"),
+      std::regex(R"re(\b(?:make|missing|skipped)\(\s*"([a-z0-9_]+)")re"),
+      std::regex(R"re(\{\s*"([a-z0-9_]+)",\s*verdict::)re"),
+  };
+  std::map<std::string, std::string> made;  // id -> first file that makes it
+  for (const char* dir : {"src", "spank", "prolog", "cli", "include"}) {
+    ASSERT_TRUE(fs::is_directory(root / dir)) << root / dir;
+    for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+      auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".c")) continue;
+      std::ifstream in(e.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      std::string all = text.str();
+      for (const auto& form : forms) {
+        for (auto it = std::sregex_iterator(all.begin(), all.end(), form); it != std::sregex_iterator(); ++it) {
+          made.emplace((*it)[1], fs::relative(e.path(), root).string());
+        }
+      }
+    }
+  }
+  std::set<std::string> rows;
+  for (const auto& d : registered_checks()) rows.emplace(d.id);
+  for (const auto& [id, file] : made) {
+    EXPECT_TRUE(rows.count(id)) << file << " makes a verdict with id '" << id
+                                << "', which is no row of src/checks/registry.cpp";
+  }
+  for (const auto& id : rows) EXPECT_TRUE(made.count(id)) << id << ": a row no source makes";
+  // The scan sees the checks made outside any selection.
+  EXPECT_EQ(made.count("memlock_exec"), 1u);
+  EXPECT_EQ(made.count("revalidate"), 1u);
+}
+
+TEST(CheckRegistry, ProbeAndContainerIdsComeFromTheRegistry) {
+  auto set = [](std::span<const std::string_view> v) { return std::set<std::string>(v.begin(), v.end()); };
+  EXPECT_EQ(set(probe_check_ids("mr")), (std::set<std::string>{"mr_host", "dmabuf", "mr_gpu"}));
+  EXPECT_EQ(set(probe_check_ids("nccl")), (std::set<std::string>{"nccl_pair"}));
+  EXPECT_TRUE(probe_check_ids("memlock").empty());
+  for (const char* id : {"mr_host", "dmabuf", "mr_gpu", "nccl_pair", "container", "container_mr", "container_nccl"}) {
+    EXPECT_TRUE(from_job_probe(id)) << id;
+  }
+  for (const char* id : {"memlock", "memlock_exec", "nccl", "mr", "revalidate", "hca_fw", ""}) {
+    EXPECT_FALSE(from_job_probe(id)) << id;
+  }
+  // Made outside any selection: never selected, never run by run_checks.
+  check_groups all;
+  all.memlock = all.mr = all.nccl = true;
+  for (const auto& s : {report_selection(), prolog_selection(), plugin_selection(all, true)}) {
+    auto ids = strings(selected_ids(s));
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), "memlock_exec"), 0);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), "revalidate"), 0);
+  }
 }
 
 TEST(CheckRegistry, TheMatrixListIsWrittenOnce) {

@@ -111,6 +111,26 @@ TEST(config, plugstack_args_override_file) {
   unlink(file.c_str());
 }
 
+// config's member initializers are the table's defaults (src/config/config.cpp, k_keys), applied by each key's
+// own parser; helper and admin_helper are empty in the struct, meaning this build's paths, which the table shows.
+TEST(config, defaults_are_the_tables) {
+  config table;
+  for (const auto& k : config_keys()) {
+    ASSERT_NE(k.apply, nullptr) << k.key;
+    auto s = k.apply(table, k.default_value);
+    EXPECT_TRUE(s) << k.key << ": " << s.message();
+  }
+  const config built_in;
+  EXPECT_EQ(table.helper, built_in.helper_path());
+  EXPECT_EQ(table.admin_helper, built_in.admin_helper_path());
+  table.helper = built_in.helper;
+  table.admin_helper = built_in.admin_helper;
+  EXPECT_TRUE(table == built_in);
+  EXPECT_EQ(table.memlock_min, built_in.memlock_min);
+  EXPECT_EQ(table.admin_comment_max, built_in.admin_comment_max);
+  EXPECT_EQ(table.container_wait, built_in.container_wait);
+}
+
 TEST(config, every_documented_key_is_accepted) {
   for (const auto& k : config_keys()) {
     config c;

@@ -3,6 +3,8 @@
 #include <mrcheck/mr_probe.h>
 #include <mrcheck/units.h>
 
+#include "doubles/memory_verbs.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

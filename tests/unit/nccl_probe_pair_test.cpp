@@ -31,6 +31,8 @@ namespace {
 
 const std::string k_mrcheck = std::string(MRCHECK_BINARY_DIR) + "/cli/mrcheck";
 const std::string k_fake_rank = MRCHECK_FAKE_NCCL_RANK;
+// `mrcheck probe nccl` with --stand-in/--spec0/--spec1 (tests/doubles/probe_nccl_stand_in.cpp).
+const std::string k_stand_in_probe = MRCHECK_PROBE_NCCL_STAND_IN;
 const std::string k_logs = std::string(MRCHECK_FIXTURES_DIR) + "/nccl_logs/";
 
 std::string unique_tag() {
@@ -399,12 +401,10 @@ TEST(nccl_probe_rendezvous, another_job_is_told_busy_and_nobody_times_out_cleanl
 // The plugin kills `mrcheck probe nccl` (its own process group) at its timeout; the ranks sit in their own
 // groups and must die with it (PR_SET_PDEATHSIG), not linger holding the GPU.
 TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
-  if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
+  if (!std::filesystem::exists(k_stand_in_probe)) GTEST_SKIP() << "build mrcheck_probe_nccl_stand_in first";
   std::string tag = unique_tag();
   child_spec s;
-  s.argv = {k_mrcheck,
-            "probe",
-            "nccl",
+  s.argv = {k_stand_in_probe,
             "--timeout",
             "60s",
             "--stand-in",
@@ -430,11 +430,10 @@ TEST(nccl_probe_cli, ranks_die_with_a_killed_orchestrator) {
 TEST(nccl_probe_cli, json_report_and_exit_codes) {
   if (!std::filesystem::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
   child_spec s;
-  s.argv = {k_mrcheck,    "probe",
-            "nccl",       "--json",
-            "--stand-in", k_fake_rank,
-            "--spec0",    "log=" + k_logs + "h200_local_pair_socket_rank0.log",
-            "--spec1",    "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
+  s.argv = {k_stand_in_probe, "--json",
+            "--stand-in",     k_fake_rank,
+            "--spec0",        "log=" + k_logs + "h200_local_pair_socket_rank0.log",
+            "--spec1",        "log=" + k_logs + "h200_local_pair_socket_rank1.log"};
   s.env = {"PATH=/usr/bin:/bin"};
   s.timeout = std::chrono::seconds(20);
   auto o = run_child(s);
@@ -449,8 +448,8 @@ TEST(nccl_probe_cli, json_report_and_exit_codes) {
   EXPECT_EQ(j.at("timings").at("nccl_init").size(), 2u);
   EXPECT_FALSE(j.at("gdr").get<bool>());
 
-  s.argv = {k_mrcheck,    "probe",     "nccl",    "--json",      "--timeout", "300ms",
-            "--stand-in", k_fake_rank, "--spec0", "action=hang", "--spec1",   "action=hang"};
+  s.argv = {k_stand_in_probe, "--json",  "--timeout",   "300ms",   "--stand-in",
+            k_fake_rank,      "--spec0", "action=hang", "--spec1", "action=hang"};
   o = run_child(s);
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 1);
@@ -462,6 +461,15 @@ TEST(nccl_probe_cli, json_report_and_exit_codes) {
   o = run_child(s);
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->exit_code, 2);
+
+  // The shipped CLI runs no stand-in: the test-only options are unknown to it.
+  for (const char* opt : {"--stand-in", "--spec0", "--spec1"}) {
+    s.argv = {k_mrcheck, "probe", "nccl", "--json", opt, k_fake_rank};
+    o = run_child(s);
+    ASSERT_TRUE(o.is_ok());
+    EXPECT_EQ(o->exit_code, 2) << opt;
+    EXPECT_NE(o->err.find("unknown option"), std::string::npos) << opt << ": " << o->err;
+  }
 }
 
 // A rank that reports an NCCL older than 2.9 and a log without its version line: the verdict names 2.8.4

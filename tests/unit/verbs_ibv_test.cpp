@@ -2,6 +2,8 @@
 // against the system's libibverbs: dlvsym at NCCL's versions, errnos passed through, handles released.
 #include <mrcheck/verbs.h>
 
+#include "doubles/memory_verbs.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>

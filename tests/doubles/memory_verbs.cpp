@@ -1,5 +1,5 @@
-// In-memory verbs (see verbs.h): the unit tests' stand-in for an HCA, with errnos on demand.
-#include <mrcheck/verbs.h>
+// In-memory verbs (memory_verbs.h): the unit tests' stand-in for an HCA, with errnos on demand.
+#include "doubles/memory_verbs.h"
 
 #include <fmt/format.h>
 
