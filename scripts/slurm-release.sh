@@ -191,7 +191,8 @@ set MRCHECK_DEBIAN_MIRROR to a Debian mirror that serves $suite"
 # The programs the end-to-end tests run: the CLI, the prolog, the plugin (loader and core), the fake
 # libibverbs, the stand-in NCCL rank (tests/e2e/admin_netns_test.sh). The unit tests run in the main leg
 # (scripts/test.sh); they do not depend on Slurm.
-build_targets=(mrcheck mrcheck-prolog spank_mrcheck mrcheck_spank_core fake_ibverbs mrcheck_fake_nccl_rank)
+build_targets=(mrcheck mrcheck-prolog spank_mrcheck mrcheck_spank_core fake_ibverbs mrcheck_fake_nccl_rank
+  mrcheck_probe_nccl_stand_in)
 
 build() {
   make_root

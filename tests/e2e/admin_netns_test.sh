@@ -60,12 +60,17 @@ e2e_admin_comment ns-handoff-$$
 expect_eq "handoff: one record with all three nodes" "$AC" "mrcheck: step 0: pass on 3 nodes"
 
 # 2. The node-pair rendezvous between two stacks (scripted stand-in ranks, the test program
-# tests/unit/fake_nccl_rank.cpp: `--stand-in PROG --spec0/--spec1`; the peer is node1's address).
-[[ -x $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank ]] ||
-  { echo "FAIL: $MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank is not built (ninja mrcheck_fake_nccl_rank)"; exit 1; }
-install -m 0755 "$MRCHECK_BUILD_DIR/tests/mrcheck_fake_nccl_rank" "$E2E_INSTALL/bin/"
+# tests/unit/fake_nccl_rank.cpp, run by the test-only front end tests/doubles/probe_nccl_stand_in.cpp, which takes
+# `probe nccl ... --stand-in PROG --spec0/--spec1`; the shipped mrcheck has no such options; the peer is node1's
+# address).
+for prog in mrcheck_fake_nccl_rank mrcheck_probe_nccl_stand_in; do
+  [[ -x $MRCHECK_BUILD_DIR/tests/$prog ]] ||
+    { echo "FAIL: $MRCHECK_BUILD_DIR/tests/$prog is not built (ninja $prog)"; exit 1; }
+  install -m 0755 "$MRCHECK_BUILD_DIR/tests/$prog" "$E2E_INSTALL/bin/"
+done
 STAND_IN=(--stand-in "$E2E_INSTALL/bin/mrcheck_fake_nccl_rank" --spec0 action=pass --spec1 action=pass)
-run_user srun -J ns-pair-$$ -N2 -n2 "$E2E_INSTALL/bin/mrcheck" probe nccl --mode node-pair --peer "$(addr_of node1)" \
+run_user srun -J ns-pair-$$ -N2 -n2 "$E2E_INSTALL/bin/mrcheck_probe_nccl_stand_in" probe nccl --mode node-pair \
+  --peer "$(addr_of node1)" \
   "${STAND_IN[@]}" --timeout 20 --json
 [[ $RC == 0 ]] || show_run "node-pair"
 expect_eq "node-pair: it ran" "$RC" "0"

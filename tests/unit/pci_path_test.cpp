@@ -4,6 +4,8 @@
 #include <mrcheck/mr_probe.h>
 #include <mrcheck/units.h>
 
+#include "doubles/memory_verbs.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
