@@ -63,7 +63,12 @@ declare -A expected=(
 for fixture in "${!expected[@]}"; do
   run_prolog "$fixture" prolog
   expect_eq "$fixture: prolog exits 1" "$rc" "1"
-  expect_contains "$fixture: FAIL line on stderr" "$out" "FAIL: ${expected[$fixture]#mrcheck: *: }"
+  # The reason's parts (docs/drain-reasons.md): the FAIL line has the check, then the device (when the reason
+  # has one) and the text.
+  [[ ${expected[$fixture]} =~ ^mrcheck:\ ([a-z0-9_]+)(\ ([^\ :]+(:[^\ :]+)*))?:\ (.*)$ ]] ||
+    e2e_fail "$fixture: expected reason does not follow the grammar"
+  fail_line="mrcheck: ${BASH_REMATCH[1]}: FAIL: ${BASH_REMATCH[3]:+${BASH_REMATCH[3]} }${BASH_REMATCH[5]}"
+  expect_contains "$fixture: FAIL line on stderr" "$out" "$fail_line"
   expect_eq "$fixture: drain reason" "$(node_reason)" "${expected[$fixture]}"
   expect_contains "$fixture: node drained" "$(node_state)" "drain"
   run_prolog matrix_aligned healthcheck
