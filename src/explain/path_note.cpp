@@ -6,6 +6,7 @@
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
