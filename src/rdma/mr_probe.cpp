@@ -401,7 +401,10 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
     for (const auto& c : candidates) {
       if (c.name == h.device) h.pci_bdf = c.pci_bdf;
     }
-    if (!o.gpu_bdfs.empty()) h.gpu_path = nccl_pci_path(req.sys_root, o.gpu_bdfs.front(), h.pci_bdf);
+    // Only mr_gpu reads the distance: the probe without --gpu (the plugin's mr check) walks no sysfs for it.
+    if (h.gpu.attempted && !o.gpu_bdfs.empty()) {
+      h.gpu_path = nccl_pci_path(req.sys_root, o.gpu_bdfs.front(), h.pci_bdf);
+    }
     o.hcas.push_back(std::move(h));
   }
   return o;
