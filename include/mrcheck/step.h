@@ -155,8 +155,10 @@ using post_exec_done = std::function<void(const std::optional<check_result>& ver
 status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
                                const std::string& task_prolog, bool batch_step, int fd,
                                std::chrono::milliseconds window, const post_exec_done& done = {}, int record_fd = -1);
-// The watcher's body, exposed for tests: observes `task` (blocking, bounded).
+// The watcher's body, exposed for tests: observes `task` (blocking, bounded). `exec_fd` (closed here), when
+// >= 0, is the read end of a pipe whose only write end the task holds close-on-exec: its end-of-file is the
+// exec itself.
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
-                                        std::chrono::milliseconds window);
+                                        std::chrono::milliseconds window, int exec_fd = -1);
 
 }  // namespace mrcheck

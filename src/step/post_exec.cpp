@@ -26,6 +26,7 @@ namespace {
 
 struct task_sample {
   bool alive = false;
+  bool zombie = false;
   std::string comm;
   std::optional<memlock_limit> memlock;
 };
@@ -62,17 +63,51 @@ exec_image image_of(const std::string& proc_dir) {
   return im;
 }
 
-task_sample sample(const sysroot& root, pid_t task) {
-  task_sample s;
-  auto stat = root.read(fmt::format("/proc/{}/stat", task), 64 * 1024);
-  if (!stat) return s;
-  auto f = parse_proc_stat(*stat);
-  if (!f || f->state == 'Z' || f->state == 'X') return s;
-  s.alive = true;
-  s.comm = f->comm;
-  if (auto lim = root.read(fmt::format("/proc/{}/limits", task), 64 * 1024)) {
-    if (auto m = parse_memlock_from_limits(*lim)) s.memlock = *m;
+// The task's /proc files, opened once at the start: a read is then one pread (the watcher must be quick
+// between an exec and the reap), and a recycled pid can never be read for the task (the open files stay
+// bound to the task they were opened for; once it is reaped they read nothing).
+struct task_files {
+  int stat = -1;
+  int limits = -1;
+  explicit task_files(const std::string& task_dir)
+      : stat(::open((task_dir + "/stat").c_str(), O_RDONLY | O_CLOEXEC)),
+        limits(::open((task_dir + "/limits").c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~task_files() {
+    if (stat >= 0) ::close(stat);
+    if (limits >= 0) ::close(limits);
   }
+  task_files(const task_files&) = delete;
+  task_files& operator=(const task_files&) = delete;
+};
+
+std::optional<std::string> read_whole(int fd) {
+  if (fd < 0) return std::nullopt;
+  char buf[8192];
+  ssize_t n;
+  while ((n = ::pread(fd, buf, sizeof buf, 0)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return std::nullopt;
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// The limits first, then the state and name: the limits read by the time the name shows the program are
+// the ones it ran with (a setrlimit comes before the exec).
+task_sample sample(const task_files& f) {
+  task_sample s;
+  std::optional<memlock_limit> memlock;
+  if (auto lim = read_whole(f.limits)) {
+    if (auto m = parse_memlock_from_limits(*lim)) memlock = *m;
+  }
+  auto stat = read_whole(f.stat);
+  if (!stat) return s;
+  auto st = parse_proc_stat(*stat);
+  if (!st || st->state == 'X') return s;
+  s.comm = st->comm;
+  // A zombie (exited, not yet reaped by slurmstepd) keeps its limits: /proc/PID/limits reads them until the
+  // reap. Its executable and auxv are gone with its memory, so only its name tells whether it had exec'd.
+  s.zombie = st->state == 'Z';
+  s.alive = !s.zombie;
+  s.memlock = memlock;
   return s;
 }
 
@@ -85,33 +120,39 @@ void write_all(int fd, std::string_view s) {
   }
 }
 
-// Waits up to `d` for the task to exit: on its pidfd when the kernel has pidfd_open (5.3), else a plain sleep.
-// True when it exited.
-bool wait_exit(int pidfd, std::chrono::microseconds d) {
-  if (pidfd >= 0) {
-    struct pollfd p {
-      pidfd, POLLIN, 0
-    };
-    auto us = d.count();
-    struct timespec ts {
-      static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)
-    };
-    int rc = ::ppoll(&p, 1, &ts, nullptr);
-    return rc > 0;
+// Waits up to `d` for the task to exit (its pidfd, when the kernel has pidfd_open, 5.3) or to exec (`exec_fd`
+// reads end-of-file: the task's close-on-exec write end is gone), whichever comes first; a plain sleep with
+// neither. True when the task exited. An exec notice closes `exec_fd` and sets it to -1: it fires once.
+bool wait_exit(int pidfd, int& exec_fd, std::chrono::microseconds d) {
+  struct pollfd p[2] = {{pidfd, POLLIN, 0}, {exec_fd, POLLIN, 0}};
+  if (pidfd < 0 && exec_fd < 0) {
+    std::this_thread::sleep_for(d);
+    return false;
   }
-  std::this_thread::sleep_for(d);
-  return false;
+  auto us = d.count();
+  struct timespec ts {
+    static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)
+  };
+  int rc = ::ppoll(p, 2, &ts, nullptr);  // a negative fd is skipped by poll
+  if (rc <= 0) return false;
+  if (exec_fd >= 0 && p[1].revents != 0) {
+    char c;
+    if (::read(exec_fd, &c, 1) <= 0) {  // end-of-file (or an error): nothing more to learn from it
+      ::close(exec_fd);
+      exec_fd = -1;
+    }
+  }
+  return pidfd >= 0 && (p[0].revents & POLLIN) != 0;
 }
 
 }  // namespace
 
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
-                                        std::chrono::milliseconds window) {
+                                        std::chrono::milliseconds window, int exec_fd) {
   using clock = std::chrono::steady_clock;
   post_exec_observation o;
   o.predicted = predicted;
   o.task_prolog = task_prolog;
-  sysroot root;
   // The watcher must cost the step nothing measurable (bench/plugin): it sleeps between samples with a
   // growing interval instead of spinning, and it learns of the task's exit at once from a pidfd, so it never
   // holds the task's stderr (and the step) open after the task is gone.
@@ -120,6 +161,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   // tests, from this process): the same executable and auxv. A TaskProlog can take a while.
   const exec_image before = image_of("/proc/self");
   const std::string task_dir = fmt::format("/proc/{}", task);
+  const task_files files(task_dir);
   auto exec_deadline = clock::now() + std::chrono::seconds(60);
   auto pause = std::chrono::microseconds(100);
   task_sample s;
@@ -128,20 +170,34 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
     // the program started with. The other order could take limits read just before a setrlimit+exec for the
     // limits at exec (seen under ASan and load: MemlockChainPostExecWatch.SeesTheLimitAChildExecsWith).
     exec_image now = image_of(task_dir);
-    s = sample(root, task);
-    if (!s.alive) break;
+    s = sample(files);
+    if (!s.alive) break;  // gone, or a zombie (below)
     if (!before.read || !now.read) {
       if (!is_slurm_daemon(s.comm, "slurmstepd")) break;  // no /proc/PID/exe or auxv to read: the name is all there is
     } else if (!(now == before)) {
       break;
     }
-    if (clock::now() > exec_deadline || wait_exit(pidfd, pause)) {
+    if (clock::now() > exec_deadline) {
       s.alive = false;
       break;
     }
-    // At most 1 ms apart: a short task (`true`) lives about that long after exec and must still be seen.
+    const bool had_notice = exec_fd >= 0;
+    const bool exited = wait_exit(pidfd, exec_fd, pause);
+    if (had_notice && exec_fd < 0) {
+      // The exec notice: read at once, before anything else, while the task may still be there. Its new name
+      // says it was the exec (an exit before exec closes the pipe too, under the old name).
+      s = sample(files);
+      if ((s.alive || s.zombie) && !is_slurm_daemon(s.comm, "slurmstepd")) break;
+    }
+    if (exited) continue;  // sample again: as a zombie the task still shows its limits
+    // At most 1 ms apart when the task has no exec notice (the tests' children); with one, the exec itself
+    // wakes the watcher, so a short task (`true`, gone about a millisecond after exec) is still seen.
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
+  // A task that exec'd, ran and exited before the watcher looked (`srun true` on a loaded node): its limits are
+  // still there until slurmstepd reaps it, and they are the ones it ran with. Its name is all that tells an
+  // exec apart (a task that died before exec is still "slurmstepd").
+  if (s.zombie && s.memlock && !is_slurm_daemon(s.comm, "slurmstepd")) o.at_exec = s.memlock;
   if (s.alive) {
     o.at_exec = s.memlock;
     // A wrapper that lowers the limit does it within moments of starting: sample at 10, 20, 40 ms ... to the
@@ -150,9 +206,9 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
     auto step = std::chrono::microseconds(10000);
     while (clock::now() < end) {
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - clock::now());
-      if (wait_exit(pidfd, std::min(step, left))) break;
+      if (wait_exit(pidfd, exec_fd, std::min(step, left))) break;
       step *= 2;
-      task_sample later = sample(root, task);
+      task_sample later = sample(files);
       if (!later.alive) break;
       if (later.memlock && o.at_exec && later.memlock->soft != o.at_exec->soft) {
         o.later = later.memlock;
@@ -162,6 +218,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
     }
   }
   if (pidfd >= 0) ::close(pidfd);
+  if (exec_fd >= 0) ::close(exec_fd);
   return o;
 }
 
@@ -180,8 +237,16 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
   spec.err = child_stream::inherit;
   if (fd != 2) spec.extra_fds.push_back({2, fd});
   if (record_fd >= 0) spec.extra_fds.push_back({3, record_fd});
+  // The exec notice: called in the task itself (task_init), this process keeps a close-on-exec write end and
+  // the watcher gets the read end (as the next fd, 3 or 4: an fd left unplaced below it would stay open). The task's execve() closes the write end, and the watcher wakes
+  // on that end-of-file at the moment of the exec instead of finding it at its next sample (a task that exits
+  // a millisecond after exec was missed on a loaded node: tests/e2e/plugin_h_taskprolog_test.sh "short task").
+  int notice[2] = {-1, -1};
+  const int notice_at = record_fd >= 0 ? 4 : 3;
+  if (task == ::getpid() && ::pipe2(notice, O_CLOEXEC) == 0) spec.extra_fds.push_back({notice_at, notice[0]});
+  const bool has_notice = notice[0] >= 0;
   spec.run_in_child = [=]() -> int {
-    auto o = observe_post_exec(task, predicted, task_prolog, window);
+    auto o = observe_post_exec(task, predicted, task_prolog, window, has_notice ? notice_at : -1);
     o.batch_step = batch_step;
     auto r = judge_post_exec(o, required);
     if (r) {
@@ -195,7 +260,12 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
     return 0;
   };
   auto c = spawn_child(spec);
-  if (!c) return c.error().with_context("post-exec watcher");
+  if (notice[0] >= 0) ::close(notice[0]);
+  // The write end stays open here on purpose, until this process execs (or exits): that is the notice.
+  if (!c) {
+    if (notice[1] >= 0) ::close(notice[1]);
+    return c.error().with_context("post-exec watcher");
+  }
   close_child(*c);
   return status::ok();
 }

@@ -19,9 +19,18 @@ expect_contains "h: names the TaskProlog" "$ERR" "mrcheck: memlock: FAIL: TaskPr
 expect_contains "h: with the real post-exec limit" "$ERR" "the task runs with soft 64 KiB hard 8 MiB after exec"
 expect_contains "h: and the fix" "$ERR" "remove the SLURM_RLIMIT_MEMLOCK export from TaskProlog"
 
-# A task that exits at once is still seen (the watcher polls from before exec).
-run_user bash -c "srun --mr-check=memlock true; exit \$?"
-expect_contains "h: short task" "$ERR" "TaskProlog $tp overrode memlock"
+# A task that exits at once is still seen: the exec itself wakes the watcher (a close-on-exec pipe end), and a
+# task gone by then still shows its limits until slurmstepd reaps it. Only a watcher that gets no CPU between
+# the exec and the reap (about a millisecond for `true`) misses it, which on a saturated 2-core machine is about
+# one try in four (src/step/post_exec.cpp, bench/plugin/README.md):
+# three tries, one must see it.
+short_seen=0
+for try in 1 2 3; do
+  run_user bash -c "srun --mr-check=memlock true; exit \$?"
+  if [[ $ERR == *"TaskProlog $tp overrode memlock"* ]]; then short_seen=1; break; fi
+  echo "h: short task: try $try not seen (the watcher got no CPU before the reap)"
+done
+expect_eq "h: short task" "$short_seen" "1"
 
 # Without a TaskProlog the watcher runs where the site enforces: a wrapper that lowers the limit after
 # exec is named, with the limit the task really runs with.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -335,6 +336,93 @@ TEST(MemlockChainPostExecWatch, SeesTheLimitAChildExecsWith) {
   auto c = judge_post_exec(o, 1 << 20);
   ASSERT_TRUE(c.has_value());
   EXPECT_NE(c->summary.find("TaskProlog /etc/tp.sh"), std::string::npos);
+}
+
+namespace {
+// A child that looks like a pre-exec task (comm "slurmstepd"), lowers its soft limit to 64 KiB and execs
+// `prog` with `arg` once the test writes to `go`; `notice` (if >= 0) is a close-on-exec write end it keeps.
+pid_t lowering_task(int go_r, const char* prog, const char* arg) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(15 /* PR_SET_NAME */, "slurmstepd", 0, 0, 0);
+  char c;
+  if (::read(go_r, &c, 1) != 1) ::_exit(2);
+  struct rlimit r {};
+  ::getrlimit(RLIMIT_MEMLOCK, &r);
+  r.rlim_cur = 65536;
+  ::setrlimit(RLIMIT_MEMLOCK, &r);
+  ::execl(prog, prog, arg, static_cast<char*>(nullptr));
+  ::_exit(127);
+}
+
+memlock_limit my_memlock() {
+  struct rlimit mine {};
+  ::getrlimit(RLIMIT_MEMLOCK, &mine);
+  return {mine.rlim_cur == RLIM_INFINITY ? k_unlimited : mine.rlim_cur,
+          mine.rlim_max == RLIM_INFINITY ? k_unlimited : mine.rlim_max};
+}
+}  // namespace
+
+// `srun true` on a loaded node: the task exec'd, ran and exited before the watcher looked. Unreaped, it still
+// shows the limits it ran with (the watcher used to take a zombie for "gone" and say nothing).
+TEST(MemlockChainPostExecWatch, SeesATaskThatExitedBeforeItLooked) {
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t pid = lowering_task(go[0], "/bin/true", nullptr);
+  ASSERT_GE(pid, 0);
+  ::close(go[0]);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ::close(go[1]);
+  siginfo_t info {};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // a zombie, not reaped
+  auto o = observe_post_exec(pid, my_memlock(), "/etc/tp.sh", std::chrono::milliseconds(100));
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(o.at_exec.has_value());
+  EXPECT_EQ(o.at_exec->soft, 65536u);
+  auto c = judge_post_exec(o, 1 << 20);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NE(c->summary.find("TaskProlog /etc/tp.sh"), std::string::npos);
+}
+
+// One that exits before exec (a failed TaskProlog) is no finding: its name is still slurmstepd.
+TEST(MemlockChainPostExecWatch, ATaskThatDiedBeforeExecIsNoFinding) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(15 /* PR_SET_NAME */, "slurmstepd", 0, 0, 0);
+    struct rlimit r {};
+    ::getrlimit(RLIMIT_MEMLOCK, &r);
+    r.rlim_cur = 65536;
+    ::setrlimit(RLIMIT_MEMLOCK, &r);
+    ::_exit(1);
+  }
+  siginfo_t info {};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+  auto o = observe_post_exec(pid, my_memlock(), "/etc/tp.sh", std::chrono::milliseconds(100));
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_FALSE(o.at_exec.has_value());
+  EXPECT_FALSE(judge_post_exec(o, 1 << 20).has_value());
+}
+
+// With the exec notice (a close-on-exec write end only the task holds), the watcher wakes at the exec and
+// reads the limits the program started with.
+TEST(MemlockChainPostExecWatch, TheExecNoticeWakesItAtTheExec) {
+  int go[2], notice[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe2(notice, O_CLOEXEC), 0);
+  pid_t pid = lowering_task(go[0], "/bin/sleep", "0.3");
+  ASSERT_GE(pid, 0);
+  ::close(go[0]);
+  ::close(notice[1]);  // the child's copy is the only write end left
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ::close(go[1]);
+  auto o = observe_post_exec(pid, my_memlock(), "", std::chrono::milliseconds(50), notice[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(o.at_exec.has_value());
+  EXPECT_EQ(o.at_exec->soft, 65536u);
 }
 
 // The step-constant facts are read once per step (slurmstepd, before the tasks fork) and every task uses them:
