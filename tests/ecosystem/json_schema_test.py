@@ -120,6 +120,16 @@ if good is not None:
             failures.append(f"report.schema.json accepts a document with {what}")
         else:
             print(f"ok: a report with {what} is rejected")
+    # A report_dir file whose task's report did not reach the collector carries the verdicts only, with the
+    # slurm object (prolog/admin_collect.cpp, write_report): valid; without facts and without slurm: not.
+    verdicts_only = {k: copy.deepcopy(good[k]) for k in ("schema_version", "verdict", "checks")}
+    verdicts_only["slurm"] = {"job_id": 7, "step": "step 0", "node": "node1", "node_id": 0, "nnodes": 1}
+    check("report", verdicts_only, "a report_dir file with the verdicts only")
+    verdicts_only.pop("slurm")
+    if validator("report").is_valid(verdicts_only):
+        failures.append("report.schema.json accepts a report with neither facts nor slurm")
+    else:
+        print("ok: a report with neither facts nor slurm is rejected")
     # Every failing check has an action other than none, every passing one none.
     for c in good["checks"]:
         if (c["verdict"] in ("fail", "warn")) == (c["recommended_action"] == "none"):
