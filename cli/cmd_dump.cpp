@@ -4,6 +4,8 @@
 // with the same target text (sysfs class links, /proc/self -> PID), so a replay walks the same links.
 // Library facts (dlopen results) go to DIR/.mrcheck/libraries.json; DIR/MRCHECK_DUMP says where and when.
 //
+// Of a directory whose names matter only in part (rdma-core's providers, a library directory's
+// libibverbs.so.1.*), only those entries are recreated, empty (sysroot::list_matching).
 // Nothing is copied that the collectors did not read: no /proc/PID/environ, no cmdline, no slurm.conf (read
 // unrecorded, it may hold AccountingStoragePass). An existing non-empty DIR is refused, and so is a DIR that is
 // not the caller's (or root's) or that group or others can write: root dumping into a user's directory would
@@ -14,6 +16,7 @@
 #include <mrcheck/build_config.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/history.h>
+#include <mrcheck/matrix.h>
 #include <mrcheck/private_dir.h>
 #include <mrcheck/sysroot.h>
 
@@ -104,6 +107,7 @@ class tree_copier {
         return make_link(fs::path(*parent) / p.filename());
       }
       case sysroot::access::file: return copy_file(p, 0);
+      case sysroot::access::name: return copy_name(p);
     }
     return status::ok();
   }
@@ -173,6 +177,19 @@ class tree_copier {
         if (auto d = out_.dirs(child.relative_path()); !d) return d.error();
       }
     }
+    return status::ok();
+  }
+
+  // An entry whose name alone a collector used (sysroot::list_matching): the link it is, else an empty file.
+  status copy_name(const fs::path& node) {
+    auto parent = ensure(node.parent_path(), 0);
+    if (!parent) return parent.error();
+    fs::path phys = *parent / node.filename();
+    bool ok = false;
+    struct stat st = lstat_node(phys, ok);
+    if (ok && S_ISLNK(st.st_mode)) return make_link(phys);
+    if (auto s = out_.file(phys.relative_path(), ""); !s) return s;
+    ++files_;
     return status::ok();
   }
 
@@ -287,6 +304,9 @@ int cmd_dump(const args& a) {
     if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
   }
   node_facts facts = collect_facts(root, opts);
+  // What `mrcheck report` and the prolog read besides (src/matrix/facts.cpp): ofed_info's release and the
+  // libibverbs.so.1.* names that carry rdma-core's version when the library itself does not load.
+  (void)collect_matrix_facts(root, opts.slurm_conf, true);
   // The boot id, so that the stack fingerprint of a replay names the boot it was taken on (include/mrcheck/
   // history.h); not /proc/uptime, which would date a replay's boot from the replay's clock.
   (void)root.read_value(k_boot_id_path);

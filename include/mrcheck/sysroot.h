@@ -36,13 +36,19 @@ class sysroot {
   result<std::string> read_value(std::string_view path) const;
   // Names in a directory, sorted; "." and ".." excluded.
   result<std::vector<std::string>> list(std::string_view path) const;
+  // The names in a directory for which `keep` is true, sorted. Where only some names of a directory matter
+  // (rdma-core's providers, libibverbs.so.1.* in a library directory), a dump records those entries alone, as
+  // names: it recreates each one empty (or as the link it is), not the directory's thousands of others.
+  result<std::vector<std::string>> list_matching(std::string_view path,
+                                                 const std::function<bool(std::string_view)>& keep) const;
   // Target text of a symlink (not resolved).
   result<std::string> read_link(std::string_view path) const;
   bool exists(std::string_view path) const;
   bool is_dir(std::string_view path) const;
 
-  // Recording for `mrcheck dump`: called with (kind, node path) for every successful access.
-  enum class access { file, dir, link };
+  // Recording for `mrcheck dump`: called with (kind, node path) for every successful access. `name`: an entry
+  // whose name was used, never its content (list_matching).
+  enum class access { file, dir, link, name };
   using recorder = std::function<void(access, const std::string&)>;
   void set_recorder(recorder r) { recorder_ = std::move(r); }
 

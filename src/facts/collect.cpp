@@ -332,14 +332,16 @@ void read_rdma_userspace(const sysroot& root, node_facts& f) {
                           ? status::error("no package database (/var/lib/dpkg/status, /var/lib/rpm)")
                           : st.error();
   }
+  // lib<name>-rdmav<N>.so
+  auto provider_file = [](std::string_view n) {
+    auto dash = n.find("-rdmav");
+    return n.starts_with("lib") && dash != std::string_view::npos && dash > 3 && n.ends_with(".so");
+  };
   for (const char* dir : k_provider_dirs) {
-    auto names = root.list(dir);
+    auto names = root.list_matching(dir, provider_file);
     if (!names) continue;
     for (const auto& n : *names) {
-      // lib<name>-rdmav<N>.so
-      auto dash = n.find("-rdmav");
-      if (!n.starts_with("lib") || dash == std::string::npos || dash <= 3 || !n.ends_with(".so")) continue;
-      std::string name = escape_line(std::string_view(n).substr(3, dash - 3), 32);
+      std::string name = escape_line(std::string_view(n).substr(3, n.find("-rdmav") - 3), 32);
       if (std::find(f.verbs_providers.begin(), f.verbs_providers.end(), name) == f.verbs_providers.end()) {
         f.verbs_providers.push_back(std::move(name));
       }

@@ -72,17 +72,22 @@ result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path) {
 
 matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path, bool scan_library_dirs) {
   matrix_facts m;
-  m.slurm_conf = read_slurm_conf(root, slurm_conf_path);
+  {
+    // slurm.conf may hold AccountingStoragePass: read without recording, so a dump never copies it.
+    sysroot quiet = root;
+    quiet.set_recorder(nullptr);
+    m.slurm_conf = read_slurm_conf(quiet, slurm_conf_path);
+  }
   if (auto script = root.read("/usr/bin/ofed_info", 256 * 1024)) m.ofed_user_release = find_ofed_release(*script);
   if (!scan_library_dirs) return m;
+  // libibverbs.so.1.<abi>.<package version> (rdma-core Documentation/versioning.md,
+  // docs/facts/verbs-and-nccl.md §1).
+  constexpr std::string_view prefix = "libibverbs.so.1.";
+  auto versioned = [prefix](std::string_view n) { return n.starts_with(prefix); };
   for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"}) {
-    auto names = root.list(dir);
+    auto names = root.list_matching(dir, versioned);
     if (!names) continue;
     for (const auto& n : *names) {
-      // libibverbs.so.1.<abi>.<package version> (rdma-core Documentation/versioning.md,
-      // docs/facts/verbs-and-nccl.md §1).
-      constexpr std::string_view prefix = "libibverbs.so.1.";
-      if (!n.starts_with(prefix)) continue;
       std::string_view rest = std::string_view(n).substr(prefix.size());
       auto dot = rest.find('.');
       if (dot == std::string_view::npos || dot + 1 >= rest.size()) continue;

@@ -100,6 +100,19 @@ result<std::vector<std::string>> sysroot::list(std::string_view path) const {
   return names;
 }
 
+result<std::vector<std::string>> sysroot::list_matching(std::string_view path,
+                                                        const std::function<bool(std::string_view)>& keep) const {
+  sysroot quiet = *this;
+  quiet.recorder_ = nullptr;
+  auto names = quiet.list(path);
+  if (!names) return names;
+  std::erase_if(*names, [&keep](const std::string& n) { return !keep(n); });
+  std::string dir(path);
+  if (!dir.ends_with('/')) dir += '/';
+  for (const auto& n : *names) record(access::name, dir + n);
+  return names;
+}
+
 result<std::string> sysroot::read_link(std::string_view path) const {
   std::error_code ec;
   auto target = fs::read_symlink(host_path(path), ec);

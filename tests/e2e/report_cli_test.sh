@@ -97,6 +97,26 @@ expect_contains "chain --root replays the dumped chain" "$ch" '"pid": 1'
 "$M" report --json --root "$TMP/redump" >"$TMP/redump.json" 2>/dev/null || true
 same=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["facts"]; b=json.load(open(sys.argv[2]))["facts"]; print([k for k in a if a[k] != b[k]])' "$TMP/fx.json" "$TMP/redump.json")
 expect_eq "dump --root of a fixture replays to the same facts" "$same" "[]"
+# rdma-core's providers are regular files in a listed directory, and the matrix reads ofed_info and the
+# libibverbs.so.1.* names of the library directory: a dump recreates those entries (sysroot::list_matching) and
+# the replay gives the same facts and the same verdicts (a dump used to lose bnxt_re and efa here).
+for fx in roce_bnxt_node matrix_inbox_under_ofed; do
+  "$M" dump --root "$MRCHECK_SOURCE_DIR/tests/fixtures/$fx" --out "$TMP/redump-$fx" 2>/dev/null
+  "$M" report --json --root "$MRCHECK_SOURCE_DIR/tests/fixtures/$fx" >"$TMP/fx-$fx.json" 2>/dev/null || true
+  "$M" report --json --root "$TMP/redump-$fx" >"$TMP/redump-$fx.json" 2>/dev/null || true
+  same=$(python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+out = [k for k in a["facts"] if a["facts"][k] != b["facts"].get(k)]
+# propagate_limits reads slurm.conf, which a dump never copies (it may hold AccountingStoragePass).
+out += [c["id"] + ":" + c["verdict"] for c, d in zip(a["checks"], b["checks"])
+        if c["id"] != "propagate_limits" and (c["id"], c["verdict"], c["summary"]) != (d["id"], d["verdict"], d["summary"])]
+print(out)' "$TMP/fx-$fx.json" "$TMP/redump-$fx.json")
+  expect_eq "dump --root of $fx replays to the same facts and verdicts" "$same" "[]"
+done
+[[ -f $TMP/redump-roce_bnxt_node/usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so &&
+  ! -s $TMP/redump-roce_bnxt_node/usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so ]] &&
+  e2e_pass "dump: a provider is recreated by name, empty" || e2e_fail "dump: no empty libbnxt_re-rdmav34.so in the dump"
 
 # --- slurmd through the local Slurm's SlurmdPidFile -------------------------------------------------------------
 if [[ ${MRCHECK_E2E_NO_SLURM:-0} != 1 ]]; then
