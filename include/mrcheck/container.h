@@ -139,7 +139,8 @@ std::optional<std::size_t> pick_entered_process(const std::vector<task_process>&
 // task_init with the task still on the host: forks a watcher (job user, holding the task's stderr).
 // `plugin` (a container plugin after mrcheck may move the task into its container): it waits until task `task`
 // is in another mount namespace (then runs the helper there and writes the verdict lines to stderr, the PASS
-// lines only with `req.verbose`; it cannot stop the task) or has exec'd on the host (then it leaves silently), at
+// lines only with `req.verbose`; it cannot stop the task) or has exec'd on the host (then it watches on as for
+// `descendants`: this step asked the plugin for no container, its processes may still start one), at
 // most `wait_for_entry` (config container_wait: a container plugin may import an image first). A task that ends
 // without entering a container, or is not in one by then, gets one line that says so. `launcher` (the task's
 // program is a container launcher, task_location::launcher): the task itself stays outside; the watcher waits for

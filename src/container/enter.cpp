@@ -400,16 +400,16 @@ namespace {
 
 // Where the watcher found the task (or the launcher's container process).
 enum class entry {
-  entered,  // in another mount namespace: probe there
-  on_host,  // exec'd its program on the host: this step uses no container
-  ended,    // gone before either
-  not_yet,  // still neither when wait_for_entry ran out
+  entered,  // in another mount namespace (a launcher's or a host task's process: or root): probe there
+  ended,    // the task ended first
+  not_yet,  // in none when wait_for_entry ran out
 };
 struct entry_seen {
   entry what = entry::not_yet;
-  pid_t target = 0;     // the process whose namespaces the helper joins
-  std::string ns_path;  // its /proc/PID/ns/mnt
-  std::string prog;     // container_watch::descendants: its program's file name
+  pid_t target = 0;            // the process whose namespaces the helper joins
+  std::string ns_path;         // its /proc/PID/ns/mnt
+  std::string prog;            // container_watch::descendants: its program's file name
+  bool followed_tree = false;  // watched as container_watch::descendants (from the start, or once on the host)
 };
 
 // Waits up to `d` for the task's pidfd to report its exit (a plain sleep without one, kernels before 5.3).
@@ -435,7 +435,7 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
   const std::string task_ns = fmt::format("/proc/{}/ns/mnt", task);
   const std::string exe_path = fmt::format("/proc/{}/exe", task);
   const std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
-  const auto longest = how == container_watch::descendants ? 1000ms : 250ms;
+  auto longest = how == container_watch::descendants ? 1000ms : 250ms;
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
   struct close_fd {
     int fd;
@@ -444,10 +444,11 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
     }
   } pidfd_closer{pidfd};
   std::chrono::milliseconds pause = 20ms;
+  auto tree_mode = [&how] { return how == container_watch::descendants; };
   for (;;) {
     std::string seen = link_text(task_ns);
     // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
-    if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}, {}};
+    if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}, {}, tree_mode()};
     if (how == container_watch::descendants) {
       // A host task: whichever process of its tree enters a root of its own and execs its program there.
       auto tree = task_tree(task, st.host_root_id);
@@ -455,7 +456,7 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
         pid_t p = tree[*i].pid;
         std::string ns = fmt::format("/proc/{}/ns/mnt", p);
         std::string_view name = std::string_view(tree[*i].exe).substr(tree[*i].exe.rfind('/') + 1);
-        if (!link_text(ns).empty()) return {entry::entered, p, ns, std::string(name)};
+        if (!link_text(ns).empty()) return {entry::entered, p, ns, std::string(name), true};
       }
     } else if (how == container_watch::launcher) {
       // The task is the launcher (`apptainer exec`, `chroot DIR cmd`): it execs on the host and moves itself
@@ -468,12 +469,16 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
       return {entry::entered, task, task_ns, {}};
     } else if (std::string exe = link_text(exe_path);
                !exe.empty() && exe != stepd_exe && link_text(task_ns) == host_ns) {
-      return {entry::on_host, 0, {}, {}};  // the plugin is loaded but this step did not ask it for a container
+      // The plugin is loaded but this step did not ask it for a container: a host task from here on, whose
+      // processes may still start one of their own.
+      how = container_watch::descendants;
+      longest = 1000ms;
+      continue;
     }
     auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return {};
+    if (now >= deadline) return {entry::not_yet, 0, {}, {}, tree_mode()};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + 1ms;
-    if (task_exited(pidfd, std::min(pause, left))) return {entry::ended, 0, {}, {}};
+    if (task_exited(pidfd, std::min(pause, left))) return {entry::ended, 0, {}, {}, tree_mode()};
     pause = std::min<std::chrono::milliseconds>(pause * 2, longest);
   }
 }
@@ -483,6 +488,8 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
 std::vector<std::string> deferred_verdict_lines(const container_state& st, container_probe_request req,
                                                 runtime_guess rt, const entry_seen& at) {
   std::vector<std::string> lines;
+  // A process of a host task's tree: the container plugin (loaded, unused by this step) names nothing of it.
+  if (at.followed_tree) rt = {};
   req.join_pid = at.target;
   ctprobe_run run = run_ctprobe(st, req);
   // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
@@ -545,11 +552,10 @@ std::vector<std::string> deferred_lines(const container_state& st, const contain
                                         const runtime_guess& rt, const entry_seen& at,
                                         std::chrono::milliseconds wait_for_entry, container_watch how) {
   // A host task that started no container is the common case: nothing to say.
-  if (how == container_watch::descendants && at.what != entry::entered) return {};
+  if (at.followed_tree && at.what != entry::entered) return {};
   bool launcher = how == container_watch::launcher;
   switch (at.what) {
     case entry::entered: return deferred_verdict_lines(st, req, rt, at);
-    case entry::on_host: return {};
     case entry::ended:
       // A launcher that ends without a container failed to start one (its own error is above). With a container
       // plugin the step may have asked for no container and run a short program on the host: only when asked.
