@@ -575,6 +575,8 @@ std::vector<std::string> deferred_lines(const container_state& st, const contain
 
 status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
                                       runtime_guess rt, std::chrono::milliseconds wait_for_entry, container_watch how) {
+  // kill(0, 0) and /proc/0 would make a watcher that never sees its task end, only container_wait.
+  if (task <= 0) return status::error(fmt::format("no task to watch (pid {})", task));
   child_spec spec;
   // Detached (double fork, as the post-exec watcher of src/step/post_exec.cpp): the task child execs right
   // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else

@@ -375,6 +375,35 @@ TEST(container_descendants, a_launcher_is_skipped_until_it_execs) {
   EXPECT_FALSE(is_launcher_program(""));
 }
 
+// A host task: the host's probes, and the descendants watcher started once per task (here refused: no task pid,
+// which a real task always has), whose failure is a WARN, not an error of the host's verdicts.
+TEST(container_runner, a_host_task_gets_the_descendants_watcher) {
+  config c;
+  container_state st;
+  task_location loc;  // host
+  int host_calls = 0;
+  probe_runner host = [&host_calls](const std::string&, const task_facts&, const memlock_limit&) {
+    ++host_calls;
+    check_result r;
+    r.id = "mr_host";
+    r.result = verdict::pass;
+    return std::vector<check_result>{r};
+  };
+  probe_runner run = container_probe_runner(c, st, loc, host, std::chrono::seconds(10), false);
+  task_facts t;
+  memlock_limit lim;
+  auto first = run("mr", t, lim);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].id, "mr_host");
+  EXPECT_EQ(first[1].id, "container");
+  EXPECT_EQ(first[1].result, verdict::warn);
+  EXPECT_NE(first[1].summary.find("cannot watch for a container the task may start: no task to watch"),
+            std::string::npos)
+      << first[1].summary;
+  EXPECT_EQ(run("nccl", t, lim).size(), 1u);  // started (or tried) once per task
+  EXPECT_EQ(host_calls, 2);
+}
+
 // `podman run`: the host's probes, and one warning that the image was not checked; no watcher (nothing of the
 // task ever enters a container podman's monitor starts).
 TEST(container_runner, a_launcher_outside_the_task_is_named_not_watched) {
