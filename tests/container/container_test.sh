@@ -187,4 +187,10 @@ show_run "host task, no container"
 expect_eq "host: the task ran" "$OUT" "done"
 expect_not_contains "host: no container line" "$ERR" "mrcheck: container"
 ((SECONDS - start < 15)) && e2e_pass "host: returns promptly" || e2e_fail "host: took $((SECONDS - start)) s"
+# A mount namespace of its own whose root is still the host's (a private /tmp) shows the host's libraries: no
+# container, no line.
+run_user srun --mr-check=mr,verbose bash -c 'unshare -r -m sh -c "sleep 0.5; echo private"; true'
+show_run "host task, a mount namespace with the host's root"
+expect_eq "private mount namespace: the task ran" "$OUT" "private"
+expect_not_contains "private mount namespace: no container line" "$ERR" "mrcheck: container"
 e2e_done
