@@ -192,14 +192,14 @@ int on_task_init(spank_t sp, int, char**) {
   t.request = user_request(t.request.env_checks);
   auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
   auto stopped = std::make_shared<bool>(false);
-  // A task in (or about to enter) its container is probed there, not on the host (docs/containers.md).
+  // A task in (or about to enter) its container is probed there, not on the host; a host task's probes run on
+  // the host, and a watcher follows its processes for a container one of them may start (docs/containers.md).
   task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins, t.job_argv) : task_location{};
   probe_runner host = real_probe_runner_stop(s.cfg, budget.total, stopped);
   task_verdict v = current_engine().task(s.cfg, t, s.node,
-                                         loc.place == task_place::host
-                                             ? host
-                                             : container_probe_runner(s.cfg, s.ct, loc, host, budget.total,
-                                                                      s.node.checks.verbose, stopped));
+                                         probes ? container_probe_runner(s.cfg, s.ct, loc, host, budget.total,
+                                                                         s.node.checks.verbose, stopped)
+                                                : host);
   for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
   for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
   if (*stopped) {

@@ -116,16 +116,39 @@ ctprobe_run run_ctprobe(const container_state& st, const container_probe_request
 // else guessed from the task's environment and what the helper saw inside (marker files, /run/.containerenv).
 runtime_guess runtime_inside(const ctprobe_run& run, const std::vector<std::string>& env, runtime_guess known);
 
-// task_init with the task still on the host while a container plugin after mrcheck may move it into its
-// container: forks a watcher (job user, holding the task's stderr) that waits until task `task` is in another
-// mount namespace (then runs the helper there and writes the verdict lines to stderr, the PASS lines only with
-// `req.verbose`; it cannot stop the task) or has exec'd on the host (then it leaves silently), at most
-// `wait_for_entry` (config container_wait: a container plugin may import an image first). A task that ends
-// without entering a container, or is not in one by then, gets one line that says so. With `launcher` (the task's
-// program is a container launcher, task_location::launcher) the task itself stays outside: the watcher waits for
+// What the deferred watcher waits for.
+enum class container_watch {
+  plugin,       // a container plugin after mrcheck moves the task itself into another mount namespace
+  launcher,     // the task's program is a container launcher (task_location::launcher): the task or a descendant
+  descendants,  // a host task (no launcher, no container plugin): any process of its tree that enters a root of
+                // its own and execs there (docs/containers.md, "Containers the task starts"); silent otherwise
+};
+
+// One process of the task's tree as the descendants watcher saw it, breadth first from the task.
+struct task_process {
+  pid_t pid = 0;
+  std::string exe;        // readlink of /proc/PID/exe, "" when unreadable (gone, not dumpable)
+  bool own_root = false;  // its root directory is not slurmstepd's (chroot, pivot_root in its mount namespace)
+};
+// The first process of `seen` that has a root of its own and runs a program there that is not a launcher still on
+// its way in: its exe's file name is neither one of launcher_runtime's table (`chroot` between its chroot() and
+// its exec, `unshare --root`) nor Apptainer's `starter`, and it is not the task child before its exec
+// (`stepd_exe`, slurmstepd's binary). Pure: unit tested. nullopt: none yet.
+std::optional<std::size_t> pick_entered_process(const std::vector<task_process>& seen, std::string_view stepd_exe);
+
+// task_init with the task still on the host: forks a watcher (job user, holding the task's stderr).
+// `plugin` (a container plugin after mrcheck may move the task into its container): it waits until task `task`
+// is in another mount namespace (then runs the helper there and writes the verdict lines to stderr, the PASS
+// lines only with `req.verbose`; it cannot stop the task) or has exec'd on the host (then it watches on as for
+// `descendants`: this step asked the plugin for no container, its processes may still start one), at
+// most `wait_for_entry` (config container_wait: a container plugin may import an image first). A task that ends
+// without entering a container, or is not in one by then, gets one line that says so. `launcher` (the task's
+// program is a container launcher, task_location::launcher): the task itself stays outside; the watcher waits for
 // a descendant of it that has exec'd its own program in another mount namespace and probes there.
+// `descendants` (a host task): the watcher follows the task's tree (pick_entered_process) until the task ends or
+// `wait_for_entry` runs out, and says nothing unless a process of it entered a root of its own.
 status spawn_deferred_container_probe(const container_state& st, pid_t task, container_probe_request req,
                                       runtime_guess rt, std::chrono::milliseconds wait_for_entry,
-                                      bool launcher = false);
+                                      container_watch how = container_watch::plugin);
 
 }  // namespace mrcheck

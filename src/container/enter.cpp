@@ -9,6 +9,7 @@
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/launchers.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/units.h>
 
@@ -303,7 +304,56 @@ pid_t launched_container_process(pid_t task, std::string_view launcher_prog, con
   return 0;
 }
 
+// The task's tree, breadth first (at most 64 processes, as launched_container_process), for
+// pick_entered_process: each one's program and whether its root is slurmstepd's (`host_root`, "dev:ino").
+std::vector<task_process> task_tree(pid_t task, const std::string& host_root) {
+  std::vector<task_process> seen;
+  std::vector<pid_t> queue{task};
+  for (std::size_t i = 0; i < queue.size() && i < 64; ++i) {
+    task_process p;
+    p.pid = queue[i];
+    p.exe = link_text(fmt::format("/proc/{}/exe", p.pid));
+    std::string rid = root_id(fmt::format("/proc/{}/root", p.pid));
+    p.own_root = !rid.empty() && !host_root.empty() && rid != host_root;
+    seen.push_back(std::move(p));
+    for (pid_t c : children_of(queue[i])) {
+      if (queue.size() >= 64) break;
+      queue.push_back(c);
+    }
+  }
+  return seen;
+}
+
+// A process's environment (/proc/PID/environ, readable by its owner), for the runtime's signs inside: the
+// variables a runtime sets for its container (APPTAINER_*, ENROOT_*) are in that process's, not the task's.
+std::vector<std::string> environ_of(pid_t pid) {
+  std::vector<std::string> env;
+  auto text = sysroot{}.read(fmt::format("/proc/{}/environ", pid), 256 * 1024);
+  if (!text) return env;
+  std::string_view v = *text;
+  while (!v.empty()) {
+    auto z = v.find('\0');
+    if (!v.substr(0, z).empty()) env.emplace_back(v.substr(0, z));
+    v.remove_prefix(z == std::string_view::npos ? v.size() : z + 1);
+  }
+  return env;
+}
+
 }  // namespace
+
+std::optional<std::size_t> pick_entered_process(const std::vector<task_process>& seen, std::string_view stepd_exe) {
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const auto& p = seen[i];
+    if (!p.own_root || p.exe.empty()) continue;
+    if (!stepd_exe.empty() && p.exe == stepd_exe) continue;  // the task child before its exec
+    std::string_view name = std::string_view(p.exe).substr(p.exe.rfind('/') + 1);
+    // A program replaced since (" (deleted)" after its name) is still the program it runs.
+    if (name.ends_with(" (deleted)")) name.remove_suffix(10);
+    if (is_launcher_program(name) || name.substr(0, 7) == "starter") continue;
+    return i;
+  }
+  return std::nullopt;
+}
 
 ctprobe_run run_ctprobe(const container_state& st, const container_probe_request& req) {
   ctprobe_run run;
@@ -350,48 +400,86 @@ namespace {
 
 // Where the watcher found the task (or the launcher's container process).
 enum class entry {
-  entered,  // in another mount namespace: probe there
-  on_host,  // exec'd its program on the host: this step uses no container
-  ended,    // gone before either
-  not_yet,  // still neither when wait_for_entry ran out
+  entered,  // in another mount namespace (a launcher's or a host task's process: or root): probe there
+  ended,    // the task ended first
+  not_yet,  // in none when wait_for_entry ran out
 };
 struct entry_seen {
   entry what = entry::not_yet;
-  pid_t target = 0;     // the process whose namespaces the helper joins
-  std::string ns_path;  // its /proc/PID/ns/mnt
+  pid_t target = 0;            // the process whose namespaces the helper joins
+  std::string ns_path;         // its /proc/PID/ns/mnt
+  std::string prog;            // container_watch::descendants: its program's file name
+  bool followed_tree = false;  // watched as container_watch::descendants (from the start, or once on the host)
 };
 
+// Waits up to `d` for the task's pidfd to report its exit (a plain sleep without one, kernels before 5.3).
+bool task_exited(int pidfd, std::chrono::milliseconds d) {
+  if (pidfd < 0) {
+    std::this_thread::sleep_for(d);
+    return false;
+  }
+  struct pollfd p = {pidfd, POLLIN, 0};
+  int rc = ::poll(&p, 1, static_cast<int>(d.count()));
+  return rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
 // Polls every 20 ms at first (a plugin that only enters namespaces takes milliseconds), then backs off to 250 ms
-// (pyxis importing an image with enroot takes seconds to minutes).
+// (pyxis importing an image with enroot takes seconds to minutes); a host task's tree (`descendants`), which may
+// start a container at any time or never, to 1 s. The task's exit ends the wait at once (its pidfd), so that the
+// watcher does not hold the task's stderr, and with it srun's I/O, after the task.
 entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono::milliseconds wait_for_entry,
-                              bool launcher, std::string_view launcher_prog) {
+                              container_watch how, std::string_view launcher_prog) {
   const std::string& host_ns = st.host_mnt_ns;
   using namespace std::chrono_literals;
   const auto deadline = std::chrono::steady_clock::now() + wait_for_entry;
   const std::string task_ns = fmt::format("/proc/{}/ns/mnt", task);
   const std::string exe_path = fmt::format("/proc/{}/exe", task);
   const std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
+  auto longest = how == container_watch::descendants ? 1000ms : 250ms;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
+  struct close_fd {
+    int fd;
+    ~close_fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } pidfd_closer{pidfd};
   std::chrono::milliseconds pause = 20ms;
+  auto tree_mode = [&how] { return how == container_watch::descendants; };
   for (;;) {
     std::string seen = link_text(task_ns);
     // EACCES while the task is not dumpable (between its setuid and its exec): keep waiting; gone: stop.
-    if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}};
-    if (launcher) {
+    if (seen.empty() && ::kill(task, 0) != 0 && errno == ESRCH) return {entry::ended, 0, {}, {}, tree_mode()};
+    if (how == container_watch::descendants) {
+      // A host task: whichever process of its tree enters a root of its own and execs its program there.
+      auto tree = task_tree(task, st.host_root_id);
+      if (auto i = pick_entered_process(tree, stepd_exe)) {
+        pid_t p = tree[*i].pid;
+        std::string ns = fmt::format("/proc/{}/ns/mnt", p);
+        std::string_view name = std::string_view(tree[*i].exe).substr(tree[*i].exe.rfind('/') + 1);
+        if (!link_text(ns).empty()) return {entry::entered, p, ns, std::string(name), true};
+      }
+    } else if (how == container_watch::launcher) {
       // The task is the launcher (`apptainer exec`, `chroot DIR cmd`): it execs on the host and moves itself
       // (chroot, unshare) or a child (Apptainer's "runtime parent" and its child) into the container.
       if (pid_t p = launched_container_process(task, launcher_prog, host_ns, st.host_root_id); p > 0) {
         std::string ns = fmt::format("/proc/{}/ns/mnt", p);
-        if (!link_text(ns).empty()) return {entry::entered, p, ns};
+        if (!link_text(ns).empty()) return {entry::entered, p, ns, {}};
       }
     } else if (!seen.empty() && seen != host_ns) {
-      return {entry::entered, task, task_ns};
+      return {entry::entered, task, task_ns, {}};
     } else if (std::string exe = link_text(exe_path);
                !exe.empty() && exe != stepd_exe && link_text(task_ns) == host_ns) {
-      return {entry::on_host, 0, {}};  // the plugin is loaded but this step did not ask it for a container
+      // The plugin is loaded but this step did not ask it for a container: a host task from here on, whose
+      // processes may still start one of their own.
+      how = container_watch::descendants;
+      longest = 1000ms;
+      continue;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return {};
-    std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::milliseconds>(pause * 2, 250ms);
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return {entry::not_yet, 0, {}, {}, tree_mode()};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + 1ms;
+    if (task_exited(pidfd, std::min(pause, left))) return {entry::ended, 0, {}, {}, tree_mode()};
+    pause = std::min<std::chrono::milliseconds>(pause * 2, longest);
   }
 }
 
@@ -400,13 +488,28 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
 std::vector<std::string> deferred_verdict_lines(const container_state& st, container_probe_request req,
                                                 runtime_guess rt, const entry_seen& at) {
   std::vector<std::string> lines;
+  // A process of a host task's tree: the container plugin (loaded, unused by this step) names nothing of it.
+  if (at.followed_tree) rt = {};
   req.join_pid = at.target;
   ctprobe_run run = run_ctprobe(st, req);
   // A task that ended meanwhile (its namespaces gone) is named as such, not as a broken image.
   if (run.started && run.outcome.exited && run.outcome.exit_code == 127 && ::access(at.ns_path.c_str(), F_OK) != 0) {
-    lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
+    // A host task's short-lived descendant (`chroot IMG true` in a script) is no error of the task's.
+    if (at.prog.empty()) {
+      lines.push_back("mrcheck: container: ERROR: the task ended before its container could be probed");
+    } else {
+      if (!req.verbose) return lines;
+      lines.push_back(
+          fmt::format("mrcheck: container: not checked: {} (pid {}), started by the task, ended in its "
+                      "own root before it could be probed",
+                      escape_line(at.prog, 64), at.target));
+      return lines;
+    }
   } else {
-    rt = runtime_inside(run, req.env, rt);
+    // The runtime's variables are in the environment of the process that entered, when it is not the task.
+    std::vector<std::string> signs_env = at.prog.empty() ? req.env : environ_of(at.target);
+    if (!at.prog.empty()) signs_env.insert(signs_env.end(), req.env.begin(), req.env.end());
+    rt = runtime_inside(run, signs_env, rt);
     report rep;
     rep.checks = judge_container(run, st.host, rt, req.nccl);
     for (auto& ch : rep.checks) {
@@ -419,6 +522,20 @@ std::vector<std::string> deferred_verdict_lines(const container_state& st, conta
     }
     for (auto& l : failure_lines(rep)) lines.push_back(escape_line(l, 1500));
     if (lines.empty()) return lines;  // all passed, not verbose: nothing to say, as on the host
+  }
+  if (!at.prog.empty()) {
+    // A host task's descendant (container_watch::descendants): named, since the task's own program is not it.
+    std::string who = fmt::format("{} (pid {}), started by the task,", escape_line(at.prog, 64), at.target);
+    lines.insert(lines.begin(),
+                 rt.runtime == container_runtime::unknown || rt.runtime == container_runtime::none
+                     ? fmt::format("mrcheck: container: {} entered a root directory or mount namespace of its own "
+                                   "after mrcheck's task_init: checked there now, with the libraries it sees; a "
+                                   "failure here cannot stop the task",
+                                   who)
+                     : fmt::format("mrcheck: container: {} entered its container ({}) after mrcheck's task_init: "
+                                   "checked now; a failure here cannot stop the task",
+                                   who, to_string(rt.runtime)));
+    return lines;
   }
   // A launcher starts the container itself, after every plugin's task_init: no plugstack order changes that.
   std::string why = rt.launcher_prog.empty()
@@ -433,10 +550,12 @@ std::vector<std::string> deferred_verdict_lines(const container_state& st, conta
 // What the watcher prints for what it saw (docs/containers.md).
 std::vector<std::string> deferred_lines(const container_state& st, const container_probe_request& req,
                                         const runtime_guess& rt, const entry_seen& at,
-                                        std::chrono::milliseconds wait_for_entry, bool launcher) {
+                                        std::chrono::milliseconds wait_for_entry, container_watch how) {
+  // A host task that started no container is the common case: nothing to say.
+  if (at.followed_tree && at.what != entry::entered) return {};
+  bool launcher = how == container_watch::launcher;
   switch (at.what) {
     case entry::entered: return deferred_verdict_lines(st, req, rt, at);
-    case entry::on_host: return {};
     case entry::ended:
       // A launcher that ends without a container failed to start one (its own error is above). With a container
       // plugin the step may have asked for no container and run a short program on the host: only when asked.
@@ -455,7 +574,9 @@ std::vector<std::string> deferred_lines(const container_state& st, const contain
 }  // namespace
 
 status spawn_deferred_container_probe(const container_state& st_in, pid_t task, container_probe_request req,
-                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry, bool launcher) {
+                                      runtime_guess rt, std::chrono::milliseconds wait_for_entry, container_watch how) {
+  // kill(0, 0) and /proc/0 would make a watcher that never sees its task end, only container_wait.
+  if (task <= 0) return status::error(fmt::format("no task to watch (pid {})", task));
   child_spec spec;
   // Detached (double fork, as the post-exec watcher of src/step/post_exec.cpp): the task child execs right
   // after us and never reaps it. It holds the task's stderr and the helper's descriptor (as fd 3), nothing else
@@ -471,13 +592,13 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     spec.extra_fds.push_back({3, st.helper_fd});
     st.helper_fd = 3;
   }
-  spec.run_in_child = [st, task, req, rt, wait_for_entry, launcher]() -> int {
+  spec.run_in_child = [st, task, req, rt, wait_for_entry, how]() -> int {
     // The host's /dev/null again, for the helper it starts inside a container that may have none (the task's
     // was closed with the rest of its descriptors when this watcher was set up, src/sys/child.cpp).
     child_keep_null_device();
-    entry_seen at = wait_for_container(task, st, wait_for_entry, launcher, rt.launcher_prog);
+    entry_seen at = wait_for_container(task, st, wait_for_entry, how, rt.launcher_prog);
     std::string text;
-    for (auto& l : deferred_lines(st, req, rt, at, wait_for_entry, launcher)) text += l + "\n";
+    for (auto& l : deferred_lines(st, req, rt, at, wait_for_entry, how)) text += l + "\n";
     if (!text.empty()) {
       std::fputs(text.c_str(), stderr);
       std::fflush(stderr);

@@ -66,9 +66,10 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
     req.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
     req.nccl = group == "nccl";
     req.reg_bytes = group == "mr" ? container_reg_bytes(t.job_env) : 0;
-    if (loc.place == task_place::maybe_later) {
+    if (loc.place != task_place::inside) {
       // Still on the host: the host's probes as without a container, and a watcher for the container the task
-      // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone).
+      // may enter after mrcheck's task_init (one per task: with the `mr` group, or `nccl` when alone). A host
+      // task's watcher follows its descendants and says nothing unless one of them enters a root of its own.
       auto host = host_runner(group, t, limits);
       if (!*watching && loc.launcher.outside_task) {
         // `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon,
@@ -89,16 +90,23 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       }
       if (!*watching) {
         *watching = true;
-        runtime_guess rt = task_runtime(t, loc, nullptr);
         bool launcher = loc.launcher.runtime != container_runtime::none;
+        container_watch how = loc.place == task_place::host ? container_watch::descendants
+                              : launcher                    ? container_watch::launcher
+                                                            : container_watch::plugin;
+        // A host task's runtime is whatever its descendant entered: guessed from there (runtime_inside).
+        runtime_guess rt = how == container_watch::descendants ? runtime_guess{} : task_runtime(t, loc, nullptr);
         req.reg_bytes = container_reg_bytes(t.job_env);
         req.fail_is_warn = c.on_fail == fail_policy::warn;
         req.verbose = verbose;
-        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.container_wait, launcher); !w) {
+        if (auto w = spawn_deferred_container_probe(st, t.task_pid, req, rt, c.container_wait, how); !w) {
           check_result r;
           r.id = "container";
-          r.result = verdict::error;
-          r.summary = "cannot watch for the task's container: " + w.message();
+          // A host task may never start a container: not watching it is no error of the host's verdicts.
+          r.result = how == container_watch::descendants ? verdict::warn : verdict::error;
+          r.summary = (how == container_watch::descendants ? "cannot watch for a container the task may start: "
+                                                           : "cannot watch for the task's container: ") +
+                      w.message();
           host.push_back(std::move(r));
         }
       }

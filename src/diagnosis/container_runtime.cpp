@@ -2,6 +2,7 @@
 // The sources of every sign and fix: docs/facts/containers.md §2 (the signs), §3 (limits).
 #include <mrcheck/container_runtime.h>
 
+#include <mrcheck/launchers.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -107,6 +108,11 @@ runtime_guess launcher_runtime(const std::vector<std::string>& argv, std::string
     return {container_runtime::apptainer, fmt::format("the task's program is the SIF image {}", escape_line(prog, 64)),
             false, std::string(prog)};
   return {};
+}
+
+bool is_launcher_program(std::string_view file_name) {
+  return std::any_of(std::begin(k_launchers), std::end(k_launchers),
+                     [file_name](const launcher_row& row) { return row.prog == file_name; });
 }
 
 std::string sif_head(const std::vector<std::string>& argv, std::size_t max) {

@@ -158,4 +158,39 @@ expect_contains "unshare: the host's probes ran first" "$ERR" "mrcheck: mr_host:
 expect_contains "unshare: checked inside, started by the task" "$ERR" \
   "after mrcheck's task_init: checked now; a failure here cannot stop the task (the task's own \`unshare\` started it)"
 expect_contains "unshare: the image's rdma-core, not the host's" "$ERR" "rdma-core 33.2 (host $host_rdma), no device"
+
+# The same, started further down by a wrapper the task runs (bash, sh: no launcher): the watcher follows the
+# task's processes and probes in the one that entered a root of its own and exec'd there. `unshare -r` gives the
+# job user CAP_SYS_CHROOT for `chroot`; "; true" keeps the shell from exec'ing it. First with the container plugin
+# loaded but not asked for a container by this step (a site with pyxis), then with none loaded.
+run_user srun --mr-check=mr,verbose bash -c "unshare -r chroot '$images/old' /bin/sh -c '$inimg; sleep 1'; true"
+show_run "descendant container (bash, unshare -r chroot)"
+expect_contains "chroot: the task ran in the image" "$OUT" "in-image"
+expect_contains "chroot: the host's probes ran first" "$ERR" "mrcheck: mr_host: "
+expect_contains "chroot: names the process (the image's /bin/sh)" "$ERR" "mrcheck: container: dash (pid "
+expect_contains "chroot: checked there, after task_init" "$ERR" \
+  "started by the task, entered a root directory or mount namespace of its own after mrcheck's task_init: checked there now"
+expect_contains "chroot: the image's rdma-core, not the host's" "$ERR" "rdma-core 33.2 (host $host_rdma), no device"
+expect_not_contains "chroot: not the launcher's line" "$ERR" "the task's own \`"
+rm -f "$MRCHECK_SLURM_PLUGSTACK_D"/*testct.conf
+run_user srun --mr-check=mr,verbose sh -c "unshare -r --mount --root='$images/old' /bin/sh -c '$inimg; sleep 1'; true"
+show_run "descendant container (sh, unshare --mount --root)"
+expect_contains "unshare --mount: the task ran in the image" "$OUT" "in-image"
+expect_contains "unshare --mount: checked there, after task_init" "$ERR" \
+  "started by the task, entered a root directory or mount namespace of its own after mrcheck's task_init: checked there now"
+expect_contains "unshare --mount: the image's rdma-core, not the host's" "$ERR" "rdma-core 33.2 (host $host_rdma), no device"
+# A host task that starts no container: not a word more, even verbose, and the step ends with the task (the
+# watcher holds the task's stderr: it must not keep srun's I/O open until container_wait).
+start=$SECONDS
+run_user srun --mr-check=mr,verbose bash -c 'sleep 0.3; echo done'
+show_run "host task, no container"
+expect_eq "host: the task ran" "$OUT" "done"
+expect_not_contains "host: no container line" "$ERR" "mrcheck: container"
+((SECONDS - start < 15)) && e2e_pass "host: returns promptly" || e2e_fail "host: took $((SECONDS - start)) s"
+# A mount namespace of its own whose root is still the host's (a private /tmp) shows the host's libraries: no
+# container, no line.
+run_user srun --mr-check=mr,verbose bash -c 'unshare -r -m sh -c "sleep 0.5; echo private"; true'
+show_run "host task, a mount namespace with the host's root"
+expect_eq "private mount namespace: the task ran" "$OUT" "private"
+expect_not_contains "private mount namespace: no container line" "$ERR" "mrcheck: container"
 e2e_done

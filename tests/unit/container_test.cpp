@@ -2,6 +2,7 @@
 // helper outputs as src/container/ctprobe.c prints them.
 #include <mrcheck/container.h>
 #include <mrcheck/container_runner.h>
+#include <mrcheck/launchers.h>
 
 #include <gtest/gtest.h>
 
@@ -337,6 +338,70 @@ TEST(container_log, kernel_abi_socket_fallback_and_runtime) {
   ib.feed("NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", 2);
   ib.finish();
   EXPECT_TRUE(ib.notes.empty());
+}
+
+// A host task's tree (container_watch::descendants): the process that entered a root of its own and exec'd its
+// program there, never a launcher between entering and exec'ing, nor the task child before its exec.
+TEST(container_descendants, a_launcher_is_skipped_until_it_execs) {
+  const std::string stepd = "/usr/sbin/slurmstepd";
+  std::vector<task_process> tree{{100, "/usr/bin/bash", false}, {101, "/usr/bin/unshare", false}};
+  EXPECT_FALSE(pick_entered_process(tree, stepd));  // all on the host
+  // `unshare -r chroot IMG sh`: unshare has exec'd chroot, which has chroot()ed and not yet exec'd.
+  tree[1] = {101, "/usr/sbin/chroot", true};
+  EXPECT_FALSE(pick_entered_process(tree, stepd));
+  // `unshare --mount --root=IMG sh`: unshare itself between its chroot() and its exec; Apptainer's starter.
+  tree.push_back({102, "/usr/bin/unshare", true});
+  tree.push_back({103, "/usr/libexec/apptainer/bin/starter", true});
+  EXPECT_FALSE(pick_entered_process(tree, stepd));
+  // The image's shell, once chroot has exec'd it (its path as the host sees it).
+  tree[1] = {101, "/images/old/usr/bin/dash", true};
+  auto i = pick_entered_process(tree, stepd);
+  ASSERT_TRUE(i);
+  EXPECT_EQ(tree[*i].pid, 101);
+  // Breadth first: the first one found wins; an unreadable program (gone, not dumpable) is not one.
+  std::vector<task_process> two{{100, "", true}, {101, "/img/bin/python3", true}, {102, "/img/bin/sh", true}};
+  EXPECT_EQ(pick_entered_process(two, stepd), std::optional<std::size_t>(1));
+  // The task child before its exec still runs slurmstepd's binary (a chrooted slurmstepd is not a container).
+  EXPECT_FALSE(pick_entered_process({{100, stepd, true}}, stepd));
+  // A program replaced on disk since it started: the name without " (deleted)".
+  EXPECT_FALSE(pick_entered_process({{100, "/usr/sbin/chroot (deleted)", true}}, stepd));
+  EXPECT_TRUE(pick_entered_process({{100, "/img/bin/sh (deleted)", true}}, stepd));
+  EXPECT_FALSE(pick_entered_process({}, stepd));
+  // Launcher names come from launcher_runtime's table, whatever the arguments.
+  EXPECT_TRUE(is_launcher_program("chroot"));
+  EXPECT_TRUE(is_launcher_program("unshare"));
+  EXPECT_TRUE(is_launcher_program("apptainer"));
+  EXPECT_FALSE(is_launcher_program("bash"));
+  EXPECT_FALSE(is_launcher_program(""));
+}
+
+// A host task: the host's probes, and the descendants watcher started once per task (here refused: no task pid,
+// which a real task always has), whose failure is a WARN, not an error of the host's verdicts.
+TEST(container_runner, a_host_task_gets_the_descendants_watcher) {
+  config c;
+  container_state st;
+  task_location loc;  // host
+  int host_calls = 0;
+  probe_runner host = [&host_calls](const std::string&, const task_facts&, const memlock_limit&) {
+    ++host_calls;
+    check_result r;
+    r.id = "mr_host";
+    r.result = verdict::pass;
+    return std::vector<check_result>{r};
+  };
+  probe_runner run = container_probe_runner(c, st, loc, host, std::chrono::seconds(10), false);
+  task_facts t;
+  memlock_limit lim;
+  auto first = run("mr", t, lim);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].id, "mr_host");
+  EXPECT_EQ(first[1].id, "container");
+  EXPECT_EQ(first[1].result, verdict::warn);
+  EXPECT_NE(first[1].summary.find("cannot watch for a container the task may start: no task to watch"),
+            std::string::npos)
+      << first[1].summary;
+  EXPECT_EQ(run("nccl", t, lim).size(), 1u);  // started (or tried) once per task
+  EXPECT_EQ(host_calls, 2);
 }
 
 // `podman run`: the host's probes, and one warning that the image was not checked; no watcher (nothing of the
