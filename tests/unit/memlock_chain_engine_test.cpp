@@ -373,7 +373,7 @@ TEST(MemlockChainPostExecWatch, SeesATaskThatExitedBeforeItLooked) {
   ::close(go[0]);
   ASSERT_EQ(::write(go[1], "x", 1), 1);
   ::close(go[1]);
-  siginfo_t info {};
+  siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // a zombie, not reaped
   auto o = observe_post_exec(pid, my_memlock(), "/etc/tp.sh", std::chrono::milliseconds(100));
   int st = 0;
@@ -397,7 +397,7 @@ TEST(MemlockChainPostExecWatch, ATaskThatDiedBeforeExecIsNoFinding) {
     ::setrlimit(RLIMIT_MEMLOCK, &r);
     ::_exit(1);
   }
-  siginfo_t info {};
+  siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
   auto o = observe_post_exec(pid, my_memlock(), "/etc/tp.sh", std::chrono::milliseconds(100));
   int st = 0;
