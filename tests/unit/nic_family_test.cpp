@@ -16,7 +16,9 @@
 namespace mrcheck {
 namespace {
 
-bool has(std::span<const std::string_view> v, std::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(std::span<const std::string_view> v, std::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 TEST(NicFamily, EveryRowCompleteAndUnique) {
   std::set<std::string_view> names, providers, prefixes, drivers;
@@ -108,8 +110,8 @@ std::vector<std::string> cells(std::string_view line) {
 // docs/transports.md's "NIC families" table lists the same families in the same order, with the row's drivers,
 // verbs module, provider and a device name the row's prefix recognises.
 TEST(NicFamily, DocsTableSaysWhatTheRowsSay) {
-  std::filesystem::path doc =
-      std::filesystem::path(MRCHECK_FIXTURES_DIR).parent_path().parent_path() / "docs" / "transports.md";
+  std::filesystem::path doc = std::filesystem::path(MRCHECK_FIXTURES_DIR).parent_path().parent_path() / "docs" /
+                              "transports.md";
   std::string text = read(doc);
   auto section = text.find("\n## NIC families\n");
   ASSERT_NE(section, std::string::npos) << doc;
