@@ -141,6 +141,19 @@ struct node_evidence {
 // clears it when it is. Unreadable facts stay unset.
 node_evidence evidence_from_facts(const node_facts& facts);
 
+// What one node_evidence is made from. Every caller names its sources here and gets the evidence from
+// build_evidence(); what is particular to a caller (whose memlock it is, a probe's own numbers) it sets after.
+struct evidence_inputs {
+  const node_facts* facts = nullptr;  // collected facts (evidence_from_facts), or none collected
+  // Where `facts` were read: chain[0]'s CAP_IPC_LOCK comes from its /proc/PID/status there. nullptr: not read.
+  const sysroot* root = nullptr;
+  // This process is the subject (a probe, or the parent of ranks that inherit its limits): its own
+  // RLIMIT_MEMLOCK, euid and CAP_IPC_LOCK replace chain[0]'s.
+  bool own_process = false;
+};
+// The one builder of node_evidence (src/diagnosis/evidence.cpp).
+node_evidence build_evidence(const evidence_inputs& in);
+
 // The rdma-core flavour from dpkg's status file (/var/lib/dpkg/status): the `Version:` of package
 // libibverbs1 (or rdma-core); a version containing "mlnx" (MLNX_OFED / DOCA-OFED builds, e.g. "2410mlnx54-1")
 // is ofed, any other is inbox. The library's file name cannot tell them apart (OFED's is libibverbs.so.1.14.N.0

@@ -76,14 +76,9 @@ struct rdma_device_fact {
   std::vector<rdma_port_fact> ports;
 };
 
-// The NIC family of an RDMA device, from its driver and name (docs/transports.md): "mlx5", "efa", "irdma",
-// "bnxt_re", "ionic", "rxe", "siw", or "" when none of these.
+// The NIC family of an RDMA device, from its driver and name: the name of its row in the family table
+// (include/mrcheck/nic_family.h), or "" when no row matches.
 std::string rdma_family(const rdma_device_fact& d);
-// The kernel modules that carry a family's verbs ("efa" -> {"efa"}, "bnxt_re" -> {"bnxt_re", "bnxt_en"}, ...).
-std::vector<std::string> rdma_family_modules(std::string_view family);
-// The rdma-core provider library of a family (libibverbs/lib<NAME>-rdmav*.so): "mlx5", "efa", "irdma",
-// "bnxt_re", "ionic", "rxe", "siw".
-std::string_view rdma_family_provider(std::string_view family);
 
 // What the package database says about the RDMA user space (docs/transports.md): the flavour of rdma-core and
 // the libfabric / aws-ofi-nccl versions. dpkg's status file is read; an rpm database is found but not read

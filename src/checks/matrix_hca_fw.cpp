@@ -3,6 +3,8 @@
 // docs/facts/kernel-and-drivers.md §2); minimums are in the rules file, with their sources in etc/README.rules.md.
 #include "checks/matrix_checks.h"
 
+#include <mrcheck/nic_family.h>
+
 #include <fmt/format.h>
 
 namespace mrcheck::matrix {
@@ -24,9 +26,12 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
     std::string name = clean(d.name, 32);
     std::string fw = clean(d.fw_ver, 32);
     auto v = leading_version(d.fw_ver);
+    // Only a family whose firmware the rules' hca_families describe (include/mrcheck/nic_family.h) is judged.
+    const nic_family* row = nic_family_of(d);
+    const bool judged = row && row->ofed_stack;
     if (d.fw_ver.empty() || !v || v->parts.size() < 2) {
       detail.push_back(fmt::format("{}: fw_ver '{}' not a firmware version", name, fw));
-      if (d.name.starts_with("mlx5")) {
+      if (judged) {
         unknown.push_back(fmt::format("{} fw '{}' unreadable", name, fw));
         unknown_dev.push_back(name);
       }
@@ -35,7 +40,7 @@ check_result check_hca_fw(const node_facts& f, const matrix_rules& r) {
     auto it = r.hca_families.find(v->parts.front());
     if (it == r.hca_families.end()) {
       detail.push_back(fmt::format("{}: fw {} (major {} has no family in the rules)", name, fw, v->parts.front()));
-      if (d.name.starts_with("mlx5")) {
+      if (judged) {
         unknown.push_back(fmt::format("{} fw {} of unknown family", name, fw));
         unknown_dev.push_back(name);
       }

@@ -8,6 +8,8 @@
 // where none of them tells it, the check warns and names what could not be read.
 #include "checks/matrix_checks.h"
 
+#include <mrcheck/nic_family.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -138,29 +140,28 @@ std::vector<std::string> check_families(const node_facts& f, std::vector<std::st
   std::vector<std::string> families;
   if (f.rdma_devices) {
     for (const auto& d : *f.rdma_devices) {
-      std::string fam = rdma_family(d);
+      const nic_family* row = nic_family_of(d);
+      std::string fam = row ? std::string(row->name) : std::string();
       detail.push_back(fmt::format("{}: family {}, driver {}, fw {}", clean(d.name), fam.empty() ? "unknown" : fam,
                                    d.driver.empty() ? "-" : clean(d.driver), d.fw_ver.empty() ? "-" : clean(d.fw_ver)));
-      if (fam.empty() || std::find(families.begin(), families.end(), fam) != families.end()) continue;
+      if (!row || std::find(families.begin(), families.end(), fam) != families.end()) continue;
       families.push_back(fam);
-      if (fam != "mlx5") {
-        for (const auto& m : rdma_family_modules(fam)) {
+      if (!row->ofed_stack) {
+        for (std::string_view m : row->modules) {
           if (const kmodule_fact* k = loaded_module(f, m)) {
             detail.push_back(fmt::format("{}: version {}, taint '{}'", m, k->version ? clean(*k->version) : "(none)",
                                          clean(k->taint, 16)));
           }
         }
       }
-      std::string_view provider = rdma_family_provider(fam);
-      if (!provider.empty() && !f.verbs_providers.empty() &&
+      std::string_view provider = row->provider;
+      if (!f.verbs_providers.empty() &&
           std::find(f.verbs_providers.begin(), f.verbs_providers.end(), provider) == f.verbs_providers.end()) {
         problems.push_back(
             fmt::format("{} ({}) has no rdma-core provider lib{} in user space", clean(d.name), fam, provider));
         if (hint.empty()) {
           hint = fmt::format("install the rdma-core providers ({}) so that libibverbs can open {}",
-                             fam == "efa" ? "the EFA installer, or ibverbs-providers / rdma-core"
-                                          : "ibverbs-providers / rdma-core",
-                             clean(d.name));
+                             row->provider_source, clean(d.name));
         }
       }
     }

@@ -97,16 +97,21 @@ void container_evidence(node_evidence& e) {
 }  // namespace
 
 node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
-  node_evidence e;
+  // Only when a failure needs explaining: the chain walk (which hop lowered the limit) and the stack facts.
+  std::optional<node_facts> facts;
   if (deep) {
-    // Only when a failure needs explaining: the chain walk (which hop lowered the limit) and the stack facts.
     collect_options opts;
     opts.start_pid = getpid();
     opts.load_libraries = false;
-    node_facts facts = collect_facts(sysroot{}, opts);
-    e = evidence_from_facts(facts);
+    facts = collect_facts(sysroot{}, opts);
+  }
+  evidence_inputs in;
+  in.facts = facts ? &*facts : nullptr;
+  in.own_process = true;
+  node_evidence e = build_evidence(in);
+  if (facts) {
     // The same picking rule as evidence_from_facts (memlock_hop.h), naming this process "the probe".
-    e.memlock_hop = describe_lowering_hop(facts.chain, "the probe itself");
+    e.memlock_hop = describe_lowering_hop(facts->chain, "the probe itself");
     // Under Slurm the value usually comes from the submitting shell: slurmstepd applies SLURM_RLIMIT_MEMLOCK
     // (PropagateResourceLimits, docs/facts/memlock.md §1) just before exec, so the chain alone shows only "its
     // launcher". Parsed by the one parser of that variable (parse_propagated_limit).
@@ -123,7 +128,6 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
   e.memlock_hard = o.memlock_hard;
   e.memlock_source = fmt::format("the probe (pid {}, uid {})", getpid(), geteuid());
   e.is_root = o.is_root;
-  if (auto st = read_small("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
   if (!e.max_map_count) {
     if (auto m = read_small("/proc/sys/vm/max_map_count")) {
       std::uint64_t v = 0;

@@ -3,13 +3,9 @@
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/nccl_probe.h>
-#include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -28,15 +24,9 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 
 // The rank children inherit this process' limits and credentials, so ours are the evidence for theirs.
 node_evidence own_evidence() {
-  node_evidence e;
-  struct rlimit rl {};
-  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
-    e.memlock_soft = rl.rlim_cur == RLIM_INFINITY ? k_unlimited : rl.rlim_cur;
-    e.memlock_hard = rl.rlim_max == RLIM_INFINITY ? k_unlimited : rl.rlim_max;
-  }
-  e.is_root = ::geteuid() == 0;
-  if (auto st = sysroot{}.read("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
-  return e;
+  evidence_inputs in;
+  in.own_process = true;
+  return build_evidence(in);
 }
 
 // The failure NCCL's own output names, through the shared scanner (include/mrcheck/nccl_log.h): a failed

@@ -2,10 +2,14 @@
 // the rules in diagnosis.cpp: the rules never read facts, only this evidence.
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/memlock_hop.h>
+#include <mrcheck/sysroot.h>
 
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -102,6 +106,24 @@ node_evidence evidence_from_facts(const node_facts& facts) {
         e.has_dmabuf_mr = present;
     }
     if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
+  }
+  return e;
+}
+
+node_evidence build_evidence(const evidence_inputs& in) {
+  node_evidence e = in.facts ? evidence_from_facts(*in.facts) : node_evidence{};
+  if (in.own_process) {
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+      e.memlock_soft = rl.rlim_cur == RLIM_INFINITY ? k_unlimited : rl.rlim_cur;
+      e.memlock_hard = rl.rlim_max == RLIM_INFINITY ? k_unlimited : rl.rlim_max;
+    }
+    e.is_root = ::geteuid() == 0;
+    if (auto st = sysroot{}.read("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+  } else if (in.facts && in.root && !in.facts->chain.empty()) {
+    if (auto st = in.root->read(fmt::format("/proc/{}/status", in.facts->chain.front().pid), 64 * 1024)) {
+      e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+    }
   }
   return e;
 }

@@ -107,7 +107,10 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
   collect_options opts;
   opts.load_libraries = root.is_host();
   node_facts facts = collect_facts(root, opts);
-  node_evidence e = evidence_from_facts(facts);
+  evidence_inputs in;
+  in.facts = &facts;
+  in.root = &root;
+  node_evidence e = build_evidence(in);
   origin.hostname = facts.hostname;
   origin.from_root = !root.is_host();
   if (!facts.chain.empty()) {
@@ -115,9 +118,6 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
     e.memlock_source = origin.from_root
                            ? fmt::format("pid {} ({}) in the --root tree", self.pid, escape_line(self.comm, 32))
                            : fmt::format("this shell on {}", facts.hostname.empty() ? "this node" : facts.hostname);
-    if (auto st = root.read(fmt::format("/proc/{}/status", self.pid), 64 * 1024)) {
-      e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
-    }
   }
   // The library's file name cannot tell MLNX/DOCA-OFED's rdma-core from the distribution's; dpkg can.
   if (auto dpkg = root.read("/var/lib/dpkg/status", 64u << 20)) {

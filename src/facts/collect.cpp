@@ -1,6 +1,7 @@
 // collect_facts(): every node fact, each read through the sysroot (so `mrcheck dump` records it and --root
 // replays it) and each with its own status. Where each fact lives: docs/facts/kernel-and-drivers.md.
 #include <mrcheck/facts.h>
+#include <mrcheck/nic_family.h>
 
 #include "facts/internal.h"
 
@@ -15,11 +16,8 @@ namespace mrcheck {
 
 namespace {
 
-// The RDMA families of docs/transports.md: mlx5, EFA (efa), Intel E800 (irdma), Broadcom (bnxt_re on bnxt_en),
-// AMD Pensando (ionic_rdma on ionic), and the soft devices rxe (rdma_rxe) and siw.
-constexpr const char* k_modules[] = {"ib_core",     "mlx5_core",  "mlx5_ib",  "nvidia",  "nvidia_peermem",
-                                     "nv_peer_mem", "efa",        "irdma",    "bnxt_re", "bnxt_en",
-                                     "ionic",       "ionic_rdma", "rdma_rxe", "siw"};
+// The modules read besides each NIC family's own (include/mrcheck/nic_family.h): the RDMA core and the GPU side.
+constexpr const char* k_modules[] = {"ib_core", "nvidia", "nvidia_peermem", "nv_peer_mem"};
 
 // Where rdma-core installs its providers (libibverbs/lib<name>-rdmav<N>.so; rdma-core buildlib/provider.cmake).
 constexpr const char* k_provider_dirs[] = {"/usr/lib/x86_64-linux-gnu/libibverbs",
@@ -399,6 +397,11 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts) {
     f.uverbs_abi = abi.error();
   }
   for (const char* m : k_modules) f.modules[m] = read_module(root, m);
+  for (const nic_family& fam : nic_families()) {
+    for (std::string_view m : fam.modules) {
+      if (!f.modules.count(std::string(m))) f.modules[std::string(m)] = read_module(root, std::string(m));
+    }
+  }
   if (auto peers = root.list("/sys/kernel/mm/memory_peers")) {
     f.memory_peers = true;
     for (const auto& c : *peers) {

@@ -1,6 +1,7 @@
 // Pure parsers for the small files behind the node facts (docs/facts/kernel-and-drivers.md). No I/O here: collect.cpp
 // reads the files through the sysroot and hands the text over, so every branch is testable from a string or a fixture.
 #include <mrcheck/facts.h>
+#include <mrcheck/nic_family.h>
 
 #include <fmt/format.h>
 
@@ -235,39 +236,10 @@ std::string library_version_from_path(std::string_view path) {
 
 namespace mrcheck {
 
-// docs/transports.md, "NIC families": the driver bound to the PCI function names the family; soft devices have
-// none and are told by the name the kernel gives them (rxe0, siw0 by convention of rdma link add).
+// docs/transports.md, "NIC families": one row each in src/facts/nic_family.cpp.
 std::string rdma_family(const rdma_device_fact& d) {
-  std::string_view drv = d.driver;
-  std::string_view name = d.name;
-  if (drv == "mlx5_core" || (drv.empty() && name.starts_with("mlx5_"))) return "mlx5";
-  if (drv == "efa" || (drv.empty() && name.starts_with("efa_"))) return "efa";
-  if (drv == "irdma" || drv == "ice" || drv == "i40e" || (drv.empty() && name.starts_with("irdma"))) return "irdma";
-  if (drv == "bnxt_en" || (drv.empty() && name.starts_with("bnxt_re"))) return "bnxt_re";
-  if (drv == "ionic" || (drv.empty() && name.starts_with("ionic"))) return "ionic";
-  if (name.starts_with("rxe")) return "rxe";
-  if (name.starts_with("siw")) return "siw";
-  return "";
-}
-
-std::vector<std::string> rdma_family_modules(std::string_view family) {
-  if (family == "mlx5") return {"mlx5_core", "mlx5_ib"};
-  if (family == "efa") return {"efa"};
-  if (family == "irdma") return {"irdma"};
-  if (family == "bnxt_re") return {"bnxt_re", "bnxt_en"};
-  if (family == "ionic") return {"ionic_rdma", "ionic"};
-  if (family == "rxe") return {"rdma_rxe"};
-  if (family == "siw") return {"siw"};
-  return {};
-}
-
-std::string_view rdma_family_provider(std::string_view family) {
-  // rdma-core providers/<name>: mlx5, efa, irdma, bnxt_re, ionic, rxe, siw.
-  if (family == "mlx5" || family == "efa" || family == "irdma" || family == "bnxt_re" || family == "ionic" ||
-      family == "rxe" || family == "siw") {
-    return family;
-  }
-  return {};
+  const nic_family* f = nic_family_of(d);
+  return f ? std::string(f->name) : std::string();
 }
 
 result<rdma_packages_fact> parse_dpkg_rdma(std::string_view text, std::string source) {

@@ -4,6 +4,7 @@
 // the facts the run already holds; only the boot id and uptime are read here.
 #include <mrcheck/build_config.h>
 #include <mrcheck/history.h>
+#include <mrcheck/nic_family.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -17,8 +18,15 @@ namespace mrcheck {
 
 namespace {
 
-// The RDMA modules: an out-of-tree build of these is MLNX/DOCA-OFED's (docs/facts/kernel-and-drivers.md §3).
-constexpr std::string_view k_rdma_modules[] = {"ib_core", "mlx5_core", "mlx5_ib"};
+// The RDMA modules: an out-of-tree build of these is MLNX/DOCA-OFED's (docs/facts/kernel-and-drivers.md §3):
+// ib_core and the modules of the family OFED ships (include/mrcheck/nic_family.h).
+bool ofed_module(std::string_view name) {
+  if (name == "ib_core") return true;
+  for (const nic_family& fam : nic_families()) {
+    if (fam.ofed_stack && std::find(fam.modules.begin(), fam.modules.end(), name) != fam.modules.end()) return true;
+  }
+  return false;
+}
 
 std::string clean(std::string_view s, std::size_t max = 128) { return escape_line(trim_space(s), max); }
 
@@ -125,7 +133,7 @@ std::set<std::string> read_dkms_modules(const sysroot& root, const node_facts& f
 std::string module_origin(const kmodule_fact& m, const result<std::string>& kernel_release, bool dkms) {
   const bool oot = out_of_tree(m);
   const bool own_version = m.version && !m.version->empty() && (!kernel_release || *m.version != *kernel_release);
-  bool rdma = std::find(std::begin(k_rdma_modules), std::end(k_rdma_modules), m.name) != std::end(k_rdma_modules);
+  bool rdma = ofed_module(m.name);
   dkms = dkms && oot;
   if (rdma && (oot || own_version)) return dkms ? "OFED DKMS" : "OFED";
   if (dkms) return "DKMS";
