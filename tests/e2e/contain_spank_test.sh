@@ -60,6 +60,9 @@ expect_eq "the task ran" "$OUT" "private-tmp"
   e2e_fail "the task's file is in the host's /tmp: job_container/tmpfs did not contain the job"
 expect_contains "memlock judged" "$ERR" "mrcheck: memlock: pass"
 expect_contains "the mr probe ran" "$ERR" "mrcheck: mr_host: "
+# The job's namespace keeps the host's root: not a container (src/container/enter.cpp, locate_task).
+[[ $ERR != *"mrcheck: container"* ]] && e2e_pass "the task is not taken for one in a container" ||
+  e2e_fail "the task in job_container/tmpfs's namespace was taken for one in a container: $ERR"
 # The step's record: Slurm runs user_init, task_post_fork and task_exit in clones of slurmstepd that share its
 # memory but not its file descriptors, so the record pipe cannot reach the task and the collector; the plugin
 # keeps none and says so in slurmd's log (spank/admin_glue.cpp, docs/slurm-releases.md).
