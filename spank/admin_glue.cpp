@@ -127,8 +127,9 @@ void admin_user_init(const spank_items& it, const config& c) {
   // ends, its numbers left in the shared state for the task children, where they name other files. No pipe:
   // the step's record is not kept there (docs/slurm-releases.md, tests/e2e/contain_spank_test.sh).
   if (a.stepd > 0 && ::getpid() != a.stepd) {
-    slurm_info("mrcheck: admin: SlurmdParameters=contain_spank runs user_init outside slurmstepd's own process: "
-               "the step's record is not collected");
+    slurm_info(
+        "mrcheck: admin: SlurmdParameters=contain_spank runs user_init outside slurmstepd's own process: "
+        "the step's record is not collected");
     return;
   }
   int fds[2];
