@@ -64,7 +64,14 @@ else
   in_src=/mrcheck/src
   in_build=/mrcheck/build
 fi
+# The private Slurm's directory (its programs, munge socket, spool, job_container BasePath): in the roots not
+# under /tmp, which job_container/tmpfs (Dirs=/tmp,/dev/shm) replaces by the job's own in the job's namespace.
+# Under /tmp, Slurm's _create_ns makes the job's /tmp and then chowns its BasePath through the old path, which
+# the new /tmp hides ("_create_ns: chown failed for .../jc/NODE/JOB/.JOB: No such file or directory": 24.11's
+# job_container_tmpfs.c, 26.05's namespace_tmpfs.c; docs/slurm-releases.md), and a task in that namespace
+# would not find the plugin's helpers nor the munge socket (tests/e2e/contain_spank_test.sh).
 slurm_dir=/tmp/mrcheck-slurm-$release
+((host)) || slurm_dir=/var/tmp/mrcheck-slurm-$release
 image_cache=${MRCHECK_IMAGE_CACHE:-/var/cache/mrcheck/images}
 
 # --- the root ----------------------------------------------------------------------------------------------

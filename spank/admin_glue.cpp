@@ -36,6 +36,7 @@ struct admin_state {
   std::uint32_t exited = 0;
   std::string partial;
   std::size_t forwarded = 0;  // lines forwarded to slurmd's log this step
+  pid_t stepd = -1;           // slurmstepd's own process (admin_step_init), -1 before
 };
 admin_state& astate() {
   static admin_state s;
@@ -114,10 +115,23 @@ bool admin_collecting() {
   return a.rec_r >= 0 || a.pid > 0;
 }
 
+void admin_step_init() { astate().stepd = ::getpid(); }
+
 void admin_user_init(const spank_items& it, const config& c) {
   auto& a = astate();
   if (!c.admin_comment && c.report_dir.empty()) return;
   if (it.extern_step) return;
+  // SlurmdParameters=contain_spank (24.05 and later) runs user_init, task_post_fork and task_exit each in a
+  // child of slurmstepd made by clone(CLONE_VM | SIGCHLD): memory shared, file descriptors not
+  // (_run_spank_func in Slurm's src/slurmd/slurmstepd/mgr.c). A pipe made here would be closed when this child
+  // ends, its numbers left in the shared state for the task children, where they name other files. No pipe:
+  // the step's record is not kept there (docs/slurm-releases.md, tests/e2e/contain_spank_test.sh).
+  if (a.stepd > 0 && ::getpid() != a.stepd) {
+    slurm_info(
+        "mrcheck: admin: SlurmdParameters=contain_spank runs user_init outside slurmstepd's own process: "
+        "the step's record is not collected");
+    return;
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     slurm_error("mrcheck: admin: pipe: %s", std::strerror(errno));

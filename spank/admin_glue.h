@@ -22,6 +22,8 @@ extern "C" {
 
 namespace mrcheck::spank_glue {
 
+// slurmstepd, in init_post_opt (its own process): which process the pipes belong to.
+void admin_step_init();
 // user_init of a step that may check something (plugin.cpp's gate): the record pipe, when the site keeps records.
 void admin_user_init(const spank_items& it, const config& c);
 // A collector was started or is about to be (user_init made the pipe): task_post_fork and task_exit have work.

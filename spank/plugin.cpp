@@ -142,6 +142,7 @@ int prefetch_step(spank_t sp) {
   if (!node_may_check(sp)) return 0;  // idle
   task_facts t = make_task_facts(read_spank_items(sp), sp, false);
   if (t.extern_step) return 0;
+  admin_step_init();
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
   child_keep_null_device();  // the host's /dev/null for every child the tasks start, in a container without one

@@ -144,7 +144,12 @@ task_location locate_task(const container_state& st, std::string_view container_
   loc.plugin = mapped_container_plugin(container_plugins);
   std::string mnt = link_text("/proc/self/ns/mnt");
   std::string rid = root_id("/");
-  if (!st.host_mnt_ns.empty() && !mnt.empty() && mnt != st.host_mnt_ns) {
+  // A mount namespace of its own on slurmstepd's root is not a container: job_container/tmpfs (25.11 and later:
+  // namespace/tmpfs) gives the job one with only /tmp and /dev/shm replaced, the root left as it was (_create_ns
+  // in Slurm's job_container_tmpfs.c, docs/slurm-releases.md). Every runtime mrcheck knows enters its image's
+  // root (docs/facts/containers.md); the task is probed on the host, like any other.
+  bool own_root = st.host_root_id.empty() || rid.empty() || rid != st.host_root_id;
+  if (!st.host_mnt_ns.empty() && !mnt.empty() && mnt != st.host_mnt_ns && own_root) {
     loc.place = task_place::inside;
     loc.detail = fmt::format("mount namespace {} (slurmstepd: {})", mnt, st.host_mnt_ns);
     return loc;

@@ -3,8 +3,9 @@
 # tests/container/spank_testct.c the way pyxis enters enroot's (new user + mount namespace, pivot_root, at
 # task_init), in debootstrapped images (make-images.sh, cached). Both plugstack orders: the container plugin
 # before mrcheck (mrcheck probes inside, before the task runs) and after it (a watcher probes once the task is
-# in). The fake libibverbs (tests/fakes) stands in for an HCA inside an image; /tmp is bound into the
-# container, so the staged fake is visible there at the same path.
+# in). The fake libibverbs (tests/fakes) stands in for an HCA inside an image; /tmp and /var/tmp (the release
+# legs' private Slurm, scripts/slurm-release.sh) are bound into the container, as Apptainer does by default, so
+# the staged fake is visible there at the same path.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 [[ -f $MRCHECK_BUILD_DIR/tests/container/spank_testct.so ]] || e2e_skip "spank_testct.so not built"

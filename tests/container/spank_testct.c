@@ -104,7 +104,8 @@ static int enter(int with_userns)
 	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount(container_root, container_root, NULL, MS_BIND | MS_REC, NULL) != 0 || bind_into("/proc", "/proc") != 0 ||
-	    bind_into("/sys", "/sys") != 0 || bind_into("/dev", "/dev") != 0 || bind_into("/tmp", "/tmp") != 0) {
+	    bind_into("/sys", "/sys") != 0 || bind_into("/dev", "/dev") != 0 || bind_into("/tmp", "/tmp") != 0 ||
+	    bind_into("/var/tmp", "/var/tmp") != 0) {
 		slurm_error("testct: mount: %s", strerror(errno));
 		return -1;
 	}

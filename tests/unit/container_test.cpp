@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 namespace mrcheck {
 namespace {
 
@@ -313,6 +315,20 @@ TEST(container_locate, the_container_plugin_mapped_names_the_runtime_inside_too)
   run.outcome.out = "ctprobe=1\nmarkers=/.dockerenv\nend=1\n";
   EXPECT_EQ(runtime_inside(run, {}, {}).runtime, container_runtime::docker);
   EXPECT_EQ(runtime_inside(run, {}, plugin_runtime("spank_pyxis.so")).runtime, container_runtime::pyxis);
+}
+
+// job_container/tmpfs gives the task a mount namespace of its own on slurmstepd's root: the task is on the host
+// (src/container/enter.cpp). A namespace with another root is a container's.
+TEST(container_locate, private_mount_namespace_on_the_same_root_is_the_host) {
+  struct stat root {};
+  ASSERT_EQ(::stat("/", &root), 0);
+  container_state st;
+  st.host_mnt_ns = "mnt:[1]";  // not this process's
+  st.host_root_id = std::to_string(root.st_dev) + ":" + std::to_string(root.st_ino);
+  EXPECT_EQ(locate_task(st, "", {}).place, task_place::host);
+  EXPECT_EQ(locate_task(st, "", {"/usr/bin/python3", "train.py"}).place, task_place::host);
+  st.host_root_id = "0:0";  // slurmstepd's root is another one: the task entered an image
+  EXPECT_EQ(locate_task(st, "", {}).place, task_place::inside);
 }
 
 TEST(container_runtime, fixes_differ_by_runtime) {
