@@ -51,7 +51,11 @@ run_user() {
   RC=$?
   set -e
   OUT=$(cat "$o")
-  ERR=$(cat "$e")
+  # srun's own scheduling lines ("job N queued and waiting for resources", "... has been allocated resources")
+  # depend on whether the previous job has left its CPUs yet (a loaded machine, seen on Slurm 26.05), never
+  # on the plugin: ERR is stderr without them, ERR_RAW all of it.
+  ERR_RAW=$(cat "$e")
+  ERR=$(grep -vE '^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)$' "$e" || true)
   rm -f "$o" "$e"
 }
 
