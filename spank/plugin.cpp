@@ -194,8 +194,7 @@ int on_task_init(spank_t sp, int, char**) {
   io.task = current_engine().task;
   io.place_probes = [&](probe_runner host, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped) {
     task_location loc = locate_task(s.ct, s.cfg.container_plugins, t.job_argv);
-    return container_probe_runner(s.cfg, s.ct, loc, std::move(host), budget, s.node.checks.verbose,
-                                  std::move(stopped));
+    return container_probe_runner(s.cfg, s.ct, loc, std::move(host), budget, s.node.checks.verbose, std::move(stopped));
   };
   io.take_record_fd = admin_take_record_fd;
   io.send_record = [](int fd, const task_facts& ft, const node_state& st, const report& rep) {

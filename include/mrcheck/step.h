@@ -162,7 +162,6 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window, int exec_fd = -1);
 
-
 // ---- task_init below the SPANK calls (src/step/task_step.cpp) ---------------------------------------------
 // spank/plugin.cpp reads the items, calls run_task_step, prints its lines, calls send_task_record, prints what
 // that returns. What lies above this layer (the task's container, the admins' record message) or outside this

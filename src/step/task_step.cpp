@@ -20,8 +20,9 @@ task_step_outcome run_task_step(const config& c, const task_facts& t, node_state
   // the host, and a watcher follows its processes for a container one of them may start (docs/containers.md).
   probe_runner host = io.host_probes ? io.host_probes(c, budget.total, stopped)
                                      : real_probe_runner_stop(c, budget.total, stopped);
-  probe_runner probes =
-      task_runs_probes(st) && io.place_probes ? io.place_probes(std::move(host), budget.total, stopped) : host;
+  probe_runner probes = task_runs_probes(st) && io.place_probes
+                            ? io.place_probes(std::move(host), budget.total, stopped)
+                            : host;
   task_step_outcome o;
   o.verdict = io.task(c, t, st, probes);
   o.stopped = *stopped;

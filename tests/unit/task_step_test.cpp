@@ -57,9 +57,8 @@ struct fake_io {
       return v;
     };
     i.host_probes = [](const config&, std::chrono::milliseconds, std::shared_ptr<bool>) {
-      return probe_runner([](const std::string&, const task_facts&, const memlock_limit&) {
-        return std::vector<check_result>{};
-      });
+      return probe_runner(
+          [](const std::string&, const task_facts&, const memlock_limit&) { return std::vector<check_result>{}; });
     };
     i.place_probes = [this, stop_probes](probe_runner host, std::chrono::milliseconds, std::shared_ptr<bool> stopped) {
       placed = true;
@@ -185,8 +184,8 @@ TEST(TaskStep, TheWatcherSendsTheRecordWithItsVerdictAfterExec) {
   EXPECT_EQ(f.spawned, 1);
   EXPECT_EQ(f.watcher_fd, f.pipe_w);
   EXPECT_EQ(f.watcher_start, (memlock_limit{3, 4}));  // what enforcement leaves the task, not the prediction
-  EXPECT_TRUE(f.sent.empty());                         // not before exec
-  EXPECT_FALSE(is_open(f.pipe_w));                     // the watcher holds its own copy
+  EXPECT_TRUE(f.sent.empty());                        // not before exec
+  EXPECT_FALSE(is_open(f.pipe_w));                    // the watcher holds its own copy
   ASSERT_TRUE(static_cast<bool>(f.done));
   f.done(item("memlock", verdict::fail), 7);
   ASSERT_EQ(f.sent.size(), 1u);
