@@ -183,13 +183,6 @@ int admin_take_record_fd(const task_facts& t) {
   return fd;
 }
 
-void admin_task_record(const config&, const task_facts& t, const node_state& st, const report& rep) {
-  int fd = admin_take_record_fd(t);
-  if (fd < 0) return;
-  admin_write_record(fd, admin_record_message(t, st, rep));
-  ::close(fd);
-}
-
 void admin_task_post_fork(const spank_items& it, const config& c) {
   auto& a = astate();
   if (a.rec_r < 0 || a.pid > 0 || it.local_task_id != 0) return;

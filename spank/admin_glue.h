@@ -28,13 +28,12 @@ void admin_step_init();
 void admin_user_init(const spank_items& it, const config& c);
 // A collector was started or is about to be (user_init made the pipe): task_post_fork and task_exit have work.
 bool admin_collecting();
-void admin_task_record(const config& c, const task_facts& t, const node_state& st, const report& rep);
 // Local task 0, at the start of task_init when this node checks the step: tells the collector so, so that a task
 // ended before its record (a cancelled step) is told apart from a node that had nothing to check.
 void admin_task_begin(const spank_items& it);
-// The pieces of admin_task_record, for a record sent later by the post-exec watcher: the record
-// pipe's write end for local task 0 (-1 for the other tasks or when no record is kept; the task keeps no other
-// end), the message, and the non-blocking write.
+// What the step engine (send_task_record, src/step/task_step.cpp) is given to send the node record, now or
+// later from the post-exec watcher: the record pipe's write end for local task 0 (-1 for the other tasks or
+// when no record is kept; the task keeps no other end), the message, and the non-blocking write.
 int admin_take_record_fd(const task_facts& t);
 std::string admin_record_message(const task_facts& t, const node_state& st, const report& rep);
 void admin_write_record(int fd, const std::string& msg);

@@ -30,7 +30,6 @@ extern "C" {
 #include <mrcheck/build_config.h>
 #include <mrcheck/child.h>
 #include <mrcheck/container_runner.h>
-#include <mrcheck/probe_stop.h>
 #include <mrcheck/step.h>
 
 #include <fmt/format.h>
@@ -188,67 +187,25 @@ int on_task_init(spank_t sp, int, char**) {
   if (!s.node.active) return 0;
   spank_items items = read_spank_items(sp);
   admin_task_begin(items);
-  bool probes = s.node.checks.mr || s.node.checks.nccl;
-  task_facts t = make_task_facts(items, sp, probes);
+  task_facts t = make_task_facts(items, sp, task_runs_probes(s.node));
   t.request = user_request(t.request.env_checks);
-  auto budget = plan_probe_budget(s.cfg, s.node.checks, s.node.step_conf);
-  auto stopped = std::make_shared<bool>(false);
-  // A task in (or about to enter) its container is probed there, not on the host; a host task's probes run on
-  // the host, and a watcher follows its processes for a container one of them may start (docs/containers.md).
-  task_location loc = probes ? locate_task(s.ct, s.cfg.container_plugins, t.job_argv) : task_location{};
-  probe_runner host = real_probe_runner_stop(s.cfg, budget.total, stopped);
-  task_verdict v = current_engine().task(s.cfg, t, s.node,
-                                         probes ? container_probe_runner(s.cfg, s.ct, loc, host, budget.total,
-                                                                         s.node.checks.verbose, stopped)
-                                                : host);
-  for (const auto& l : v.user_lines) slurm_spank_log("%s", l.c_str());
-  for (const auto& l : v.admin_lines) slurm_info("%s", l.c_str());
-  if (*stopped) {
-    // A probe was killed from outside: the step is being cancelled (or the job user killed their own probe).
-    // What the probes did not finish (their items carry the group's id) is no finding about the node. With
-    // nothing else found, no record: node 0 then reports the step as cancelled and this node as "no report"
-    // (tests/e2e/admin_netns_test.sh), not as a FAIL of a node that was never judged. A finding of our own
-    // (memlock) is still sent.
-    report kept;
-    bool found = false;
-    for (const auto& c : v.rep.checks) {
-      if (c.id == "mr" || c.id == "nccl" || c.id.starts_with("container")) continue;
-      found = found || (c.result != verdict::pass && c.result != verdict::skip);
-      kept.checks.push_back(c);
-    }
-    int rec = admin_take_record_fd(t);
-    if (rec >= 0 && found) admin_write_record(rec, admin_record_message(t, s.node, kept));
-    if (rec >= 0) ::close(rec);
-    return v.rc;
-  }
-  if (!v.watch_post_exec) {
-    admin_task_record(s.cfg, t, s.node, v.rep);
-    return v.rc;
-  }
-  // The watcher sends the admins' record once it has seen the task after exec, so that a limit lowered after
-  // exec reaches the record and not only the task's stderr (tests/e2e/hostile_postexec_test.sh).
-  int rec = admin_take_record_fd(t);
-  post_exec_done done;
-  if (rec >= 0) {
-    done = [t, st = s.node, rep = v.rep](const std::optional<check_result>& after, int fd) {
-      report r = rep;
-      if (after) {
-        check_result c = *after;
-        c.id = "memlock_exec";
-        r.checks.push_back(std::move(c));
-      }
-      admin_write_record(fd, admin_record_message(t, st, r));
-    };
-  }
-  memlock_limit start = s.node.enf ? s.node.enf->start : s.node.prediction.start;
-  auto w = spawn_post_exec_watcher(t.task_pid, start, s.node.required, s.node.task_prolog, t.batch_step, 2,
-                                   std::chrono::milliseconds(3000), done, rec);
-  if (!w) {
-    slurm_error("mrcheck: memlock: %s", w.message().c_str());
-    admin_write_record(rec, admin_record_message(t, s.node, v.rep));
-  }
-  if (rec >= 0) ::close(rec);
-  return v.rc;
+  // The decisions are the step engine's (run_task_step, send_task_record: src/step/task_step.cpp); here, what
+  // lies outside its layer: the task's container, the record pipe and the record's message.
+  task_step_io io;
+  io.task = current_engine().task;
+  io.place_probes = [&](probe_runner host, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped) {
+    task_location loc = locate_task(s.ct, s.cfg.container_plugins, t.job_argv);
+    return container_probe_runner(s.cfg, s.ct, loc, std::move(host), budget, s.node.checks.verbose, std::move(stopped));
+  };
+  io.take_record_fd = admin_take_record_fd;
+  io.send_record = [](int fd, const task_facts& ft, const node_state& st, const report& rep) {
+    admin_write_record(fd, admin_record_message(ft, st, rep));
+  };
+  task_step_outcome o = run_task_step(s.cfg, t, s.node, io);
+  for (const auto& l : o.verdict.user_lines) slurm_spank_log("%s", l.c_str());
+  for (const auto& l : o.verdict.admin_lines) slurm_info("%s", l.c_str());
+  for (const auto& l : send_task_record(o, t, s.node, io)) slurm_error("%s", l.c_str());
+  return o.verdict.rc;
 }
 
 // The admins' record, slurmstepd only: same idle gate as task_init_privileged.

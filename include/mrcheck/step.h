@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -160,5 +161,51 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
 // exec itself.
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
                                         std::chrono::milliseconds window, int exec_fd = -1);
+
+// ---- task_init below the SPANK calls (src/step/task_step.cpp) ---------------------------------------------
+// spank/plugin.cpp reads the items, calls run_task_step, prints its lines, calls send_task_record, prints what
+// that returns. What lies above this layer (the task's container, the admins' record message) or outside this
+// process (the record pipe, the watcher) comes in through task_step_io.
+
+// The probe groups of this node's step: whether task_init runs probes at all.
+bool task_runs_probes(const node_state& st);
+
+struct task_step_io {
+  // The verdict: node_task (spank/engine.h swaps it in tests).
+  std::function<task_verdict(const config&, const task_facts&, node_state&, const probe_runner&)> task = node_task;
+  // Where a task that runs probes runs them: `host` itself (empty), or inside the task's container
+  // (container_runner.h). `budget` is all the probes' (plan_probe_budget); `stopped` is set when a probe was killed from outside.
+  std::function<probe_runner(probe_runner host, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped)>
+      place_probes;
+  // The host's probes: empty is real_probe_runner_stop (probe_stop.h); a test's.
+  std::function<probe_runner(const config&, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped)>
+      host_probes;
+  // The record pipe's write end for this task, -1 when it sends none (spank/admin_glue.cpp). Always asked,
+  // once, after the verdict: the task keeps no end of the pipe it does not write.
+  std::function<int(const task_facts&)> take_record_fd;
+  // Writes the admins' record of `rep` to `fd` (admin_record.h's message); also run in the post-exec watcher.
+  std::function<void(int fd, const task_facts&, const node_state&, const report&)> send_record;
+  // spawn_post_exec_watcher (a test's may fail).
+  std::function<status(pid_t, const memlock_limit&, std::uint64_t, const std::string&, bool, int,
+                       std::chrono::milliseconds, const post_exec_done&, int)>
+      spawn_watcher = spawn_post_exec_watcher;
+};
+
+struct task_step_outcome {
+  task_verdict verdict;  // its user_lines (slurm_spank_log), admin_lines (slurm_info) and rc are task_init's
+  bool stopped = false;  // a probe was killed from outside: the step is being cancelled
+};
+// The probes (within their budget, where the task is) and the verdict.
+task_step_outcome run_task_step(const config& c, const task_facts& t, node_state& st, const task_step_io& io);
+
+// A cancelled step's record: what the probes did not finish is no finding about the node, so the probe groups'
+// checks (mr, nccl, container*) are left out; nullopt when what is left found nothing (no record: node 0 then
+// reports the step as cancelled and this node as "no report", not as a FAIL of a node never judged).
+std::optional<report> cancelled_step_record(const report& rep);
+
+// The admins' record after the lines are printed: at once; with the verdict after exec, from the post-exec
+// watcher; or, for a cancelled step, only what cancelled_step_record keeps. Returns the lines for slurm_error.
+std::vector<std::string> send_task_record(const task_step_outcome& o, const task_facts& t, const node_state& st,
+                                          const task_step_io& io);
 
 }  // namespace mrcheck
