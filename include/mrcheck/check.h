@@ -34,6 +34,10 @@ struct check_result {
   // The one device the finding is about ("mlx5_0", "0000:3b:00.0"); "" when none or several. Drain reasons carry
   // it as their <device> part (docs/drain-reasons.md); JSON has it only when set.
   std::string device = {};
+  // Made by the step's probe runner for a probe that did not finish (killed, or not run once the step's probe
+  // time was used up or the step was being ended: src/step/plugin_engine.cpp). In memory only, never in JSON: a
+  // cancelled step's record leaves these out (cancelled_step_record, src/step/task_step.cpp).
+  bool incomplete = false;
 };
 
 struct report {

@@ -293,11 +293,15 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
   sh->deadline = clock::now() + budget;
   return [c, sh, stopped](const std::string& group, const task_facts& t,
                           const memlock_limit& limits) -> std::vector<check_result> {
+    // A probe that gives no report of its own is judged under the first check of its group (mr_host, nccl_pair):
+    // every verdict id is a registry row, and "nccl" there is the NCCL version check.
     check_result r;
-    r.id = group;
+    auto ids = probe_check_ids(group);
+    r.id = ids.empty() ? group : std::string(ids.front());
     r.result = verdict::error;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(sh->deadline - clock::now());
     if (sh->stopped || left.count() <= 0) {
+      r.incomplete = true;
       r.summary = sh->stopped
                       ? fmt::format("probe {} not run: the previous probe was killed from outside (the step is ending)",
                                     group)
@@ -337,6 +341,7 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
       return {r};
     }
     if (out->killed_from_outside()) {
+      r.incomplete = true;
       sh->stopped = true;
       if (stopped) *stopped = true;
     }

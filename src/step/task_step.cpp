@@ -1,5 +1,6 @@
 // task_init's decisions below the SPANK calls (step.h, "task_init below the SPANK calls"): the probes' budget and
 // place, the verdict, and what becomes of the admins' record. spank/plugin.cpp reads the items and prints.
+#include <mrcheck/check_registry.h>
 #include <mrcheck/probe_stop.h>
 #include <mrcheck/step.h>
 
@@ -33,7 +34,8 @@ std::optional<report> cancelled_step_record(const report& rep) {
   report kept;
   bool found = false;
   for (const auto& c : rep.checks) {
-    if (c.id == "mr" || c.id == "nccl" || c.id.starts_with("container")) continue;
+    const check_def* def = find_check(c.id);
+    if (c.incomplete || (def && def->origin == check_origin::container)) continue;
     found = found || (c.result != verdict::pass && c.result != verdict::skip);
     kept.checks.push_back(c);
   }

@@ -84,7 +84,7 @@ fi
 wait "$srun_pid" && RC=0 || RC=$?
 OUT=$(cat "$o") ERR=$(cat "$e")
 rm -f "$o" "$e"
-expect_contains "killed probe: a verdict naming the signal" "$ERR" "mrcheck: mr: WARN: probe mr ($E2E_INSTALL/bin/mrcheck) killed by SIGKILL"
+expect_contains "killed probe: a verdict naming the signal" "$ERR" "mrcheck: mr_host: WARN: probe mr ($E2E_INSTALL/bin/mrcheck) killed by SIGKILL"
 expect_eq "killed probe, on_fail=warn: the task runs" "$OUT" "task-ran"
 ((SECONDS - start < 30)) && e2e_pass "killed probe: the step ended in $((SECONDS - start)) s, not at the 60 s timeout" ||
   e2e_fail "killed probe: $((SECONDS - start)) s"

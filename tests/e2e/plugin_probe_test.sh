@@ -19,7 +19,7 @@ echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$bad
 run_user srun --mr-check=mr bash -c 'echo ran'
 show_run "probe: broken helper"
 expect_eq "probe: the task still ran" "$OUT" "ran"
-expect_contains "probe: an error verdict, reported" "$ERR" "mrcheck: mr: ERROR: probe mr (exit 1) printed no valid report"
+expect_contains "probe: an error verdict, reported" "$ERR" "mrcheck: mr_host: ERROR: probe mr (exit 1) printed no valid report"
 
 # A helper that hangs: killed at probe_timeout. A registration that hangs would hang NCCL too, so it is a
 # FAIL: on_fail=fail stops the task (also with an optional plugin), on_fail=warn lets it run.
@@ -30,7 +30,7 @@ run_user srun --mr-check=mr bash -c 'echo ran'
 show_run "probe: hanging helper"
 expect_eq "probe: hang, on_fail=fail: the task did not run" "$OUT" ""
 [[ $RC != 0 ]] && e2e_pass "probe: hang, on_fail=fail: srun fails" || e2e_fail "probe: hang, on_fail=fail: srun exited 0"
-expect_contains "probe: timeout is a verdict" "$ERR" "mrcheck: mr: FAIL: probe mr ($bad) timed out after 1.0 s and was killed"
+expect_contains "probe: timeout is a verdict" "$ERR" "mrcheck: mr_host: FAIL: probe mr ($bad) timed out after 1.0 s and was killed"
 ((SECONDS - start < 30)) && e2e_pass "probe: bounded" || e2e_fail "probe: took $((SECONDS - start)) s"
 echo "optional $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$bad memlock_min=64K probe_timeout=1s on_fail=warn" >"$PLUGIN_DROPIN"
 run_user srun --mr-check=mr bash -c 'echo ran'

@@ -74,8 +74,9 @@ TEST(CheckRegistry, IdsAreUniqueAndEqualTheDocumentedOnes) {
 }
 
 // Every check id a verdict is made with in the sources (a literal given to an id, to the check makers, or to a
-// check_result's first field) is a registry row, and every row is made somewhere. The one other id, the probe
-// group's name for a probe that did not run, is not a literal (src/step/plugin_engine.cpp).
+// check_result's first field) is a registry row, and every row is made somewhere. A probe that gives no report
+// of its own is judged under its group's first check (src/step/plugin_engine.cpp, unit test
+// AProbeNotRunIsJudgedUnderItsGroupsFirstCheck).
 TEST(CheckRegistry, EveryVerdictIdInTheSourcesIsARow) {
   fs::path root = fs::path(MRCHECK_FIXTURES_DIR).parent_path().parent_path();
   static const std::regex forms[] = {

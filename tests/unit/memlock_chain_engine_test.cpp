@@ -1,4 +1,6 @@
 // The plugin's per-step logic without Slurm: which checks run, what srun records, what task_init returns.
+#include <mrcheck/check_registry.h>
+#include <mrcheck/probe_stop.h>
 #include <mrcheck/step.h>
 
 #include <gtest/gtest.h>
@@ -152,6 +154,20 @@ TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {
   EXPECT_EQ(fail.rc, -1);
 }
 
+// A probe the step had no time left for is judged under its group's first check (nccl_pair: "nccl" is the NCCL
+// version check's id), marked as not finished, so that a cancelled step's record leaves it out.
+TEST(MemlockChainEngine, AProbeNotRunIsJudgedUnderItsGroupsFirstCheck) {
+  config c = site("helper=/nonexistent/mrcheck");
+  task_facts t;
+  auto rs = real_probe_runner_stop(c, std::chrono::milliseconds(0), nullptr)("nccl", t, memlock_limit{k8m, k8m});
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].id, "nccl_pair");
+  EXPECT_EQ(rs[0].result, verdict::error);
+  EXPECT_TRUE(rs[0].incomplete);
+  EXPECT_NE(rs[0].summary.find("probe nccl not run"), std::string::npos) << rs[0].summary;
+  EXPECT_NE(find_check(rs[0].id), nullptr);
+}
+
 TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
   config c = site("helper=/nonexistent/mrcheck");
   task_facts t;
@@ -159,7 +175,8 @@ TEST(MemlockChainEngine, RealProbeRunnerTurnsAMissingHelperIntoAnError) {
   auto rs = real_probe_runner(c)("mr", t, memlock_limit{k8m, k8m});
   ASSERT_EQ(rs.size(), 1u);
   EXPECT_EQ(rs[0].result, verdict::error);
-  EXPECT_EQ(rs[0].id, "mr");
+  EXPECT_EQ(rs[0].id, "mr_host");  // the group's first check: every verdict id is a registry row
+  EXPECT_FALSE(rs[0].incomplete);  // it could not start: an error of the checker, not a probe cut short
   EXPECT_NE(rs[0].summary.find("probe mr"), std::string::npos) << rs[0].summary;
 }
 
@@ -254,7 +271,7 @@ TEST(MemlockChainEngine, AProbeReportIsTakenOnlyInItsKnownShape) {
   };
   auto rs = run(R"({"checks":[{"id":"mr_host\nINJECTED","verdict":"pass","summary":"x"}]})");
   ASSERT_EQ(rs.size(), 1u);
-  EXPECT_EQ(rs[0].id, "mr");
+  EXPECT_EQ(rs[0].id, "mr_host");
   EXPECT_EQ(rs[0].result, verdict::error);
   EXPECT_NE(rs[0].summary.find("unknown check id 'mr_host\\x0aINJECTED'"), std::string::npos) << rs[0].summary;
   rs = run(R"({"checks":[{"id":"nccl_pair","verdict":"fail","summary":"x"}]})");  // not the mr probe's
