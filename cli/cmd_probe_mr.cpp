@@ -15,6 +15,7 @@
 #include <mrcheck/config.h>
 #include <mrcheck/log.h>
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 
 #include <fmt/core.h>
@@ -154,13 +155,13 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
   gpu.reset();
 
   // Evidence: cheap for a pass; the chain walk and the stack facts only when something failed.
-  node_evidence ev = probe_evidence(o, false);
+  node_evidence ev = probe_evidence(sysroot{}, o, false);
   auto checks = mr_probe_checks(o, ev);
   bool failed = std::any_of(checks.begin(), checks.end(), [](const probe_check& c) {
     return c.result.result == verdict::fail || c.result.result == verdict::warn;
   });
   if (failed) {
-    ev = probe_evidence(o, true);
+    ev = probe_evidence(sysroot{}, o, true);
     checks = mr_probe_checks(o, ev);
   }
   report r = to_report(checks);

@@ -269,6 +269,7 @@ int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand
     o.mode = *mode;
     o.self_exe = self_exe();
     outcome = run_nccl_pair(o);
+    outcome->parent = read_own_process(sysroot{});
     rep.checks.push_back(judge_nccl_pair(*outcome));
   }
   if (!rep.checks.empty()) add_library_detail(rep.checks.front(), job, cmd.library_given);

@@ -148,11 +148,17 @@ struct evidence_inputs {
   // Where `facts` were read: chain[0]'s CAP_IPC_LOCK comes from its /proc/PID/status there. nullptr: not read.
   const sysroot* root = nullptr;
   // This process is the subject (a probe, or the parent of ranks that inherit its limits): its own
-  // RLIMIT_MEMLOCK, euid and CAP_IPC_LOCK replace chain[0]'s.
-  bool own_process = false;
+  // RLIMIT_MEMLOCK, euid and CAP_IPC_LOCK (read_own_process, facts.h) replace chain[0]'s. nullptr: not the subject.
+  const own_process_facts* own = nullptr;
 };
 // The one builder of node_evidence (src/diagnosis/evidence.cpp).
 node_evidence build_evidence(const evidence_inputs& in);
+// Whether this node's shell (or a --root tree) is in a container, and which runtime: sets in_container, runtime
+// and container_why, for `mrcheck probe mr` and `explain` alike. The runtimes' signs (guess_runtime,
+// container_runtime.h) in `env` and in `root`; a marker an image keeps when it is made into a VM (/.dockerenv,
+// /run/.containerenv) counts only with a second sign: an overlay file system as "/" or PID 1's cgroup naming a
+// container engine, which also counts alone.
+void container_evidence(const sysroot& root, const std::vector<std::string>& env, node_evidence& e);
 
 // The rdma-core flavour from dpkg's status file (/var/lib/dpkg/status): the `Version:` of package
 // libibverbs1 (or rdma-core); a version containing "mlnx" (MLNX_OFED / DOCA-OFED builds, e.g. "2410mlnx54-1")

@@ -197,6 +197,15 @@ struct stat_fields {
 result<stat_fields> parse_proc_stat(std::string_view stat_line);
 // The real uid (first column of the "Uid:" line of /proc/PID/status).
 result<uid_t> parse_status_uid(std::string_view status_file);
+// This process as the kernel shows it (/proc/self/limits and /proc/self/status, read through `root`): what the
+// children of a probe inherit. A part that cannot be read stays unknown.
+struct own_process_facts {
+  pid_t pid = 0;  // 0 when /proc/self/stat cannot be read
+  std::optional<memlock_limit> memlock;
+  std::optional<uid_t> euid;
+  std::optional<bool> cap_ipc_lock;  // CAP_IPC_LOCK in the effective set
+};
+own_process_facts read_own_process(const sysroot& root);
 // One process: stat is required (error if missing or malformed), limits and uid are read when possible
 // (an unreadable limits file leaves memlock as an error with the reason).
 result<process_fact> read_process(const sysroot& root, pid_t pid);

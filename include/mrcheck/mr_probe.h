@@ -320,9 +320,11 @@ probe_check mr_host_check(const mr_probe_outcome& o, const node_evidence& eviden
 probe_check dmabuf_check(const mr_probe_outcome& o, const node_evidence& evidence);
 probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& evidence);
 
-// Evidence about this process and node for the diagnosis: getrlimit, euid, CapEff, max_map_count, meminfo,
-// and - only when `deep` (a failure needs explaining) - the memlock hop of the ancestor chain and the RDMA stack.
-node_evidence probe_evidence(const mr_probe_outcome& o, bool deep);
+// Evidence about this process and node for the diagnosis, read through `root` (the host's for the probe, a
+// fixture tree in tests): its RLIMIT_MEMLOCK, euid and CapEff (read_own_process, facts.h), max_map_count,
+// meminfo, container signs, and - only when `deep` (a failure needs explaining) - the memlock hop of the
+// ancestor chain and the RDMA stack.
+node_evidence probe_evidence(const sysroot& root, const mr_probe_outcome& o, bool deep);
 
 // All three checks (mr_gpu only when the GPU side was requested), in order mr_host, dmabuf, mr_gpu.
 std::vector<probe_check> mr_probe_checks(const mr_probe_outcome& o, const node_evidence& evidence);

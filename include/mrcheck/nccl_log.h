@@ -183,8 +183,6 @@ struct evidence_origin {
 // /proc/<pid>/status, the rdma-core flavour from /var/lib/dpkg/status and container markers. Never fails;
 // unreadable facts stay unset.
 node_evidence explain_evidence(const sysroot& root, evidence_origin& origin);
-// The container part of the evidence: runtime markers of `root` (and this process's environment on the host).
-void container_evidence(const sysroot& root, node_evidence& e);
 // A runtime named in the log (pyxis:, Apptainer, podman lines) sets the evidence's runtime when the node facts
 // found none: the fix text is then that runtime's.
 void apply_container_log(const container_log_scan& scan, node_evidence& e);

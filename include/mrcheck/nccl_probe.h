@@ -17,6 +17,7 @@
 #pragma once
 
 #include <mrcheck/check.h>
+#include <mrcheck/facts.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
@@ -169,6 +170,9 @@ struct nccl_pair_outcome {
   std::uint16_t port = 0;                  // node-pair: the rendezvous port used
   std::optional<int> rdma_devices;         // entries of /sys/class/infiniband (nullopt: unreadable)
   nccl_log_facts log;                      // merged over the local ranks
+  // The process that started the ranks, which inherit its limits and credentials: the evidence for theirs
+  // (read_own_process, facts.h; set by the caller, `mrcheck probe nccl`). Unknown when not set.
+  own_process_facts parent;
 };
 
 // Runs the pair (or this node's half of node-pair). Never throws for expected failures; they are in the outcome.

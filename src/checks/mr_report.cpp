@@ -1,4 +1,5 @@
 // From a probe outcome to evidence, checks, a report and JSON.
+#include <mrcheck/child.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/memlock_chain.h>
 #include <mrcheck/memlock_hop.h>
@@ -9,18 +10,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <charconv>
 
 namespace mrcheck {
 
 namespace {
 
-// Through the sysroot like every other read (docs/DESIGN.md): a fixture tree stands in for the host in tests.
-std::optional<std::string> read_small(const char* path) {
-  auto r = sysroot{}.read(path);
+// Through the caller's sysroot like every other read (docs/DESIGN.md): a fixture tree stands in for the host in
+// tests.
+std::optional<std::string> read_small(const sysroot& root, const char* path) {
+  auto r = root.read(path);
   if (!r) return std::nullopt;
   return std::move(*r);
 }
@@ -42,72 +41,20 @@ std::optional<std::uint64_t> meminfo_value(std::string_view text, std::string_vi
   return std::nullopt;
 }
 
-bool exists(const char* path) {
-  struct stat st {};
-  return ::stat(path, &st) == 0;
-}
-
-// The file system type mounted last on "/" (/proc/self/mountinfo: "ID PARENT MAJ:MIN ROOT POINT ... - TYPE ...").
-std::string root_fs_type() {
-  auto mi = read_small("/proc/self/mountinfo");
-  if (!mi) return "";
-  std::string type;
-  std::string_view text = *mi;
-  while (!text.empty()) {
-    std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    std::size_t a = 0;
-    for (int field = 0; field < 4 && a != std::string_view::npos; ++field) a = line.find(' ', a + 1);
-    if (a == std::string_view::npos || line.substr(a + 1, 2) != "/ ") continue;
-    std::size_t dash = line.find(" - ");
-    if (dash == std::string_view::npos) continue;
-    std::string_view rest = line.substr(dash + 3);
-    type = std::string(rest.substr(0, rest.find(' ')));
-  }
-  return type;
-}
-
-// A container's marker file alone proves little (an image made into a VM keeps its /.dockerenv): it counts with a
-// second sign, an overlay as "/" or PID 1's cgroup naming a container engine. Sets in_container and says why.
-void container_evidence(node_evidence& e) {
-  const char* marker = exists("/.dockerenv")          ? "/.dockerenv"
-                       : exists("/run/.containerenv") ? "/run/.containerenv"
-                                                      : nullptr;
-  if (!marker) return;
-  std::string second;
-  std::string fs = root_fs_type();
-  if (fs == "overlay" || fs == "fuse-overlayfs" || fs == "aufs") second = fmt::format("/ is {}", fs);
-  if (second.empty()) {
-    if (auto cg = read_small("/proc/1/cgroup")) {
-      for (const char* engine : {"docker", "containerd", "kubepods", "libpod", "crio"}) {
-        if (cg->find(engine) != std::string::npos) {
-          second = fmt::format("PID 1's cgroup names {}", engine);
-          break;
-        }
-      }
-    }
-  }
-  e.in_container = !second.empty();
-  e.container_why = second.empty() ? fmt::format("{} exists, but / is {} and PID 1's cgroup names no container engine",
-                                                 marker, fs.empty() ? std::string("unknown") : fs)
-                                   : fmt::format("{} and {}", marker, second);
-}
-
 }  // namespace
 
-node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
+node_evidence probe_evidence(const sysroot& root, const mr_probe_outcome& o, bool deep) {
   // Only when a failure needs explaining: the chain walk (which hop lowered the limit) and the stack facts.
   std::optional<node_facts> facts;
   if (deep) {
     collect_options opts;
-    opts.start_pid = getpid();
     opts.load_libraries = false;
-    facts = collect_facts(sysroot{}, opts);
+    facts = collect_facts(root, opts);
   }
   evidence_inputs in;
   in.facts = facts ? &*facts : nullptr;
-  in.own_process = true;
+  const own_process_facts own = read_own_process(root);
+  in.own = &own;
   node_evidence e = build_evidence(in);
   if (facts) {
     // The same picking rule as evidence_from_facts (memlock_hop.h), naming this process "the probe".
@@ -126,16 +73,17 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
   // What this very process had when it registered - the numbers the kernel compared.
   e.memlock_soft = o.memlock_soft;
   e.memlock_hard = o.memlock_hard;
-  e.memlock_source = fmt::format("the probe (pid {}, uid {})", getpid(), geteuid());
+  e.memlock_source = fmt::format("the probe (pid {}, uid {})", own.pid,
+                                 own.euid ? std::to_string(*own.euid) : std::string("unknown"));
   e.is_root = o.is_root;
   if (!e.max_map_count) {
-    if (auto m = read_small("/proc/sys/vm/max_map_count")) {
+    if (auto m = read_small(root, "/proc/sys/vm/max_map_count")) {
       std::uint64_t v = 0;
       if (std::from_chars(m->data(), m->data() + m->size(), v).ec == std::errc()) e.max_map_count = v;
     }
   }
   if (!e.mem_total) {
-    if (auto mi = read_small("/proc/meminfo")) {
+    if (auto mi = read_small(root, "/proc/meminfo")) {
       e.mem_total = meminfo_value(*mi, "MemTotal", true);
       e.mem_available = meminfo_value(*mi, "MemAvailable", true);
       e.hugepages_total = meminfo_value(*mi, "HugePages_Total", false);
@@ -148,12 +96,12 @@ node_evidence probe_evidence(const mr_probe_outcome& o, bool deep) {
     e.has_dmabuf_mr = o.dmabuf_symbol;
   }
   // NCCL's own peer-memory test ([N] net_ib.cc ibGdrSupportInitOnce).
-  bool client = exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
-                exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version");
-  bool peer = client || exists("/sys/module/nvidia_peermem/version");
+  bool client = root.exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
+                root.exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version");
+  bool peer = client || root.exists("/sys/module/nvidia_peermem/version");
   if (peer || !e.peer_memory) e.peer_memory = peer;
   if (client || !e.peer_memory_client) e.peer_memory_client = client;
-  if (!e.in_container) container_evidence(e);
+  if (!e.in_container) container_evidence(root, root.is_host() ? current_environment() : std::vector<std::string>{}, e);
   if (!o.gpu_bdfs.empty() && !e.rdma_devices) e.rdma_devices = static_cast<int>(o.devices.size());
   return e;
 }

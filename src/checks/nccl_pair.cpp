@@ -22,10 +22,10 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
   return s;
 }
 
-// The rank children inherit this process' limits and credentials, so ours are the evidence for theirs.
-node_evidence own_evidence() {
+// The rank children inherit their parent's limits and credentials, so its are the evidence for theirs.
+node_evidence own_evidence(const nccl_pair_outcome& o) {
   evidence_inputs in;
-  in.own_process = true;
+  in.own = &o.parent;
   return build_evidence(in);
 }
 
@@ -136,7 +136,7 @@ void judge_passed(const nccl_pair_outcome& o, check_result& c) {
   if (socket_only && f.ib_no_device && (o.rdma_devices.value_or(0) > 0 || !ib_hca.empty())) {
     failure nodev;
     nodev.what = failure::kind::no_device;
-    node_evidence ev = own_evidence();
+    node_evidence ev = own_evidence(o);
     ev.rdma_devices = o.rdma_devices;
     diagnosis d = diagnose(nodev, ev);
     c.result = verdict::warn;
@@ -199,7 +199,7 @@ void judge_failed(const nccl_pair_outcome& o, check_result& c) {
   std::optional<failure> fl = failure_from_logs(o);
   std::string what = what_failed(o, c.hint);
   if (fl) {
-    diagnosis d = diagnose(*fl, own_evidence());
+    diagnosis d = diagnose(*fl, own_evidence(o));
     std::string nccl_said;
     if (fl->what == failure::kind::call && fl->err != 0) {
       nccl_said = fmt::format("NCCL: Call to {} failed with error {}", fl->call, errno_message(fl->err));

@@ -1,5 +1,6 @@
 // node facts -> node_evidence: what diagnose() knows about the node (include/mrcheck/diagnosis.h). Kept apart from
 // the rules in diagnosis.cpp: the rules never read facts, only this evidence.
+#include <mrcheck/container_runtime.h>
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/memlock_hop.h>
 #include <mrcheck/sysroot.h>
@@ -7,9 +8,6 @@
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -110,16 +108,85 @@ node_evidence evidence_from_facts(const node_facts& facts) {
   return e;
 }
 
+namespace {
+
+// The file system type mounted last on "/" (/proc/self/mountinfo: "ID PARENT MAJ:MIN ROOT POINT ... - TYPE ...").
+std::string root_fs_type(const sysroot& root) {
+  auto mi = root.read("/proc/self/mountinfo", 1u << 20);
+  if (!mi) return "";
+  std::string type;
+  std::string_view text = *mi;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    std::size_t a = 0;
+    for (int field = 0; field < 4 && a != std::string_view::npos; ++field) a = line.find(' ', a + 1);
+    if (a == std::string_view::npos || line.substr(a + 1, 2) != "/ ") continue;
+    std::size_t dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    std::string_view rest = line.substr(dash + 3);
+    type = std::string(rest.substr(0, rest.find(' ')));
+  }
+  return type;
+}
+
+// The container engine PID 1's cgroup names ("" for none): a process of the host shows its own slice.
+std::string_view cgroup_engine(const sysroot& root) {
+  auto cg = root.read("/proc/1/cgroup", 64 * 1024);
+  if (!cg) return {};
+  for (std::string_view engine : {"docker", "containerd", "kubepods", "libpod", "crio"}) {
+    if (cg->find(engine) != std::string::npos) return engine;
+  }
+  return {};
+}
+
+}  // namespace
+
+void container_evidence(const sysroot& root, const std::vector<std::string>& env, node_evidence& e) {
+  runtime_signs all = signs_from_root(root, env);
+  runtime_signs strong = all;
+  std::erase_if(strong.marker_files,
+                [](const std::string& m) { return m == "/.dockerenv" || m == "/run/.containerenv"; });
+  strong.containerenv.clear();
+  if (runtime_guess g = guess_runtime(strong); g.runtime != container_runtime::none) {
+    e.in_container = true;
+    e.runtime = g.runtime;
+    e.container_why = g.evidence;
+    return;
+  }
+  const runtime_guess weak = guess_runtime(all);
+  const std::string fs = root_fs_type(root);
+  const std::string_view engine = cgroup_engine(root);
+  std::string second;
+  if (fs == "overlay" || fs == "fuse-overlayfs" || fs == "aufs") second = fmt::format("/ is {}", fs);
+  if (second.empty() && !engine.empty()) second = fmt::format("PID 1's cgroup names {}", engine);
+  if (weak.runtime == container_runtime::none && engine.empty()) return;
+  const std::string marker = weak.evidence.substr(0, weak.evidence.find(' '));
+  if (weak.runtime != container_runtime::none && second.empty()) {
+    e.container_why = fmt::format("{} exists, but / is {} and PID 1's cgroup names no container engine", marker,
+                                  fs.empty() ? std::string("unknown") : fs);
+    return;
+  }
+  e.in_container = true;
+  if (weak.runtime != container_runtime::none) {
+    e.runtime = weak.runtime;
+    e.container_why = fmt::format("{} and {}", marker, second);
+  } else {
+    e.runtime = engine == "kubepods" ? container_runtime::kubernetes : container_runtime::unknown;
+    e.container_why = second;
+  }
+}
+
 node_evidence build_evidence(const evidence_inputs& in) {
   node_evidence e = in.facts ? evidence_from_facts(*in.facts) : node_evidence{};
-  if (in.own_process) {
-    struct rlimit rl {};
-    if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
-      e.memlock_soft = rl.rlim_cur == RLIM_INFINITY ? k_unlimited : rl.rlim_cur;
-      e.memlock_hard = rl.rlim_max == RLIM_INFINITY ? k_unlimited : rl.rlim_max;
+  if (in.own) {
+    if (in.own->memlock) {
+      e.memlock_soft = in.own->memlock->soft;
+      e.memlock_hard = in.own->memlock->hard;
     }
-    e.is_root = ::geteuid() == 0;
-    if (auto st = sysroot{}.read("/proc/self/status")) e.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+    if (in.own->euid) e.is_root = *in.own->euid == 0;
+    e.cap_ipc_lock = in.own->cap_ipc_lock;
   } else if (in.facts && in.root && !in.facts->chain.empty()) {
     if (auto st = in.root->read(fmt::format("/proc/{}/status", in.facts->chain.front().pid), 64 * 1024)) {
       e.cap_ipc_lock = cap_ipc_lock_from_status(*st);

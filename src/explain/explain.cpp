@@ -128,27 +128,8 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
       if (e.rdma_core_version.empty()) e.rdma_core_version = version;
     }
   }
-  container_evidence(root, e);
+  container_evidence(root, root.is_host() ? current_environment() : std::vector<std::string>{}, e);
   return e;
-}
-
-// Which runtime this shell (or the --root tree) is in, from what each runtime leaves (src/diagnosis/container_runtime.cpp),
-// then the cgroup names of pid 1 for runtimes that leave no marker.
-void container_evidence(const sysroot& root, node_evidence& e) {
-  runtime_guess g = guess_runtime(
-      signs_from_root(root, root.is_host() ? current_environment() : std::vector<std::string>{}));
-  bool container = g.runtime != container_runtime::none;
-  if (!container) {
-    if (auto cg = root.read("/proc/1/cgroup", 64 * 1024)) {
-      container = cg->find("docker") != std::string::npos || cg->find("kubepods") != std::string::npos ||
-                  cg->find("containerd") != std::string::npos || cg->find("libpod") != std::string::npos;
-      if (container)
-        g.runtime = cg->find("kubepods") != std::string::npos ? container_runtime::kubernetes
-                                                              : container_runtime::unknown;
-    }
-  }
-  e.in_container = container;
-  e.runtime = g.runtime;
 }
 
 void apply_container_log(const container_log_scan& scan, node_evidence& e) {

@@ -115,8 +115,10 @@ result<stat_fields> parse_proc_stat(std::string_view stat_line) {
   return f;
 }
 
-result<uid_t> parse_status_uid(std::string_view status_file) {
-  // "Uid:\t1000\t1000\t1000\t1000" = real, effective, saved, filesystem.
+namespace {
+
+// One column of the "Uid:" line: "Uid:\t1000\t1000\t1000\t1000" = real, effective, saved, filesystem.
+result<uid_t> status_uid_column(std::string_view status_file, std::size_t column) {
   std::size_t pos = 0;
   while (pos < status_file.size()) {
     std::size_t nl = status_file.find('\n', pos);
@@ -125,12 +127,31 @@ result<uid_t> parse_status_uid(std::string_view status_file) {
     if (!line.starts_with("Uid:")) continue;
     auto cols = split_blanks(line.substr(4));
     std::uint32_t uid = 0;
-    if (cols.empty() || !parse_int(cols[0], uid)) {
+    if (cols.size() <= column || !parse_int(cols[column], uid)) {
       return status::error(fmt::format("status: bad Uid line '{}'", escape_line(line, 64)));
     }
     return static_cast<uid_t>(uid);
   }
   return status::error("status: no Uid line");
+}
+
+}  // namespace
+
+result<uid_t> parse_status_uid(std::string_view status_file) { return status_uid_column(status_file, 0); }
+
+own_process_facts read_own_process(const sysroot& root) {
+  own_process_facts o;
+  if (auto stat = root.read("/proc/self/stat", 64 * 1024)) {
+    if (auto st = parse_proc_stat(*stat)) o.pid = st->pid;
+  }
+  if (auto limits = root.read("/proc/self/limits", 64 * 1024)) {
+    if (auto m = parse_memlock_from_limits(*limits)) o.memlock = *m;
+  }
+  if (auto st = root.read("/proc/self/status", 64 * 1024)) {
+    if (auto euid = status_uid_column(*st, 1)) o.euid = *euid;
+    o.cap_ipc_lock = cap_ipc_lock_from_status(*st);
+  }
+  return o;
 }
 
 result<process_fact> read_process(const sysroot& root, pid_t pid) {

@@ -1,4 +1,6 @@
 // From scanner groups to findings: evidence from a --root tree, host matching, text order and the JSON schema.
+#include <mrcheck/diagnosis.h>
+#include <mrcheck/facts.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/units.h>
 
@@ -175,6 +177,8 @@ class explain_root : public ::testing::Test {
     put("sys/module/mlx5_core/taint", "O\n");
     put("var/lib/dpkg/status", "Package: libibverbs1\nStatus: install ok installed\nVersion: 44.0-2\n\n");
     put(".dockerenv", "");
+    // The second sign a container marker needs (container_evidence, diagnosis.h): an overlay as "/".
+    put("proc/4242/mountinfo", "21 1 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/l\n");
   }
   void TearDown() override { fs::remove_all(dir_); }
   void put(const std::string& rel, const std::string& text) {
@@ -209,6 +213,63 @@ TEST_F(explain_root, evidence_comes_from_the_tree) {
   diagnosis d = diagnose(f, e);
   EXPECT_EQ(d.what, cause::memlock);
   EXPECT_NE(d.fix.find("--ulimit memlock=-1:-1"), std::string::npos);  // a container
+}
+
+// This process as the tree shows it: what `mrcheck probe` gives the ranks it starts.
+TEST_F(explain_root, own_process_comes_from_the_tree) {
+  auto root = sysroot::open(dir_);
+  ASSERT_TRUE(root.is_ok()) << root.error().message();
+  own_process_facts own = read_own_process(*root);
+  EXPECT_EQ(own.pid, 4242);
+  ASSERT_TRUE(own.memlock.has_value());
+  EXPECT_EQ(own.memlock->soft, 65536u);
+  EXPECT_EQ(own.euid, 1000u);
+  EXPECT_EQ(own.cap_ipc_lock, false);
+  evidence_inputs in;
+  in.own = &own;
+  node_evidence e = build_evidence(in);
+  EXPECT_EQ(e.memlock_hard, 8u << 20);
+  EXPECT_EQ(e.is_root, false);
+}
+
+// An image made into a VM keeps its /.dockerenv: alone it is no container, for explain and the probe alike.
+TEST_F(explain_root, a_marker_alone_is_no_container) {
+  fs::remove(dir_ / "proc/4242/mountinfo");
+  put("proc/1/cgroup", "0::/init.scope\n");
+  auto root = sysroot::open(dir_);
+  ASSERT_TRUE(root.is_ok()) << root.error().message();
+  node_evidence e;
+  container_evidence(*root, {}, e);
+  EXPECT_FALSE(e.in_container);
+  EXPECT_EQ(e.container_why, "/.dockerenv exists, but / is unknown and PID 1's cgroup names no container engine");
+  put("proc/4242/mountinfo", "21 1 0:50 / / rw - overlay overlay rw\n");
+  node_evidence with_overlay;
+  container_evidence(*root, {}, with_overlay);
+  EXPECT_TRUE(with_overlay.in_container);
+  EXPECT_EQ(with_overlay.runtime, container_runtime::docker);
+  EXPECT_EQ(with_overlay.container_why, "/.dockerenv and / is overlay");
+}
+
+// A runtime's own sign counts alone; PID 1's cgroup naming an engine too.
+TEST_F(explain_root, a_runtimes_sign_or_an_engines_cgroup_is_a_container) {
+  fs::remove(dir_ / ".dockerenv");
+  fs::remove(dir_ / "proc/4242/mountinfo");
+  auto root = sysroot::open(dir_);
+  ASSERT_TRUE(root.is_ok()) << root.error().message();
+  node_evidence none;
+  container_evidence(*root, {"HOME=/root"}, none);
+  EXPECT_FALSE(none.in_container);
+  EXPECT_EQ(none.container_why, "");
+  node_evidence apptainer;
+  container_evidence(*root, {"APPTAINER_NAME=train.sif"}, apptainer);
+  EXPECT_TRUE(apptainer.in_container);
+  EXPECT_EQ(apptainer.runtime, container_runtime::apptainer);
+  put("proc/1/cgroup", "0::/kubepods/besteffort/pod1/abc\n");
+  node_evidence k8s;
+  container_evidence(*root, {}, k8s);
+  EXPECT_TRUE(k8s.in_container);
+  EXPECT_EQ(k8s.runtime, container_runtime::kubernetes);
+  EXPECT_EQ(k8s.container_why, "PID 1's cgroup names kubepods");
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(MemlockHopPaths, ProbeReportNamesTheProbeItselfWhenItsLauncherLoweredIt) {
     mr_probe_outcome o;
     o.memlock_soft = 4096;
     o.memlock_hard = parent.rlim_max == RLIM_INFINITY ? k_unlimited : parent.rlim_max;
-    node_evidence e = probe_evidence(o, /*deep=*/true);
+    node_evidence e = probe_evidence(sysroot{}, o, /*deep=*/true);
     bool ok = e.memlock_hop.rfind("the probe itself (pid " + std::to_string(getpid()) + " (", 0) == 0;
     _exit(ok ? 0 : 1);
   }
