@@ -6,11 +6,18 @@
 // comes back to the caller when its parent dies and is killed when the child ends; and the wait is for the
 // child's exit (a pidfd), not for its output pipes, which a grandchild may hold open.
 //
-// Users: step/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
-// fds, no wait), step/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
-// collector in its own session: extra fds, no wait), prolog/slurm_control.cpp (a libslurm call in a forked
-// child without exec), container/enter.cpp (the container helper: exec by descriptor after joining the task's
-// namespaces, and a detached watcher without exec).
+// Three ways in: run_child (start, wait to exit or timeout, bounded output, containment, all in one call);
+// child_process (started, then waited for with a deadline, its group killed, its output read bounded by the
+// caller, who has its own loop; child_handle is what such a caller holds, so that a test can stand in for the
+// process); spawn_child (started, everything else the caller's).
+//
+// Users: step/plugin_engine.cpp, cli/ and prolog/revalidate.cpp (run_child: the probes), prolog/slurm_control.cpp
+// (run_child: a libslurm call in a forked child without exec), container/enter.cpp (run_child: the container
+// helper, exec by descriptor after joining the task's namespaces; and a detached watcher without exec, as
+// step/post_exec.cpp's: child_process::spawn, whose handle then only closes its descriptors), nccl/pair.cpp
+// (child_process behind child_handle: the rank children with extra fds, waited for and killed from its own poll
+// loop; a test's child_spawner stands in for them, tests/unit/nccl_pair_fake_test.cpp), spank/admin_glue.cpp
+// (spawn_child: the root collector in its own session, extra fds, its own wait).
 #pragma once
 
 #include <mrcheck/status.h>
