@@ -6,11 +6,18 @@
 // comes back to the caller when its parent dies and is killed when the child ends; and the wait is for the
 // child's exit (a pidfd), not for its output pipes, which a grandchild may hold open.
 //
-// Users: step/plugin_engine.cpp and cli/ (run_child: the probes), nccl/pair.cpp (the rank children: extra
-// fds, no wait), step/post_exec.cpp (a detached watcher without exec), spank/admin_glue.cpp (the root
-// collector in its own session: extra fds, no wait), prolog/slurm_control.cpp (a libslurm call in a forked
-// child without exec), container/enter.cpp (the container helper: exec by descriptor after joining the task's
-// namespaces, and a detached watcher without exec).
+// Three ways in: run_child (start, wait to exit or timeout, bounded output, containment, all in one call);
+// child_process (started, then waited for with a deadline, its group killed, its output read bounded by the
+// caller, who has its own loop; child_handle is what such a caller holds, so that a test can stand in for the
+// process); spawn_child (started, everything else the caller's).
+//
+// Users: step/plugin_engine.cpp, cli/ and prolog/revalidate.cpp (run_child: the probes), prolog/slurm_control.cpp
+// (run_child: a libslurm call in a forked child without exec), container/enter.cpp (run_child: the container
+// helper, exec by descriptor after joining the task's namespaces; and a detached watcher without exec, as
+// step/post_exec.cpp's: child_process::spawn, whose handle then only closes its descriptors), nccl/pair.cpp
+// (child_process behind child_handle: the rank children with extra fds, waited for and killed from its own poll
+// loop; a test's child_spawner stands in for them, tests/unit/nccl_pair_fake_test.cpp), spank/admin_glue.cpp
+// (spawn_child: the root collector in its own session, extra fds, its own wait).
 #pragma once
 
 #include <mrcheck/status.h>
@@ -21,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,6 +129,76 @@ result<spawned_child> spawn_child(const child_spec& spec);
 // mrcheck's children start inside. Without it each child opens /dev/null where it is.
 void child_keep_null_device();
 void close_child(spawned_child& c);
+
+// How a child ended, as its wait saw it.
+struct child_end {
+  bool exited = false;  // normal exit: exit_code is valid
+  int exit_code = -1;
+  bool signaled = false;  // ended by a signal (ours included: see `killed`)
+  int term_signal = 0;
+  bool killed = false;  // kill_group() was called before it ended: a SIGKILL here is ours
+  bool lost = false;    // reaped elsewhere (SIGCHLD ignored): how it ended is unknown
+};
+
+// Which captured stream (child_stream::capture).
+enum class child_pipe { out, err };
+
+// What a caller does with a started child. child_process is the real one; a test stands in for a process with
+// its own (a scripted end, no process at all), where the caller takes a child_spawner.
+class child_handle {
+ public:
+  using clock = std::chrono::steady_clock;
+  virtual ~child_handle() = default;
+  // Waits until the child has ended or `deadline` (never past it; a deadline already gone only looks), and
+  // reaps it. nullopt: still running. Once it has ended, every later call returns the same end.
+  virtual std::optional<child_end> wait_until(clock::time_point deadline) = 0;
+  // SIGKILL to the child's group (when it has one of its own), then to the child until it has ended: after
+  // its end, what it left in its group.
+  virtual void kill_group() = 0;
+  // Reads what a captured stream has now, without blocking and at most 1 MiB per call, appending up to `max`
+  // bytes in all to `to` (the rest is dropped and `truncated` set). False once the stream is at EOF or failed,
+  // or was not captured; its descriptor is closed then.
+  virtual bool read_bounded(child_pipe which, std::string& to, std::size_t max, bool& truncated) = 0;
+  // The stream's descriptor for the caller's own poll, -1 once it is closed (or was never captured).
+  virtual int pipe_fd(child_pipe which) const = 0;
+};
+
+// A child started by spawn_child, behind one handle: waits bounded by a deadline (its pidfd when the kernel has
+// one, waitpid otherwise), the kill of its group, bounded reads of its output. Closes its descriptors when it
+// goes; it neither kills nor waits for a child that is still running then.
+class child_process final : public child_handle {
+ public:
+  static result<child_process> spawn(const child_spec& spec);
+  child_process() = default;
+  child_process(spawned_child c, bool own_group);
+  child_process(child_process&& o) noexcept;
+  child_process& operator=(child_process&& o) noexcept;
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+  ~child_process() override;
+
+  pid_t pid() const { return c_.pid; }
+  int pidfd() const { return c_.pidfd; }  // for a caller that polls it with its own descriptors; -1 without
+  clock::time_point start() const { return c_.start; }
+  bool ended() const { return end_.has_value(); }
+
+  std::optional<child_end> wait_until(clock::time_point deadline) override;
+  void kill_group() override;
+  bool read_bounded(child_pipe which, std::string& to, std::size_t max, bool& truncated) override;
+  int pipe_fd(child_pipe which) const override { return which == child_pipe::out ? c_.out : c_.err; }
+
+ private:
+  bool try_reap();  // true once it is reaped (WNOHANG)
+  spawned_child c_;
+  bool own_group_ = false;  // a group of its own that kill_group signals
+  bool killed_ = false;
+  std::optional<child_end> end_;
+};
+
+// How a caller starts the children it then handles; a test passes one that returns its own child_handle.
+using child_spawner = std::function<result<std::unique_ptr<child_handle>>(const child_spec&)>;
+// child_process::spawn behind a child_spawner.
+result<std::unique_ptr<child_handle>> spawn_child_process(const child_spec& spec);
 
 // Runs the child to its exit or timeout, collecting captured output until it exits (not until its pipes
 // close). With spec.contain, everything it started is killed and reaped before this returns. The status is

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <mrcheck/check.h>
+#include <mrcheck/child.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
@@ -156,6 +157,9 @@ struct nccl_pair_options {
     std::string program;  // absolute path
     std::array<std::string, 2> spec;
   } stand_in;
+  // Tests only: starts the rank children instead of child_process::spawn (empty), so that a test can stand in
+  // for a rank's process with a scripted end (tests/unit/nccl_pair_fake_test.cpp).
+  child_spawner spawn;
 };
 
 struct nccl_pair_outcome {

@@ -610,9 +610,9 @@ status spawn_deferred_container_probe(const container_state& st_in, pid_t task, 
     }
     return 0;
   };
-  auto c = spawn_child(spec);
+  // Detached: the handle has nothing to wait for, it only closes its descriptors.
+  auto c = child_process::spawn(spec);
   if (!c) return c.error().with_context("container probe watcher");
-  close_child(*c);
   return status::ok();
 }
 

@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,14 +43,12 @@ const char* signal_name(int sig) {
 
 struct rank_proc {
   nccl_rank_run run;
-  pid_t pid = -1;
-  int out = -1;
-  int err = -1;
+  std::unique_ptr<child_handle> proc;  // out/err are its pipes; gone once it is reaped and they are closed
   int ctl = -1;
   int id_w = -1;       // our end of the rank's id pipe
   int release_w = -1;  // our end of the rank's release pipe
   std::string ctl_buf;
-  bool reaped = false;
+  bool reaped = false;   // its end is in `run`
   bool sent_id = false;  // rank 0: its id line was seen
   clock::time_point start;
 };
@@ -87,8 +84,9 @@ struct spawn_error {
 };
 
 // Starts one rank child; on failure returns the reason and leaves nothing running.
-std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::string>& argv_s,
-                                      const std::vector<std::string>& env_s, bool with_id_pipe, bool with_release) {
+std::optional<spawn_error> spawn_rank(rank_proc& p, const child_spawner& spawner,
+                                      const std::vector<std::string>& argv_s, const std::vector<std::string>& env_s,
+                                      bool with_id_pipe, bool with_release) {
   int ctl[2] = {-1, -1}, id[2] = {-1, -1}, rel[2] = {-1, -1};
   auto close_all = [&] {
     for (int* pr : {ctl, id, rel}) {
@@ -114,7 +112,7 @@ std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::strin
   if (with_id_pipe) spec.extra_fds.push_back({k_id_fd, id[0]});
   if (with_release) spec.extra_fds.push_back({k_release_fd, rel[0]});
   p.start = clock::now();
-  auto c = spawn_child(spec);
+  auto c = spawner ? spawner(spec) : spawn_child_process(spec);
   close_fd(ctl[1]);
   close_fd(id[0]);
   close_fd(rel[0]);
@@ -122,10 +120,7 @@ std::optional<spawn_error> spawn_rank(rank_proc& p, const std::vector<std::strin
     close_all();
     return spawn_error{c.error().message()};
   }
-  close_fd(c->pidfd);
-  p.pid = c->pid;
-  p.out = c->out;
-  p.err = c->err;
+  p.proc = std::move(*c);
   p.ctl = ctl[0];
   p.id_w = id[1];
   p.release_w = rel[1];
@@ -161,37 +156,39 @@ void env_unset(std::vector<std::string>& env, std::string_view key) {
 }
 
 void kill_rank(rank_proc& p) {
-  if (p.pid <= 0 || p.reaped) return;
-  ::kill(-p.pid, SIGKILL);
-  ::kill(p.pid, SIGKILL);
+  if (!p.proc || p.reaped) return;
+  p.proc->kill_group();
   p.run.killed = true;
 }
 
-void reap(rank_proc& p, bool block) {
-  if (p.pid <= 0 || p.reaped) return;
-  int ws = 0;
-  pid_t w;
-  do {
-    w = ::waitpid(p.pid, &ws, block ? 0 : WNOHANG);
-  } while (w < 0 && errno == EINTR);
-  if (w != p.pid) {
-    if (w < 0) p.reaped = true;  // not our child any more (ECHILD): nothing left to wait for
-    return;
-  }
+// Reaps the rank if it has ended by `until` (now: only a look; after kill_rank, time_point::max(): a SIGKILLed
+// rank ends).
+void reap(rank_proc& p, clock::time_point until) {
+  if (!p.proc || p.reaped) return;
+  auto end = p.proc->wait_until(until);
+  if (!end) return;
   p.reaped = true;
+  if (end->lost) return;  // not our child any more (ECHILD): nothing left to wait for
   p.run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - p.start);
-  if (WIFEXITED(ws)) {
+  if (end->exited) {
     p.run.exited = true;
-    p.run.exit_code = WEXITSTATUS(ws);
-  } else if (WIFSIGNALED(ws)) {
+    p.run.exit_code = end->exit_code;
+  } else if (end->signaled) {
     // SIGKILL we sent is "killed"; any other signal is the rank's own crash.
-    if (!(p.run.killed && WTERMSIG(ws) == SIGKILL)) {
+    if (!(p.run.killed && end->term_signal == SIGKILL)) {
       p.run.signaled = true;
-      p.run.term_signal = WTERMSIG(ws);
+      p.run.term_signal = end->term_signal;
     }
   }
   // Whatever the rank left in its group goes with it.
-  ::kill(-p.pid, SIGKILL);
+  p.proc->kill_group();
+}
+
+int pipe_of(const rank_proc& p, child_pipe which) { return p.proc ? p.proc->pipe_fd(which) : -1; }
+
+// Its out and err at EOF (or given up) and its control pipe closed.
+bool pipes_closed(const rank_proc& p) {
+  return pipe_of(p, child_pipe::out) < 0 && pipe_of(p, child_pipe::err) < 0 && p.ctl < 0;
 }
 
 // A rank that ended without a verified all-reduce: its peer will wait in NCCL forever.
@@ -322,12 +319,13 @@ class pair_run {
       bool with_release = o_.mode != nccl_mode::node_pair;
       if (with_release) argv.insert(argv.end(), {"--release-fd", std::to_string(k_release_fd)});
       if (!o_.nccl_library.empty()) argv.insert(argv.end(), {"--nccl-library", o_.nccl_library});
-      if (auto e = spawn_rank(p, argv, renv, with_id, with_release)) {
+      if (auto e = spawn_rank(p, o_.spawn, argv, renv, with_id, with_release)) {
         out_.setup_error = fmt::format("start rank {}: {}", r, e->message);
         for (auto& q : ranks_) {
           kill_rank(q);
-          reap(q, true);
-          for (int* fd : {&q.out, &q.err, &q.ctl, &q.id_w, &q.release_w}) close_fd(*fd);
+          reap(q, clock::time_point::max());
+          q.proc.reset();
+          for (int* fd : {&q.ctl, &q.id_w, &q.release_w}) close_fd(*fd);
         }
         close_fd(peer_fd_);
         return false;
@@ -448,7 +446,7 @@ class pair_run {
   // and its pipes are closed.
   bool settle() {
     for (auto& p : ranks_) {
-      reap(p, false);
+      reap(p, clock::time_point::min());
       drain_ctl(p);
       // Rank 0 ended or closed its control pipe without an id: rank 1 would block on read forever.
       if (p.run.rank == 0 && !p.sent_id && !noid_handled_ && (p.reaped || p.ctl < 0)) {
@@ -464,8 +462,7 @@ class pair_run {
       (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
       told_peer_ = true;
     }
-    return std::all_of(ranks_.begin(), ranks_.end(),
-                       [](const rank_proc& p) { return p.reaped && p.out < 0 && p.err < 0 && p.ctl < 0; });
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped && pipes_closed(p); });
   }
 
   // The deadline, and the grace a rank gets after its peer failed: past either, every rank is killed and reaped
@@ -478,7 +475,7 @@ class pair_run {
     if (now >= deadline_ || (grace_until_ && now >= *grace_until_ && any_running)) {
       if (now >= deadline_) out_.timed_out = true;
       for (auto& p : ranks_) kill_rank(p);
-      for (auto& p : ranks_) reap(p, true);
+      for (auto& p : ranks_) reap(p, clock::time_point::max());
     }
   }
 
@@ -487,10 +484,10 @@ class pair_run {
     std::vector<struct pollfd> fds;
     std::vector<std::pair<rank_proc*, int>> owner;  // (rank, 0 out / 1 err / 2 ctl); nullptr = peer socket
     for (auto& p : ranks_) {
-      int* which[3] = {&p.out, &p.err, &p.ctl};
+      int which[3] = {pipe_of(p, child_pipe::out), pipe_of(p, child_pipe::err), p.ctl};
       for (int k = 0; k < 3; ++k) {
-        if (*which[k] >= 0) {
-          fds.push_back({*which[k], POLLIN, 0});
+        if (which[k] >= 0) {
+          fds.push_back({which[k], POLLIN, 0});
           owner.emplace_back(&p, k);
         }
       }
@@ -499,13 +496,13 @@ class pair_run {
       fds.push_back({peer_fd_, POLLIN, 0});
       owner.emplace_back(nullptr, 0);
     }
-    bool waiting_for_reap = std::any_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) {
-      return !p.reaped && p.out < 0 && p.err < 0 && p.ctl < 0;
-    });
+    bool waiting_for_reap = std::any_of(ranks_.begin(), ranks_.end(),
+                                        [](const rank_proc& p) { return !p.reaped && pipes_closed(p); });
     auto limit = grace_until_ ? std::min(deadline_, *grace_until_) : deadline_;
     long long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - clock::now()).count() + 1;
-    // Reaping is by polling waitpid: a short tick while a rank has closed its pipes but not yet been reaped,
-    // and a bounded one otherwise (no SIGCHLD handler: the caller's signal dispositions are left alone).
+    // Reaping is by looking (child_handle::wait_until with a deadline already gone): a short tick while a rank
+    // has closed its pipes but not yet been reaped, and a bounded one otherwise (no SIGCHLD handler: the caller's
+    // signal dispositions are left alone).
     wait_ms = std::clamp<long long>(wait_ms, 0, waiting_for_reap ? 5 : 100);
     bool all_reaped = std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped; });
     int n = ::poll(fds.data(), fds.size(), all_reaped ? 0 : static_cast<int>(wait_ms));
@@ -514,11 +511,16 @@ class pair_run {
     for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [p, k] = owner[i];
+      if (p && k < 2) {  // the rank's out or err: a bounded read through its handle, which closes it at EOF
+        child_pipe which = k == 0 ? child_pipe::out : child_pipe::err;
+        read_any |= p->proc->read_bounded(which, k == 0 ? p->run.out : p->run.err, o_.max_output, p->run.truncated);
+        continue;
+      }
       ssize_t r = p ? ::read(fds[i].fd, buf_, sizeof buf_) : ::recv(fds[i].fd, buf_, sizeof buf_, 0);
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (r <= 0) {
         if (p) {
-          close_fd(k == 0 ? p->out : k == 1 ? p->err : p->ctl);
+          close_fd(p->ctl);
         } else {
           // The other node hung up: fine once it reported success, a failure of its side otherwise.
           if (!peer_said_ok_) peer_failed_ = true;
@@ -530,16 +532,15 @@ class pair_run {
       auto n_read = static_cast<std::size_t>(r);
       if (!p) {
         take_peer(buf_, n_read);
-      } else if (k == 2) {
-        take_ctl(*p, buf_, n_read);
       } else {
-        append_bounded(k == 0 ? p->run.out : p->run.err, buf_, n_read, o_.max_output, p->run.truncated);
+        take_ctl(*p, buf_, n_read);
       }
     }
     if (all_reaped && !read_any) {
       // Every rank is reaped and nothing more came: whatever still holds a pipe is not ours to wait for.
       for (auto& p : ranks_) {
-        for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
+        p.proc.reset();
+        close_fd(p.ctl);
       }
     }
     return true;
@@ -550,7 +551,8 @@ class pair_run {
     for (auto& p : ranks_) {
       close_fd(p.id_w);
       close_fd(p.release_w);
-      for (int* fd : {&p.out, &p.err, &p.ctl}) close_fd(*fd);
+      p.proc.reset();
+      close_fd(p.ctl);
     }
     close_fd(peer_fd_);
     out_.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start_);

@@ -259,14 +259,13 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
     if (done) done(r, record_fd >= 0 ? 3 : -1);
     return 0;
   };
-  auto c = spawn_child(spec);
+  auto c = child_process::spawn(spec);  // detached: the handle only closes its descriptors
   if (notice[0] >= 0) ::close(notice[0]);
   // The write end stays open here on purpose, until this process execs (or exits): that is the notice.
   if (!c) {
     if (notice[1] >= 0) ::close(notice[1]);
     return c.error().with_context("post-exec watcher");
   }
-  close_child(*c);
   return status::ok();
 }
 

@@ -18,6 +18,7 @@
 #include <charconv>
 #include <cstring>
 #include <set>
+#include <utility>
 
 extern char** environ;
 
@@ -74,6 +75,7 @@ const char* signal_name(int sig) {
 }
 
 int ms_until(clock::time_point t) {
+  if (t <= clock::now()) return 0;  // also for time_point::min(), whose distance to now does not fit
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
   return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms + 1, 1 << 30));
 }
@@ -169,10 +171,11 @@ std::size_t kill_descendants(const std::set<pid_t>& before, clock::time_point un
   }
 }
 
-// Reads what is there without blocking; false at EOF or error.
+// Reads what is there without blocking, at most 64 reads (1 MiB): a writer faster than us must not hold the
+// caller here. False at EOF or error.
 bool drain(int fd, std::string& buf, std::size_t max, bool& truncated) {
   char tmp[16384];
-  for (;;) {
+  for (int reads = 0; reads < 64; ++reads) {
     ssize_t r = ::read(fd, tmp, sizeof tmp);
     if (r > 0) {
       std::size_t room = max > buf.size() ? max - buf.size() : 0;
@@ -185,6 +188,7 @@ bool drain(int fd, std::string& buf, std::size_t max, bool& truncated) {
     if (r < 0 && errno == EAGAIN) return true;
     return false;
   }
+  return true;
 }
 
 }  // namespace
@@ -478,98 +482,155 @@ result<spawned_child> spawn_child(const child_spec& spec) {
   return started;
 }
 
+child_process::child_process(spawned_child c, bool own_group) : c_(c), own_group_(own_group) {}
+
+child_process::child_process(child_process&& o) noexcept
+    : c_(std::exchange(o.c_, spawned_child{})), own_group_(o.own_group_), killed_(o.killed_), end_(o.end_) {}
+
+child_process& child_process::operator=(child_process&& o) noexcept {
+  if (this != &o) {
+    close_child(c_);
+    c_ = std::exchange(o.c_, spawned_child{});
+    own_group_ = o.own_group_;
+    killed_ = o.killed_;
+    end_ = o.end_;
+  }
+  return *this;
+}
+
+child_process::~child_process() { close_child(c_); }
+
+result<child_process> child_process::spawn(const child_spec& spec) {
+  auto c = spawn_child(spec);
+  if (!c) return c.error();
+  // With a session of its own the child is its group's leader too, but only once it got to setsid: the group is
+  // signalled only where both sides set it (parent_side).
+  return child_process(*c, spec.own_group && !spec.new_session);
+}
+
+result<std::unique_ptr<child_handle>> spawn_child_process(const child_spec& spec) {
+  auto c = child_process::spawn(spec);
+  if (!c) return c.error();
+  return std::unique_ptr<child_handle>(std::make_unique<child_process>(std::move(*c)));
+}
+
+// Reaps the child if it has ended; true once it is reaped.
+bool child_process::try_reap() {
+  int ws = 0;
+  child_end e;
+  e.killed = killed_;
+  for (;;) {
+    pid_t w = ::waitpid(c_.pid, &ws, WNOHANG);
+    if (w == c_.pid) break;
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0) return false;
+    e.lost = true;  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
+    end_ = e;
+    return true;
+  }
+  if (WIFEXITED(ws)) {
+    e.exited = true;
+    e.exit_code = WEXITSTATUS(ws);
+  } else if (WIFSIGNALED(ws)) {
+    e.signaled = true;
+    e.term_signal = WTERMSIG(ws);
+  }
+  end_ = e;
+  return true;
+}
+
+// The pidfd says when the child has exited; without one (kernel < 5.3), or when poll fails, waitpid is asked
+// every 20 ms.
+std::optional<child_end> child_process::wait_until(clock::time_point deadline) {
+  if (end_) return end_;
+  if (c_.pid <= 0) {  // detached (or never started): nobody's to wait for
+    end_ = child_end{};
+    end_->lost = true;
+    return end_;
+  }
+  for (;;) {
+    if (try_reap()) return end_;
+    int ms = ms_until(deadline);
+    if (ms == 0) return std::nullopt;
+    struct pollfd p {
+      c_.pidfd, POLLIN, 0
+    };
+    if (c_.pidfd < 0 || (::poll(&p, 1, ms) < 0 && errno != EINTR)) ::poll(nullptr, 0, std::min(ms, 20));
+  }
+}
+
+void child_process::kill_group() {
+  if (c_.pid <= 0) return;
+  if (own_group_) ::kill(-c_.pid, SIGKILL);
+  if (end_) return;  // its pid may be another process's by now
+  ::kill(c_.pid, SIGKILL);
+  killed_ = true;
+}
+
+bool child_process::read_bounded(child_pipe which, std::string& to, std::size_t max, bool& truncated) {
+  int& fd = which == child_pipe::out ? c_.out : c_.err;
+  if (fd < 0) return false;
+  if (drain(fd, to, max, truncated)) return true;
+  close_fd(fd);
+  return false;
+}
+
 namespace {
 
-// How the wait for the child ended.
-struct child_wait {
-  bool killed = false;       // we killed it (its time was up, or poll failed)
-  int wstatus = 0;           // waitpid's status, unless killed or lost
-  bool status_lost = false;  // reaped elsewhere (SIGCHLD ignored)
-};
-
-// Waits for the child's exit, reading its output meanwhile, and reaps it; kills it at `deadline`. The pidfd
-// says when it has exited; without one (kernel < 5.3) poll wakes at least every 20 ms to ask waitpid.
-child_wait wait_reading(const child_spec& spec, spawned_child& c, child_outcome& o, clock::time_point deadline) {
+// One poll over the child's captured streams, and its pidfd when `with_pidfd`, for up to `wait_ms`; what the
+// streams have is read into `o`. Returns poll's value (< 0: it failed, errno says why); `pidfd_ready` is set
+// when the pidfd said the child has exited.
+int poll_streams(child_process& c, child_outcome& o, std::size_t max, bool with_pidfd, int wait_ms, bool& pidfd_ready) {
+  const child_pipe pipes[2] = {child_pipe::out, child_pipe::err};
   std::string* bufs[2] = {&o.out, &o.err};
-  int* fds[2] = {&c.out, &c.err};
-  child_wait cw;
-  bool reaped = false;
-  auto kill_child = [&] {
-    if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
-    ::kill(c.pid, SIGKILL);
-    cw.killed = true;
-  };
-  auto try_reap = [&](int flags) {
-    for (;;) {
-      pid_t w = ::waitpid(c.pid, &cw.wstatus, flags);
-      if (w == c.pid) return true;
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
-        cw.status_lost = true;
-        return true;
-      }
-      return false;
-    }
-  };
-  while (!reaped) {
-    if (clock::now() >= deadline && !cw.killed) kill_child();
-    struct pollfd p[3];
-    int n = 0;
-    int pidfd_at = -1;
-    if (c.pidfd >= 0) {
-      pidfd_at = n;
-      p[n++] = {c.pidfd, POLLIN, 0};
-    }
-    int map[2] = {-1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (*fds[i] >= 0) {
-        map[i] = n;
-        p[n++] = {*fds[i], POLLIN, 0};
-      }
-    }
-    int wait_ms = cw.killed ? 20 : ms_until(deadline);
-    if (c.pidfd < 0) wait_ms = std::min(wait_ms, 20);
-    int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
-    if (r < 0 && errno != EINTR) {
-      if (!cw.killed) kill_child();
-      struct timespec ts {
-        0, 5 * 1000 * 1000
-      };
-      ::nanosleep(&ts, nullptr);
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (map[i] < 0 || r <= 0 || !(p[map[i]].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (!drain(*fds[i], *bufs[i], spec.max_output, o.truncated)) close_fd(*fds[i]);
-    }
-    if (c.pidfd < 0 || (r > 0 && pidfd_at >= 0 && (p[pidfd_at].revents & POLLIN)) || cw.killed) {
-      reaped = try_reap(cw.killed ? 0 : WNOHANG);
+  struct pollfd p[3];
+  int n = 0;
+  int map[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    if (c.pipe_fd(pipes[i]) >= 0) {
+      map[i] = n;
+      p[n++] = {c.pipe_fd(pipes[i]), POLLIN, 0};
     }
   }
-  return cw;
+  int pidfd_at = -1;
+  if (with_pidfd && c.pidfd() >= 0) {
+    pidfd_at = n;
+    p[n++] = {c.pidfd(), POLLIN, 0};
+  }
+  pidfd_ready = false;
+  int r = ::poll(p, static_cast<nfds_t>(n), wait_ms);
+  if (r <= 0) return r;
+  for (int i = 0; i < 2; ++i) {
+    if (map[i] >= 0 && (p[map[i]].revents & (POLLIN | POLLHUP | POLLERR)))
+      c.read_bounded(pipes[i], *bufs[i], max, o.truncated);
+  }
+  pidfd_ready = pidfd_at >= 0 && (p[pidfd_at].revents & POLLIN);
+  return r;
+}
+
+// Waits for the child's exit, reading its output meanwhile, and reaps it. nullopt: still running at
+// `deadline`, or poll failed (the caller kills it). Without a pidfd (kernel < 5.3) poll wakes at least every
+// 20 ms to ask waitpid.
+std::optional<child_end> wait_reading(child_process& c, child_outcome& o, std::size_t max, clock::time_point deadline) {
+  for (;;) {
+    int wait_ms = ms_until(deadline);
+    if (wait_ms == 0) return std::nullopt;
+    if (c.pidfd() < 0) wait_ms = std::min(wait_ms, 20);
+    bool exited = false;
+    int r = poll_streams(c, o, max, true, wait_ms, exited);
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (c.pidfd() < 0 || exited) {
+      if (auto end = c.wait_until(clock::time_point::min())) return end;
+    }
+  }
 }
 
 // What is still in the pipes: a short, bounded read (a writer outside our reach must not hold us).
-void read_rest(spawned_child& c, child_outcome& o, std::size_t max_output) {
-  std::string* bufs[2] = {&o.out, &o.err};
-  int* fds[2] = {&c.out, &c.err};
+void read_rest(child_process& c, child_outcome& o, std::size_t max_output) {
   auto read_until = clock::now() + std::chrono::milliseconds(200);
-  while ((c.out >= 0 || c.err >= 0) && clock::now() < read_until) {
-    struct pollfd p[2];
-    int n = 0;
-    int map[2] = {-1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (*fds[i] >= 0) {
-        map[i] = n;
-        p[n++] = {*fds[i], POLLIN, 0};
-      }
-    }
-    if (::poll(p, static_cast<nfds_t>(n), ms_until(read_until)) <= 0) break;
-    for (int i = 0; i < 2; ++i) {
-      if (map[i] >= 0 && (p[map[i]].revents & (POLLIN | POLLHUP | POLLERR)) &&
-          !drain(*fds[i], *bufs[i], max_output, o.truncated)) {
-        close_fd(*fds[i]);
-      }
-    }
+  while ((c.pipe_fd(child_pipe::out) >= 0 || c.pipe_fd(child_pipe::err) >= 0) && clock::now() < read_until) {
+    bool unused = false;
+    if (poll_streams(c, o, max_output, false, ms_until(read_until), unused) <= 0) break;
   }
 }
 
@@ -589,31 +650,35 @@ result<child_outcome> run_child(const child_spec& spec) {
     if (contain && !was_subreaper) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   };
   if (spec.detach) return status::error("run child: a detached child cannot be waited for");
-  auto started = spawn_child(spec);
+  auto started = child_process::spawn(spec);
   if (!started) {
     restore();
     return started.error();
   }
-  spawned_child c = *started;
+  child_process& c = *started;
   child_outcome o;
-  const child_wait cw = wait_reading(spec, c, o, c.start + spec.timeout);
+  std::optional<child_end> end = wait_reading(c, o, spec.max_output, c.start() + spec.timeout);
+  if (!end) {
+    // Its time is up. A SIGKILLed child ends: the wait is for that, however long the kernel takes.
+    c.kill_group();
+    end = c.wait_until(clock::time_point::max());
+  }
   // It has exited. Whatever it left behind goes too: its group (the old rule) and, contained, every
   // descendant that came back to us. Only then is its output complete.
-  if (spec.own_group && !spec.new_session) ::kill(-c.pid, SIGKILL);
+  c.kill_group();
   if (contain) o.left_behind = kill_descendants(before, clock::now() + std::chrono::seconds(2));
   restore();
   read_rest(c, o, spec.max_output);
-  close_child(c);
-  o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - c.start);
-  if (cw.status_lost && !cw.killed) return status::from_errno("run child: waitpid", ECHILD);
-  if (cw.killed) {
+  o.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - c.start());
+  if (!end || (end->lost && !end->killed)) return status::from_errno("run child: waitpid", ECHILD);
+  if (end->killed) {
     o.timed_out = true;
-  } else if (WIFEXITED(cw.wstatus)) {
+  } else if (end->exited) {
     o.exited = true;
-    o.exit_code = WEXITSTATUS(cw.wstatus);
-  } else if (WIFSIGNALED(cw.wstatus)) {
+    o.exit_code = end->exit_code;
+  } else if (end->signaled) {
     o.signaled = true;
-    o.term_signal = WTERMSIG(cw.wstatus);
+    o.term_signal = end->term_signal;
   }
   return o;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -267,6 +268,113 @@ TEST(spawn_child, detached_is_not_our_child) {
   ::close(p[0]);
   EXPECT_NE(std::atoi(buf), ::getpid());
   EXPECT_FALSE(run_child(s).is_ok());  // a detached child cannot be waited for
+}
+
+// child_process: the handle the callers that do their own waiting use (src/nccl/pair.cpp).
+
+// Reads a captured stream to EOF through the handle; false when it is still open after `bound` (something holds
+// it). The bound is a limit, not a synchronisation: EOF comes as soon as every writer is gone.
+bool read_to_eof(child_process& c, child_pipe which, std::string& to, std::chrono::milliseconds bound) {
+  auto until = std::chrono::steady_clock::now() + bound;
+  bool truncated = false;
+  while (c.pipe_fd(which) >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd p {
+      c.pipe_fd(which), POLLIN, 0
+    };
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    c.read_bounded(which, to, 1 << 20, truncated);
+  }
+  return true;
+}
+
+TEST(child_process, wait_until_keeps_to_its_deadline_and_kill_group_ends_the_group) {
+  auto c = child_process::spawn(sh("sleep 100 & echo started; sleep 100"));
+  ASSERT_TRUE(c.is_ok());
+  using std::chrono::steady_clock;
+  EXPECT_FALSE(c->wait_until(steady_clock::time_point::min()).has_value()) << "a deadline gone only looks";
+  auto t0 = steady_clock::now();
+  EXPECT_FALSE(c->wait_until(t0 + std::chrono::milliseconds(50)).has_value());
+  auto took = steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(50));
+  EXPECT_LT(took, std::chrono::seconds(3));
+  EXPECT_FALSE(c->ended());
+  c->kill_group();
+  auto end = c->wait_until(steady_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->killed);
+  EXPECT_TRUE(end->signaled);
+  EXPECT_EQ(end->term_signal, SIGKILL);
+  EXPECT_TRUE(c->ended());
+  // The background sleep held stdout too: EOF says it is gone with its group.
+  std::string out;
+  EXPECT_TRUE(read_to_eof(*c, child_pipe::out, out, std::chrono::seconds(10))) << "the group's sleep survived";
+  EXPECT_EQ(out, "started\n");
+  // The same end again, without another wait.
+  auto again = c->wait_until(steady_clock::time_point::min());
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->killed);
+}
+
+TEST(child_process, after_an_exit_kill_group_takes_what_it_left_in_its_group) {
+  auto c = child_process::spawn(sh("sleep 100 & exit 4"));
+  ASSERT_TRUE(c.is_ok());
+  auto end = c->wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->exit_code, 4);
+  EXPECT_FALSE(end->killed);
+  struct pollfd p {
+    c->pipe_fd(child_pipe::out), POLLIN, 0
+  };
+  EXPECT_EQ(::poll(&p, 1, 0), 0) << "the sleep holds stdout open";
+  c->kill_group();
+  std::string out;
+  EXPECT_TRUE(read_to_eof(*c, child_pipe::out, out, std::chrono::seconds(10))) << "the group's sleep survived";
+  auto again = c->wait_until(std::chrono::steady_clock::time_point::min());
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(again->killed) << "a kill after the end is not a kill of the child";
+}
+
+TEST(child_process, a_crash_is_its_own_signal_and_output_is_bounded) {
+  auto c = child_process::spawn(sh("head -c 100000 /dev/zero; kill -SEGV $$"));
+  ASSERT_TRUE(c.is_ok());
+  std::string out;
+  bool truncated = false;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->pipe_fd(child_pipe::out) >= 0 && std::chrono::steady_clock::now() < until) {
+    struct pollfd p {
+      c->pipe_fd(child_pipe::out), POLLIN, 0
+    };
+    ::poll(&p, 1, 1000);
+    c->read_bounded(child_pipe::out, out, 1000, truncated);
+  }
+  EXPECT_EQ(out.size(), 1000u);
+  EXPECT_TRUE(truncated);
+  EXPECT_FALSE(c->read_bounded(child_pipe::out, out, 1000, truncated)) << "closed at EOF";
+  auto end = c->wait_until(until);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->signaled);
+  EXPECT_EQ(end->term_signal, SIGSEGV);
+  EXPECT_FALSE(end->killed);
+}
+
+TEST(child_process, moves_and_closes_its_descriptors) {
+  int out_fd = -1;
+  {
+    auto c = child_process::spawn(sh("exit 0"));
+    ASSERT_TRUE(c.is_ok());
+    child_process moved = std::move(*c);
+    EXPECT_EQ(c->pid(), -1);
+    EXPECT_EQ(c->pipe_fd(child_pipe::out), -1);
+    out_fd = moved.pipe_fd(child_pipe::out);
+    ASSERT_GE(out_fd, 0);
+    auto end = moved.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->exit_code, 0);
+  }
+  EXPECT_EQ(::fcntl(out_fd, F_GETFD), -1) << "the handle left its pipe open";
 }
 
 }  // namespace
