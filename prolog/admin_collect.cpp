@@ -1,8 +1,9 @@
 // `mrcheck-prolog admin-collect`: the root collector of one node of one checked job step (docs/DESIGN.md §3).
 //
-// Started by the SPANK plugin in slurmstepd (task_post_fork of local task 0, as root) with
-//   fd 3  the read end of a pipe; local task 0 writes its node record (one JSON line), the node's report
-//         (one JSON line) and "end" before it execs
+// Started by the SPANK plugin in slurmstepd's main process (init_post_opt, as root, before the tasks fork) with
+//   fd 3  a control socket (admin_record.h, admin_read_control): local task 0 sends the read end of its record
+//         pipe over it, into which it writes its node record (one JSON line), the node's report (one JSON line)
+//         and "end"; slurmstepd sends "tasks ended" once every local task has ended
 //   fd 4  the write end of a pipe slurmstepd reads: our "mrcheck: ..." log lines; its EOF says we are done
 // Node 0 listens for the other nodes' records (admin_accept_record), waits for them at most report_timeout
 // after its own, formats the step record, and writes it with slurm_load_job + slurm_update_job + a read back
@@ -17,6 +18,8 @@
 //
 // Trust: the arguments come from slurmstepd (root); the pipe's content from the task child, which runs as the
 // job user before exec, so it is parsed strictly and re-escaped - it can only change what its own node says.
+// The control socket reaches no process of the job user's own code (close-on-exec, closed in task_init): only
+// the first valid record pipe is taken (a FIFO open for reading), every other descriptor is closed unread.
 // The environment is slurmstepd's, never the job's. The step's nodes come from slurmctld and their addresses
 // from slurm.conf, never from the job's SLURM_STEP_NODELIST (the job user's srun writes that): a collector
 // connects only to node 0 of its step, and node 0 takes a record only from the address of the node it is for.
@@ -58,7 +61,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr int k_record_fd = k_admin_record_fd;
+constexpr int k_control_fd = k_admin_control_fd;
 constexpr int k_log_fd = k_admin_log_fd;
 constexpr std::size_t k_pipe_max = k_admin_message_max;
 
@@ -310,8 +313,10 @@ struct collected {
   std::vector<node_record> others;
 };
 
-// Reads this node's record from fd 3 and, on node 0, the other nodes' records from the listener, until all are
-// in or time is up (own: a.own; then a.timeout more; a.timeout at most once slurmstepd has gone).
+// Reads this node's record from the record pipe that arrives on fd 3 and, on node 0, the other nodes' records
+// from the listener, until all are in or time is up (own: a.own; then a.timeout more; a.timeout at most once
+// slurmstepd has gone). "Tasks ended" (or the control socket's close) before any pipe: local task 0 never
+// reached task_init's record, as an EOF on the pipe before the begin marker.
 collected gather(const collect_args& a, std::optional<admin_listener>& listener, const step_nodes& nodes,
                  clock::time_point start) {
   const std::string step = step_label(a.step);
@@ -322,8 +327,10 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
   std::string buf;
   std::optional<clock::time_point> deadline;  // node 0: own record + report_timeout
   auto own_deadline = start + a.own;
-  bool pipe_open = true;
-  bool stepd_gone = false;  // fd 4's reader (slurmstepd) went away: the step was torn down
+  int record_fd = -1;        // the record pipe, once local task 0 has sent it
+  bool control_open = true;  // until the pipe, "tasks ended" or the socket's close
+  int invalid = 0;           // messages not of the protocol (logged once)
+  bool stepd_gone = false;   // fd 4's reader (slurmstepd) went away: the step was torn down
   for (;;) {
     auto now = clock::now();
     if (own.done && !deadline) deadline = now + a.timeout;
@@ -336,10 +343,11 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
     auto until = deadline ? *deadline : own_deadline;
     int wait = static_cast<int>(
         std::clamp<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count(), 1, 1 << 30));
-    struct pollfd p[3] = {{pipe_open ? k_record_fd : -1, POLLIN, 0},
+    struct pollfd p[4] = {{record_fd, POLLIN, 0},
                           {listener ? listener->fd() : -1, POLLIN, 0},
-                          {stepd_gone ? -1 : k_log_fd, 0, 0}};
-    int n = ::poll(p, 3, wait);
+                          {stepd_gone ? -1 : k_log_fd, 0, 0},
+                          {control_open && !own.done ? k_control_fd : -1, POLLIN, 0}};
+    int n = ::poll(p, 4, wait);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     if (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
@@ -349,12 +357,26 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
       if (!deadline || *deadline > cap) deadline = cap;
       if (own_deadline > cap) own_deadline = cap;
     }
-    if (p[0].revents) {
+    if (p[3].revents) {
+      admin_control_message m = admin_read_control(k_control_fd);
+      using kind = admin_control_message::kind;
+      if (m.what == kind::record_pipe) {
+        record_fd = m.fd;
+        control_open = false;
+      } else if (m.what == kind::tasks_ended || m.what == kind::closed) {
+        control_open = false;
+        own.done = true;
+      } else if (m.what == kind::invalid && invalid++ == 0) {
+        logf("mrcheck: admin: job {} {}: control socket: {}: ignored", a.job, step, m.problem);
+      }
+    }
+    if (record_fd >= 0 && p[0].revents) {
       char chunk[8192];
-      ssize_t r = ::read(k_record_fd, chunk, sizeof chunk);
+      ssize_t r = ::read(record_fd, chunk, sizeof chunk);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
-        pipe_open = false;
+        ::close(record_fd);
+        record_fd = -1;
         own.done = true;
       } else if (buf.size() < k_pipe_max) {
         buf.append(chunk, static_cast<std::size_t>(r));
@@ -375,6 +397,7 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
       }
     }
   }
+  if (record_fd >= 0) ::close(record_fd);
   return c;
 }
 
@@ -445,7 +468,7 @@ int collect(const collect_args& a) {
   step_nodes nodes;
   if (listener) nodes = load_step_nodes(a);
   collected c = gather(a, listener, nodes, start);
-  ::close(k_record_fd);
+  ::close(k_control_fd);
   write_report(a, c.own);
   if (!a.admin_comment) return 0;
   return node0 ? write_step_record(a, c, nodes) : hand_in(a, c.own);

@@ -13,8 +13,8 @@
 //   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
 //                                    SLURM_RLIMIT_MEMLOCK (set_user_limits() re-applies it after us)
 //   task_init       task, job user   verdicts, probes as the user, one line per node; post-exec watcher
-//   user_init, task_post_fork, task_exit, exit (slurmstepd)  the admins' record: AdminComment + report_dir
-//                                    through a root collector (admin_glue.h says which hook does what)
+//   init_post_opt, task_init, task_exit, exit  the admins' record: AdminComment + report_dir through a root
+//                                    collector (admin_glue.h says which hook does what)
 //
 // Never an error from remote init/init_post_opt: a batch step would drain the node (docs/facts/slurm-spank.md §5).
 extern "C" {
@@ -141,7 +141,7 @@ int prefetch_step(spank_t sp) {
   if (!node_may_check(sp)) return 0;  // idle
   task_facts t = make_task_facts(read_spank_items(sp), sp, false);
   if (t.extern_step) return 0;
-  admin_step_init();
+  admin_step_init(read_spank_items(sp), s.cfg);
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
   child_keep_null_device();  // the host's /dev/null for every child the tasks start, in a container without one
@@ -184,9 +184,9 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
+  if (admin_collecting()) admin_task_begin(read_spank_items(sp), s.node.active);
   if (!s.node.active) return 0;
   spank_items items = read_spank_items(sp);
-  admin_task_begin(items);
   task_facts t = make_task_facts(items, sp, task_runs_probes(s.node));
   t.request = user_request(t.request.env_checks);
   // The decisions are the step engine's (run_task_step, send_task_record: src/step/task_step.cpp); here, what
@@ -208,18 +208,10 @@ int on_task_init(spank_t sp, int, char**) {
   return o.verdict.rc;
 }
 
-// The admins' record, slurmstepd only: same idle gate as task_init_privileged.
-int on_user_init(spank_t sp, int, char**) {
-  auto& s = state();
-  if (spank_context() != S_CTX_REMOTE) return 0;
-  if (!node_may_check(sp)) return 0;  // idle
-  admin_user_init(read_spank_items(sp), s.cfg);
-  return 0;
-}
-int on_task_post_fork(spank_t sp, int, char**) {
-  if (admin_collecting()) admin_task_post_fork(read_spank_items(sp), state().cfg);
-  return 0;
-}
+// The admins' record, slurmstepd only: the collector starts in init_post_opt (prefetch_step) and the task children
+// hand it their record in task_init; user_init and task_post_fork have nothing to do (admin_glue.h says why).
+int on_user_init(spank_t, int, char**) { return 0; }
+int on_task_post_fork(spank_t, int, char**) { return 0; }
 int on_task_exit(spank_t sp, int, char**) {
   if (admin_collecting()) admin_task_exit(read_spank_items(sp), state().cfg);
   return 0;

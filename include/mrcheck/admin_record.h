@@ -97,6 +97,34 @@ std::optional<std::string> append_admin_comment(std::string_view existing, std::
 status write_node_report(const std::string& dir, std::uint32_t job_id, std::string_view step, std::string_view node,
                          const std::string& json);
 
+// ---- slurmstepd -> collector control channel ------------------------------------------------------------
+
+// The collector's fd 3 (admin_protocol.h): one end of an AF_UNIX SOCK_SEQPACKET socketpair whose other end
+// slurmstepd's main process keeps; the step's task children inherit it until task_init (local task 0) or exec.
+// Two messages travel on it: local task 0's record pipe (its read end, SCM_RIGHTS) and slurmstepd's "all local
+// tasks have ended". Both senders are non-blocking (MSG_DONTWAIT | MSG_NOSIGNAL): a full or closed socket is an
+// error status, never a wait or a SIGPIPE.
+status admin_send_record_pipe(int control_fd, int pipe_read_fd);
+status admin_send_tasks_ended(int control_fd);
+
+struct admin_control_message {
+  enum class kind {
+    none,         // nothing to read now (EAGAIN)
+    record_pipe,  // `fd` is the record pipe's read end (close-on-exec), owned by the caller
+    tasks_ended,  // every local task of the step has ended
+    closed,       // every sender's end is closed: no more messages (read as tasks_ended)
+    invalid,      // a message of neither form, or a descriptor that is not a pipe's read end: ignored
+  };
+  kind what = kind::none;
+  int fd = -1;
+  std::string problem;  // for invalid: what was wrong
+};
+
+// Reads one message from `control_fd` without waiting. A received descriptor is accepted only when it is
+// the only one, the message says "pipe", and it is a FIFO open for reading only; every other received
+// descriptor is closed here.
+admin_control_message admin_read_control(int control_fd);
+
 // ---- node -> node 0 handoff -----------------------------------------------------------------------------
 
 // Node 0's listener: binds the first free port of the (job, step) sequence (the NCCL node-pair's port

@@ -1,11 +1,14 @@
 #!/bin/bash
 # docs/slurm-releases.md (24.05): `SlurmdParameters=contain_spank` runs SPANK's user_init, task_post_fork and
-# task_exit inside the job's job_container/tmpfs namespace. The probes run from task_init; mrcheck's root collector
-# would start in task_post_fork. On a release with contain_spank (24.05 and later; the release legs' 24.11 and
-# 26.05), with job_container/tmpfs and PrologFlags=Contain: the task is in its private /tmp, the probes report on
-# the host (a private mount namespace on the host's root is not a container), and the plugin says that it keeps
-# no record for the step. Skips on releases before 24.05 (22.05's slurmd refuses the unknown SlurmdParameters
-# value).
+# task_exit inside the job's job_container/tmpfs namespace, each in a clone(CLONE_VM) child of slurmstepd with its
+# own copy of slurmstepd's descriptors. The probes run from task_init; mrcheck's root collector starts in
+# slurmstepd's main process (init_post_opt) and gets local task 0's record pipe over a control socket
+# (include/mrcheck/admin_protocol.h). On a release with contain_spank (24.05 and later; the release legs' 24.11
+# and 26.05), with job_container/tmpfs and PrologFlags=Contain: the task is in its private /tmp, the probes
+# report on the host (a private mount namespace on the host's root is not a container), the step's record lands
+# in AdminComment and report_dir, and a step cancelled while it probes gets a record that says so. Skips on
+# releases before 24.05 (22.05's slurmd refuses the unknown SlurmdParameters value). On the code that made the
+# record pipe in user_init, the plugin kept no record there ("the step's record is not collected").
 source "$(dirname "$0")/lib.sh"
 source "$MRCHECK_SOURCE_DIR/tests/spank/e2e_helpers.sh"
 plugin_setup
@@ -36,8 +39,10 @@ trap cleanup EXIT
 mkdir -p "$MRCHECK_SLURM_DIR/jc"
 printf 'AutoBasePath=true\nBasePath=%s\n' "$MRCHECK_SLURM_DIR/jc" >"$JC"
 plugin_conf_set --restart-ctld JobContainerType job_container/tmpfs PrologFlags Contain SlurmdParameters contain_spank
-plugin_load required memlock_min=8M admin_comment=yes admin_helper="$E2E_INSTALL/sbin/mrcheck-prolog" \
-  report_timeout=2s
+SPOOL=$MRCHECK_SLURM_DIR/cs-spool
+rm -rf "$SPOOL" && mkdir -m 0755 "$SPOOL"
+ADMIN="admin_comment=yes admin_helper=$E2E_INSTALL/sbin/mrcheck-prolog report_timeout=2s report_dir=$SPOOL"
+plugin_load required memlock_min=8M $ADMIN
 MARK=contain-$$
 rm -f "/tmp/$MARK"
 run_user srun -J cs-$$ --mr-check=memlock,mr,verbose sh -c "touch /tmp/$MARK && echo private-tmp"
@@ -64,13 +69,57 @@ expect_contains "the mr probe ran" "$ERR" "mrcheck: mr_host: "
 [[ $ERR != *"mrcheck: container"* ]] && e2e_pass "the task is not taken for one in a container" ||
   e2e_fail "the task in job_container/tmpfs's namespace was taken for one in a container: $ERR"
 # The step's record: Slurm runs user_init, task_post_fork and task_exit in clones of slurmstepd that share its
-# memory but not its file descriptors, so the record pipe cannot reach the task and the collector; the plugin
-# keeps none and says so in slurmd's log (spank/admin_glue.cpp, docs/slurm-releases.md).
+# memory but not its file descriptors; the collector and its control socket come from slurmstepd's main process,
+# the record pipe from the task itself (spank/admin_glue.cpp, docs/slurm-releases.md).
 e2e_admin_comment cs-$$
 e2e_log "contain_spank: AdminComment [$AC]"
-expect_contains "slurmd's log says the step's record is not collected" \
-  "$(grep -h "mrcheck: admin: " "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null)" \
-  "SlurmdParameters=contain_spank runs user_init outside slurmstepd's own process"
-[[ $AC != *"mrcheck: step 0"* ]] && e2e_pass "no record claimed for the step" ||
-  e2e_fail "AdminComment has a record for a step whose collector cannot have run: [$AC]"
+NODE=$(sacct -X -n -P --name=cs-$$ -S now-1hour -o NodeList | tail -1)
+J=$(sacct -X -n -P --name=cs-$$ -S now-1hour -o JobID | tail -1)
+expect_eq "the step's record in AdminComment" "$AC" "mrcheck: step 0: pass on 1 node"
+F=$SPOOL/job${J}.step_0.${NODE}.json
+if [[ -f $F ]]; then
+  expect_eq "report_dir: the node's report" \
+    "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["verdict"], j["slurm"]["job_id"], j["slurm"]["node"])' "$F")" \
+    "pass $J $NODE"
+else
+  e2e_fail "report_dir: no $F (spool: $(ls "$SPOOL"))"
+fi
+# The record is the admins' business: nothing of it on the user's terminal (a "tasks ended" sent to a collector
+# that had already ended once printed an error there).
+[[ $ERR != *"mrcheck: admin"* ]] && e2e_pass "no admin line on the user's terminal" ||
+  e2e_fail "an admin line reached the user's srun: $ERR"
+[[ $(grep -h "mrcheck: admin: " "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null) != *"is not collected"* ]] &&
+  e2e_pass "slurmd's log does not say the record is not collected" ||
+  e2e_fail "slurmd's log says the step's record is not collected"
+
+# A step cancelled while its probe waits (a helper held at a gate, as tests/e2e/admin_netns_test.sh): the task
+# ended after its begin marker and before its record, and the record says so.
+GATE=$MRCHECK_SLURM_WORK/cs-gate.$$
+rm -f "$GATE"
+cat >"$E2E_INSTALL/bin/cs-gated-mrcheck" <<EOF
+#!/bin/sh
+i=0
+while [ ! -e $GATE ] && [ \$i -lt 3000 ]; do sleep 0.01; i=\$((i + 1)); done
+exec $E2E_INSTALL/bin/mrcheck "\$@"
+EOF
+chmod 0755 "$E2E_INSTALL/bin/cs-gated-mrcheck"
+echo "required $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/cs-gated-mrcheck memlock_min=8M $ADMIN" \
+  >"$PLUGIN_DROPIN"
+as_user srun -J cs-cancel-$$ --mr-check=memlock,mr true >/dev/null 2>&1 &
+SRUN=$!
+J=""
+for _ in $(seq 1 300); do
+  J=$(squeue -h -n cs-cancel-$$ -o %i 2>/dev/null | head -1)
+  [[ -n $J ]] && pgrep -f "cs-gated-mrcheck" >/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+N=$(squeue -h -j "$J" -o %N 2>/dev/null)
+scancel "$J.0" 2>/dev/null || true
+wait "$SRUN" 2>/dev/null || true
+touch "$GATE"
+e2e_admin_comment cs-cancel-$$
+e2e_log "contain_spank, cancelled: AdminComment [$AC]"
+expect_eq "a cancelled step's record says so" "$AC" "mrcheck: step 0: cancelled; no report from $N"
+rm -f "$GATE" "$E2E_INSTALL/bin/cs-gated-mrcheck"
 e2e_done
