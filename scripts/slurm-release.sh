@@ -113,6 +113,9 @@ mount_all() {
     mount --make-rslave "$root/dev"
   fi
   mkdir -p "$root$in_src"
+  # A source tree another checkout left mounted there (a run from another worktree that was not taken down) would
+  # be built instead of this one: the same directory (device and inode, bash's -ef) or a fresh bind.
+  if mountpoint -q "$root$in_src" && ! [[ $root$in_src -ef $src ]]; then umount "$root$in_src"; fi
   mountpoint -q "$root$in_src" || mount --bind "$src" "$root$in_src"
   # The container test images (tests/container/make-images.sh) this machine made or cached, at the same path:
   # the root has no debootstrap, and the images are the same for every release.
