@@ -61,10 +61,26 @@ echo "optional $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/s
 T0=$(date +%s%N)
 as_user srun -J admin-silent-$$ -N3 -n3 --mr-check=memlock,mr true >/dev/null 2>&1 &
 SRUN=$!
+# The collector detaches (prolog/admin_collect.cpp): for a moment its first process and the collector both match,
+# and the first one may fork after the snapshot. Every matching process is stopped until all that match are
+# stopped (state T; the first one, once exited, no longer matches: a zombie has no command line). STOPPED is the
+# newest, the collector.
 STOPPED=""
 for _ in $(seq 1 100); do
-  STOPPED=$(pgrep -f 'admin-collect .*--node node3 ' | head -1 || true)
-  [[ -n $STOPPED ]] && kill -STOP "$STOPPED" && break
+  pids=$(pgrep -f 'admin-collect .*--node node3 ' || true)
+  if [[ -n $pids ]]; then
+    # shellcheck disable=SC2086 # one pid per word
+    kill -STOP $pids 2>/dev/null || true
+    running=0
+    for p in $(pgrep -f 'admin-collect .*--node node3 ' || true); do
+      [[ $(ps -o stat= -p "$p" 2>/dev/null) == T* ]] || running=1
+      STOPPED=$p
+    done
+    ((running == 0)) && [[ -n $STOPPED ]] && break
+    STOPPED=""
+    sleep 0.01
+    continue
+  fi
   sleep 0.05
 done
 wait "$SRUN" || true
