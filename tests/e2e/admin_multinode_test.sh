@@ -66,13 +66,17 @@ SRUN=$!
 # stopped (state T; the first one, once exited, no longer matches: a zombie has no command line). STOPPED is the
 # newest, the collector.
 STOPPED=""
+J=""
 for _ in $(seq 1 100); do
-  pids=$(pgrep -f 'admin-collect .*--node node3 ' || true)
+  # This step's collector only (the job's id in its arguments): another cluster on this machine has its own.
+  [[ -n $J ]] || J=$(squeue -h -n admin-silent-$$ -o %i 2>/dev/null | head -1)
+  [[ -n $J ]] || { sleep 0.05 && continue; }
+  pids=$(pgrep -f "admin-collect --job $J .*--node node3 " || true)
   if [[ -n $pids ]]; then
     # shellcheck disable=SC2086 # one pid per word
     kill -STOP $pids 2>/dev/null || true
     running=0
-    for p in $(pgrep -f 'admin-collect .*--node node3 ' || true); do
+    for p in $(pgrep -f "admin-collect --job $J .*--node node3 " || true); do
       [[ $(ps -o stat= -p "$p" 2>/dev/null) == T* ]] || running=1
       STOPPED=$p
     done

@@ -52,21 +52,30 @@ rm -f "/tmp/$MARK"
 # "ns base mount failed: Invalid argument", once in three legs' runs): one more job; refused again, a skip with
 # slurmd's line (the lines this test's jobs logged, not an earlier cluster's). Any other _create_ns error (a
 # chown, a mkdir) is a set-up error of this test and fails below.
+# slurmd's lines since LOG_FROM that say so; waited for up to 2 s (the step's error may reach the log after srun
+# has given up on the node).
 ns_refused() {
-  cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null | tail -n +"$((LOG_FROM + 1))" |
-    grep "_create_ns: \(Initial base mount\|ns base mount\|Failed to make root\)" | tail -1 || true
+  local line=""
+  for _ in $(seq 1 20); do
+    line=$(cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null | tail -n +"$((LOG_FROM + 1))" |
+      grep "_create_ns: \(Initial base mount\|ns base mount\|Failed to make root\)" | tail -1 || true)
+    [[ -n $line ]] && break
+    sleep 0.1
+  done
+  echo "$line"
 }
-LOG_FROM=$( (cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null || true) | wc -l)
-for try in 1 2; do
+log_mark() { LOG_FROM=$( (cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null || true) | wc -l); }
+log_mark
+for try in 1 2 3; do
   NAME=cs-$$-$try
   run_user srun -J "$NAME" --mr-check=memlock,mr,verbose sh -c "touch /tmp/$MARK && echo private-tmp"
   show_run "contain_spank, job_container/tmpfs (try $try)"
   ns_err=""
   ((RC != 0)) && ns_err=$(ns_refused)
   [[ -z $ns_err ]] && break
-  ((try == 2)) && e2e_skip "the kernel refuses job_container/tmpfs's mounts here: ${ns_err#*error: }"
-  e2e_log "job_container/tmpfs refused the first job's namespace (${ns_err#*error: }): once more"
-  LOG_FROM=$( (cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null || true) | wc -l)
+  ((try == 3)) && e2e_skip "the kernel refuses job_container/tmpfs's mounts here: ${ns_err#*error: }"
+  e2e_log "job_container/tmpfs refused the job's namespace (${ns_err#*error: }): once more"
+  log_mark
 done
 if ((RC != 0)); then
   e2e_log "slurmd: $(grep -h "_create_ns\|stepd_create(" "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null | tail -3)"
@@ -117,20 +126,33 @@ EOF
 chmod 0755 "$E2E_INSTALL/bin/cs-gated-mrcheck"
 echo "required $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/cs-gated-mrcheck memlock_min=8M $ADMIN" \
   >"$PLUGIN_DROPIN"
-as_user srun -J cs-cancel-$$ --mr-check=memlock,mr true >/dev/null 2>&1 &
-SRUN=$!
-J=""
-for _ in $(seq 1 300); do
-  J=$(squeue -h -n cs-cancel-$$ -o %i 2>/dev/null | head -1)
-  [[ -n $J ]] && pgrep -f "cs-gated-mrcheck" >/dev/null && break
-  sleep 0.1
+for try in 1 2 3; do
+  rm -f "$GATE"
+  log_mark
+  as_user srun -J cs-cancel-$$-$try --mr-check=memlock,mr true >/dev/null 2>&1 &
+  SRUN=$!
+  J=""
+  for _ in $(seq 1 300); do
+    J=$(squeue -h -n cs-cancel-$$-$try -o %i 2>/dev/null | head -1)
+    [[ -n $J ]] && pgrep -f "cs-gated-mrcheck" >/dev/null && break
+    # A job whose namespace was refused never reaches its task (above): once more.
+    kill -0 "$SRUN" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! pgrep -f "cs-gated-mrcheck" >/dev/null && ns_err=$(ns_refused) && [[ -n $ns_err ]]; then
+    wait "$SRUN" 2>/dev/null || true
+    ((try == 3)) && e2e_skip "the kernel refuses job_container/tmpfs's mounts here: ${ns_err#*error: }"
+    e2e_log "job_container/tmpfs refused the cancelled step's namespace (${ns_err#*error: }): once more"
+    continue
+  fi
+  break
 done
 sleep 0.5
 N=$(squeue -h -j "$J" -o %N 2>/dev/null)
 scancel "$J.0" 2>/dev/null || true
 wait "$SRUN" 2>/dev/null || true
 touch "$GATE"
-e2e_admin_comment cs-cancel-$$
+e2e_admin_comment cs-cancel-$$-$try
 e2e_log "contain_spank, cancelled: AdminComment [$AC]"
 expect_eq "a cancelled step's record says so" "$AC" "mrcheck: step 0: cancelled; no report from $N"
 rm -f "$GATE" "$E2E_INSTALL/bin/cs-gated-mrcheck"
