@@ -139,9 +139,10 @@ bool node_may_check(spank_t sp) { return may_check(sp, S_CTX_REMOTE); }
 int prefetch_step(spank_t sp) {
   auto& s = state();
   if (!node_may_check(sp)) return 0;  // idle
-  task_facts t = make_task_facts(read_spank_items(sp), sp, false);
+  spank_items items = read_spank_items(sp);
+  task_facts t = make_task_facts(items, sp, false);
   if (t.extern_step) return 0;
-  admin_step_init(read_spank_items(sp), s.cfg);
+  admin_step_init(items, s.cfg);
   prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path());
   child_keep_null_device();  // the host's /dev/null for every child the tasks start, in a container without one
@@ -184,9 +185,10 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
-  if (admin_collecting()) admin_task_begin(read_spank_items(sp), s.node.active);
-  if (!s.node.active) return 0;
+  if (!s.node.active && !admin_collecting()) return 0;
   spank_items items = read_spank_items(sp);
+  if (admin_collecting()) admin_task_begin(items, s.node.active);
+  if (!s.node.active) return 0;
   task_facts t = make_task_facts(items, sp, task_runs_probes(s.node));
   t.request = user_request(t.request.env_checks);
   // The decisions are the step engine's (run_task_step, send_task_record: src/step/task_step.cpp); here, what
