@@ -155,27 +155,29 @@ void container_evidence(const sysroot& root, const std::vector<std::string>& env
     e.container_why = g.evidence;
     return;
   }
-  const runtime_guess weak = guess_runtime(all);
-  const std::string fs = root_fs_type(root);
   const std::string_view engine = cgroup_engine(root);
+  const runtime_guess weak = guess_runtime(all);
+  if (weak.runtime == container_runtime::none) {
+    if (engine.empty()) return;
+    e.in_container = true;
+    e.runtime = engine == "kubepods" ? container_runtime::kubernetes : container_runtime::unknown;
+    e.container_why = fmt::format("PID 1's cgroup names {}", engine);
+    return;
+  }
+  // A marker alone: "/" (read only here) or the cgroup must say so too.
+  const std::string fs = root_fs_type(root);
   std::string second;
   if (fs == "overlay" || fs == "fuse-overlayfs" || fs == "aufs") second = fmt::format("/ is {}", fs);
   if (second.empty() && !engine.empty()) second = fmt::format("PID 1's cgroup names {}", engine);
-  if (weak.runtime == container_runtime::none && engine.empty()) return;
   const std::string marker = weak.evidence.substr(0, weak.evidence.find(' '));
-  if (weak.runtime != container_runtime::none && second.empty()) {
+  if (second.empty()) {
     e.container_why = fmt::format("{} exists, but / is {} and PID 1's cgroup names no container engine", marker,
                                   fs.empty() ? std::string("unknown") : fs);
     return;
   }
   e.in_container = true;
-  if (weak.runtime != container_runtime::none) {
-    e.runtime = weak.runtime;
-    e.container_why = fmt::format("{} and {}", marker, second);
-  } else {
-    e.runtime = engine == "kubepods" ? container_runtime::kubernetes : container_runtime::unknown;
-    e.container_why = second;
-  }
+  e.runtime = weak.runtime;
+  e.container_why = fmt::format("{} and {}", marker, second);
 }
 
 node_evidence build_evidence(const evidence_inputs& in) {
