@@ -25,7 +25,7 @@ for d in "$src"/tests/fixtures/*/; do
   n=$(basename "$d")
   trees+=("$d")
   "$mrcheck" report --json --root "$d" --config "$conf" 2>/dev/null | strip > "$out/report.$n.json"
-  echo "exit $?" >> "$out/report.$n.json"
+  echo "exit ${PIPESTATUS[0]}" >> "$out/report.$n.json"
   "$prolog" --config "$conf" --root "$d" --dry-run --json --node fixture 2>/dev/null | strip > "$out/prolog.$n.json"
 done
 for f in "$src"/tests/corpus/*/*.log "$src"/tests/fixtures/nccl_logs/*; do
