@@ -143,8 +143,9 @@ int prefetch_step(spank_t sp) {
   task_facts t = make_task_facts(items, sp, false);
   if (t.extern_step) return 0;
   admin_step_init(items, s.cfg);
-  prefetch_step_facts(sysroot{}, t.slurm_conf_path, t.node, t.host, s.node);
-  prepare_container_state(s.ct, s.cfg.helper_path());
+  sysroot host;
+  prefetch_step_facts(host, t.slurm_conf_path, t.node, t.host, s.node);
+  prepare_container_state(s.ct, s.cfg.helper_path(), host);
   child_keep_null_device();  // the host's /dev/null for every child the tasks start, in a container without one
   return 0;
 }
@@ -179,7 +180,7 @@ int on_task_init_privileged(spank_t sp, int, char**) {
     if (rc != ESPANK_SUCCESS)
       slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
   }
-  if (s.node.active) prepare_container_state(s.ct, s.cfg.helper_path());  // before any plugin's task_init
+  if (s.node.active) prepare_container_state(s.ct, s.cfg.helper_path(), sysroot{});  // before any plugin's task_init
   return 0;
 }
 

@@ -74,8 +74,10 @@ struct container_state {
   std::string host_mnt_ns;   // readlink of slurmstepd's /proc/self/ns/mnt ("mnt:[4026531841]")
   std::string host_root_id;  // "dev:ino" of slurmstepd's "/"
 };
-// slurmstepd, before the tasks fork (or task_init_privileged): open the helper, read the host's view.
-void prepare_container_state(container_state& st, const std::string& helper_path);
+// slurmstepd, before the tasks fork (or task_init_privileged): open the helper, read the host's RDMA view through
+// `host` (the caller's sysroot: slurmstepd's is the live host). The mount namespace and root's identity are this
+// process's own, read live.
+void prepare_container_state(container_state& st, const std::string& helper_path, const sysroot& host);
 // The helper's path: next to `mrcheck_helper` (the plugin's helper=) when it is there, else this build's
 // <libexecdir>/mrcheck/mrcheck-ctprobe.
 std::string ctprobe_path(const std::string& mrcheck_helper);

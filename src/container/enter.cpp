@@ -104,14 +104,14 @@ std::string ctprobe_path(const std::string& mrcheck_helper) {
   return std::string(MRCHECK_INSTALL_LIBEXECDIR) + "/mrcheck/mrcheck-ctprobe";
 }
 
-void prepare_container_state(container_state& st, const std::string& helper_path) {
+void prepare_container_state(container_state& st, const std::string& helper_path, const sysroot& host) {
   if (st.host_read) return;
   st.host_read = true;
   st.helper_path = ctprobe_path(helper_path);
   // O_PATH: enough for execveat, and no read access to keep open in the task. O_CLOEXEC: the task never sees it.
   st.helper_fd = ::open(st.helper_path.c_str(), O_PATH | O_CLOEXEC);
   if (st.helper_fd < 0) st.helper_error = fmt::format("{}: {}", st.helper_path, std::strerror(errno));
-  st.host = read_host_rdma_view(sysroot{});
+  st.host = read_host_rdma_view(host);
   st.host_mnt_ns = link_text("/proc/self/ns/mnt");
   st.host_root_id = root_id("/");
 }
