@@ -1,6 +1,6 @@
 // The SPANK adapter: the only reader of spank_t's items and of the job's environment. Every spank_get_item and
 // spank_getenv the core uses is read here, with one getter and one buffer size, into plain data (pyxis'
-// job_get_info); plugin.cpp and admin_glue.cpp work on that data only. Failures are logged with spank_strerror
+// job_get_info); plugin.cpp works on that data only. Failures are logged with spank_strerror
 // and leave a field at its default.
 #pragma once
 

@@ -14,19 +14,19 @@
 //                                    SLURM_RLIMIT_MEMLOCK (set_user_limits() re-applies it after us)
 //   task_init       task, job user   verdicts, probes as the user, one line per node; post-exec watcher
 //   init_post_opt, task_init, task_exit, exit  the admins' record: AdminComment + report_dir through a root
-//                                    collector (admin_glue.h says which hook does what)
+//                                    collector (include/mrcheck/admin_collector.h says which hook does what)
 //
 // Never an error from remote init/init_post_opt: a batch step would drain the node (docs/facts/slurm-spank.md §5).
 extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "admin_glue.h"
 #include "core_abi.h"
 #include "engine.h"
 #include "gate.h"
 #include "job_info.h"
 
+#include <mrcheck/admin_collector.h>
 #include <mrcheck/build_config.h>
 #include <mrcheck/child.h>
 #include <mrcheck/container_runner.h>
@@ -61,6 +61,34 @@ struct plugin_state {
 plugin_state& state() {
   static plugin_state s;
   return s;
+}
+
+// The admins' record's collector of this slurmstepd (include/mrcheck/admin_collector.h): apart from plugin_state,
+// which init resets, and shared with the clone children that run task_exit under contain_spank.
+admin_collector& collector() {
+  static admin_collector c;
+  return c;
+}
+
+// Where the collector's lines and errors go: slurmd's log. An error line in slurmstepd also reaches the user's
+// srun; the collector's own lines come at info (admin_collector.cpp).
+class slurmd_log final : public log_sink {
+ public:
+  void write(log_level level, std::string_view line) noexcept override {
+    std::string l(line);
+    if (level == log_level::error) {
+      slurm_error("%s", l.c_str());
+    } else {
+      slurm_info("%s", l.c_str());
+    }
+  }
+};
+
+// The step as the collector needs it; SLURMD_NODENAME from slurmstepd's own environment (slurmstepd.c sets it),
+// trusted, unlike the job's.
+admin_step admin_step_of(const spank_items& it) {
+  const char* me = std::getenv("SLURMD_NODENAME");
+  return {it.job_id, it.step_id, it.batch_step, it.extern_step, it.node_id, it.nnodes, me ? me : ""};
 }
 
 enum class hook_kind { may_fail, never_fail };
@@ -142,7 +170,8 @@ int prefetch_step(spank_t sp) {
   spank_items items = read_spank_items(sp);
   task_facts t = make_task_facts(items, sp, false);
   if (t.extern_step) return 0;
-  admin_step_init(items, s.cfg);
+  slurmd_log log;
+  collector().start(admin_step_of(items), s.cfg, log);
   sysroot host;
   prefetch_step_facts(host, t.slurm_conf_path, t.node, t.host, s.node);
   prepare_container_state(s.ct, s.cfg.helper_path(), host);
@@ -186,9 +215,11 @@ int on_task_init_privileged(spank_t sp, int, char**) {
 
 int on_task_init(spank_t sp, int, char**) {
   auto& s = state();
-  if (!s.node.active && !admin_collecting()) return 0;
+  auto& ac = collector();
+  if (!s.node.active && !ac.collecting()) return 0;
   spank_items items = read_spank_items(sp);
-  if (admin_collecting()) admin_task_begin(items, s.node.active);
+  slurmd_log log;
+  if (ac.collecting()) ac.task_begin(items.local_task_id.value_or(-1), s.node.active, log);
   if (!s.node.active) return 0;
   task_facts t = make_task_facts(items, sp, task_runs_probes(s.node));
   t.request = user_request(t.request.env_checks);
@@ -200,7 +231,7 @@ int on_task_init(spank_t sp, int, char**) {
     task_location loc = locate_task(s.ct, s.cfg.container_plugins, t.job_argv);
     return container_probe_runner(s.cfg, s.ct, loc, std::move(host), budget, s.node.checks.verbose, std::move(stopped));
   };
-  io.take_record_fd = admin_take_record_fd;
+  io.take_record_fd = [&ac](const task_facts& ft) { return ac.take_record_fd(ft.local_task_id); };
   io.send_record = [](int fd, const task_facts& ft, const node_state& st, const report& rep) {
     admin_write_record(fd, admin_record_message(ft, st, rep));
   };
@@ -212,15 +243,21 @@ int on_task_init(spank_t sp, int, char**) {
 }
 
 // The admins' record, slurmstepd only: the collector starts in init_post_opt (prefetch_step) and the task children
-// hand it their record in task_init; user_init and task_post_fork have nothing to do (admin_glue.h says why).
+// hand it their record in task_init; user_init and task_post_fork have nothing to do (admin_collector.h says
+// why).
 int on_user_init(spank_t, int, char**) { return 0; }
 int on_task_post_fork(spank_t, int, char**) { return 0; }
 int on_task_exit(spank_t sp, int, char**) {
-  if (admin_collecting()) admin_task_exit(read_spank_items(sp), state().cfg);
+  auto& ac = collector();
+  if (!ac.collecting()) return 0;
+  slurmd_log log;
+  ac.task_exit(read_spank_items(sp).local_task_count, admin_collector_wait(state().cfg), log);
   return 0;
 }
 int on_spank_exit(spank_t, int, char**) {
-  if (spank_context() == S_CTX_REMOTE) admin_exit();
+  if (spank_context() != S_CTX_REMOTE) return 0;
+  slurmd_log log;
+  collector().finish(log);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// The protocol between the SPANK plugin (spank/admin_glue.cpp) and the root collector it starts,
+// The protocol between the SPANK plugin (src/admin/collector.cpp) and the root collector it starts,
 // `mrcheck-prolog admin-collect` (prolog/admin_collect.cpp). Both ends include this header; nothing of it is
 // spelled out anywhere else.
 //

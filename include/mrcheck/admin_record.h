@@ -1,7 +1,7 @@
 // The admins' record of a checked job step: one line per step in the job's AdminComment, written
 // once per step from the step's node 0, plus a JSON report per node and step in report_dir=.
 //
-// Flow (spank/admin_glue.cpp, prolog/admin_collect.cpp): the task child of local task 0 hands its node
+// Flow (src/admin/collector.cpp, prolog/admin_collect.cpp): the task child of local task 0 hands its node
 // record to a root collector on its node over a pipe; collectors of nodes 1..N-1 hand theirs to node 0's
 // collector over TCP (admin_handoff_*); node 0's collector builds the step record, reads the job's
 // admin_comment, appends, and writes it back with one slurm_update_job. Nothing here sees Slurm.

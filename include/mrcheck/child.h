@@ -16,8 +16,9 @@
 // helper, exec by descriptor after joining the task's namespaces; and a detached watcher without exec, as
 // step/post_exec.cpp's: child_process::spawn, whose handle then only closes its descriptors), nccl/pair.cpp
 // (child_process behind child_handle: the rank children with extra fds, waited for and killed from its own poll
-// loop; a test's child_spawner stands in for them, tests/unit/nccl_pair_fake_test.cpp), spank/admin_glue.cpp
-// (spawn_child: the root collector in its own session, extra fds, its own wait).
+// loop; a test's child_spawner stands in for them, tests/unit/nccl_pair_fake_test.cpp), src/admin/collector.cpp
+// (child_process behind child_handle: the admins' root collector in its own session, extra fds, waited for with a
+// deadline and its group killed; tests/unit/admin_collector_test.cpp stands in for it).
 #pragma once
 
 #include <mrcheck/status.h>

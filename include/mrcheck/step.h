@@ -180,7 +180,7 @@ struct task_step_io {
   // The host's probes: empty is real_probe_runner_stop (probe_stop.h); a test's.
   std::function<probe_runner(const config&, std::chrono::milliseconds budget, std::shared_ptr<bool> stopped)>
       host_probes;
-  // The record pipe's write end for this task, -1 when it sends none (spank/admin_glue.cpp). Always asked,
+  // The record pipe's write end for this task, -1 when it sends none (admin_collector::take_record_fd, src/admin/collector.cpp). Always asked,
   // once, after the verdict: the task keeps no end of the pipe it does not write.
   std::function<int(const task_facts&)> take_record_fd;
   // Writes the admins' record of `rep` to `fd` (admin_record.h's message); also run in the post-exec watcher.

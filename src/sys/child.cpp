@@ -503,9 +503,11 @@ child_process::~child_process() { close_child(c_); }
 result<child_process> child_process::spawn(const child_spec& spec) {
   auto c = spawn_child(spec);
   if (!c) return c.error();
-  // With a session of its own the child is its group's leader too, but only once it got to setsid: the group is
-  // signalled only where both sides set it (parent_side).
-  return child_process(*c, spec.own_group && !spec.new_session);
+  // With a session of its own the child leads its group too, once it got to setsid (the parent cannot set that
+  // group: setsid refuses a group leader). A group kill before then finds no group and the child alone is killed,
+  // before it could start anything; after, the group holds what it started in its session (the admins'
+  // collector's detached process, src/admin/collector.cpp).
+  return child_process(*c, spec.own_group || spec.new_session);
 }
 
 result<std::unique_ptr<child_handle>> spawn_child_process(const child_spec& spec) {

@@ -95,7 +95,7 @@ expect_eq "silent node: reported as no report" "$AC" "mrcheck: step 0: pass on 2
 ELAPSED=$(((T1 - T0) / 1000000))
 e2e_log "figure: 3-node step with a silent node took ${ELAPSED} ms (probe helper 2 s, report_timeout 2 s)"
 # The bound: probes (2 s), then slurmstepd waits for the stopped collector report_timeout + 12 s
-# (spank/admin_glue.cpp) before it stops it.
+# (src/admin/collector.cpp) before it stops it.
 ((ELAPSED < 22000)) && e2e_pass "silent node: the step ended within its bounds" || e2e_fail "silent node: took ${ELAPSED} ms"
 # The collector detaches from slurmstepd (admin_protocol.h): killed by its process group, it is reaped by init,
 # not by slurmstepd, so it may show as a zombie for a moment.

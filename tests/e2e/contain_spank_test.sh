@@ -94,7 +94,7 @@ expect_contains "the mr probe ran" "$ERR" "mrcheck: mr_host: "
   e2e_fail "the task in job_container/tmpfs's namespace was taken for one in a container: $ERR"
 # The step's record: Slurm runs user_init, task_post_fork and task_exit in clones of slurmstepd that share its
 # memory but not its file descriptors; the collector and its control socket come from slurmstepd's main process,
-# the record pipe from the task itself (spank/admin_glue.cpp, docs/slurm-releases.md).
+# the record pipe from the task itself (src/admin/collector.cpp, docs/slurm-releases.md).
 e2e_admin_comment "$NAME"
 e2e_log "contain_spank: AdminComment [$AC]"
 NODE=$(sacct -X -n -P --name="$NAME" -S now-1hour -o NodeList | tail -1)
