@@ -3,7 +3,6 @@
 //
 //   mrcheck report           report_selection()   memlock, memory, matrix   (cli/cmd_report.cpp)
 //   mrcheck-prolog           prolog_selection()   matrix, memory            (prolog/main.cpp)
-//   judge_matrix()           matrix_selection()   matrix                    (src/checks/matrix_judge.cpp)
 //   the plugin's task_init   plugin_selection()   memlock; mr, nccl on local task 0  (src/step/plugin_engine.cpp)
 //
 // A group the selection names more than once runs once; the report lists groups in the selection's order and
@@ -125,15 +124,5 @@ std::vector<std::string_view> selected_ids(const check_selection& s);
 
 // Runs the selection's checks and returns them in order.
 report run_checks(const check_selection& s, const check_inputs& in);
-
-// The matrix group alone (src/checks/matrix_judge.cpp).
-// One check_result per rule, in a stable order: rdma_stack, hca_fw, gpu_driver, gpudirect, cuda_driver,
-// nccl, bar1, slurmd_memlock, propagate_limits. Pure: reads nothing. A rule set to off gives skip.
-report judge_matrix(const node_facts& facts, const matrix_rules& rules, const matrix_facts& extra);
-// Same without the extra facts: propagate_limits skips, rdma_stack judges user space from node_facts only.
-report judge_matrix(const node_facts& facts, const matrix_rules& rules);
-
-// The ids judge_matrix reports, in order.
-const std::vector<std::string>& matrix_check_ids();
 
 }  // namespace mrcheck

@@ -22,9 +22,4 @@ check_result check_memlock(const node_facts& f, const config& c);
 // vm.max_map_count below this warns. 65530 is the kernel default (DEFAULT_MAX_MAP_COUNT); see max_map_count.cpp.
 inline constexpr std::uint64_t k_max_map_count_min = 262144;
 
-// The node checks of `mrcheck report`: memlock against the config, then max_map_count and hugepages under the
-// site's matrix rules (check_max_map_count/check_hugepages in matrix.h), the same rules mrcheck-prolog judges
-// them by, so a node's report and its prolog agree.
-report run_basic_checks(const node_facts& f, const config& c, const matrix_rules& rules);
-
 }  // namespace mrcheck

@@ -2,9 +2,9 @@
 // flavour, CUDA, NCCL, nvidia_peermem / DMA-BUF, BAR1, and the Slurm limits that NCCL's registrations need.
 //
 // Rules are data (etc/mrcheck-rules.conf, documented in etc/README.rules.md), never golden version pins:
-// minimums and what a violation does (fail, warn or off). judge_matrix() turns node facts + rules into one
-// check_result per rule, with the facts it saw and the fix; mrcheck-prolog drains on fail, `mrcheck report`
-// shows the same checks.
+// minimums and what a violation does (fail, warn or off). The matrix group of the check registry
+// (check_registry.h, src/checks/matrix_*.cpp) turns node facts + rules into one check_result per rule, with the
+// facts it saw and the fix; mrcheck-prolog drains on fail, `mrcheck report` shows the same checks.
 #pragma once
 
 #include <mrcheck/check.h>
@@ -159,7 +159,7 @@ matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_
                                   bool scan_library_dirs = true);
 
 // The node's memory checks with the rules' thresholds (src/checks/max_map_count.cpp, hugepages.cpp), run by
-// mrcheck-prolog after judge_matrix. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
+// mrcheck-prolog after the matrix group. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
 // checks.h taking a config are these with default_matrix_rules().
 check_result check_max_map_count(const node_facts& f, const matrix_rules& r);
 check_result check_hugepages(const node_facts& f, const matrix_rules& r);

@@ -44,7 +44,6 @@ class sysroot {
   // Target text of a symlink (not resolved).
   result<std::string> read_link(std::string_view path) const;
   bool exists(std::string_view path) const;
-  bool is_dir(std::string_view path) const;
 
   // Recording for `mrcheck dump`: called with (kind, node path) for every successful access. `name`: an entry
   // whose name was used, never its content (list_matching).

@@ -126,9 +126,4 @@ bool sysroot::exists(std::string_view path) const {
   return ::lstat(host_path(path).c_str(), &st) == 0 || ::stat(host_path(path).c_str(), &st) == 0;
 }
 
-bool sysroot::is_dir(std::string_view path) const {
-  struct stat st {};
-  return ::stat(host_path(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 }  // namespace mrcheck

@@ -2,6 +2,8 @@
 #include <mrcheck/checks.h>
 #include <mrcheck/matrix.h>
 
+#include "judge.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>

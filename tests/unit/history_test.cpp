@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include "judge.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

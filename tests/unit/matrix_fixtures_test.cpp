@@ -8,6 +8,8 @@
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
 
+#include "judge.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
