@@ -13,6 +13,7 @@
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/log.h>
 #include <mrcheck/status.h>
+#include <mrcheck/sysroot.h>
 #include <mrcheck/verbs.h>
 
 #include <nlohmann/json_fwd.hpp>
@@ -154,12 +155,13 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
 locality_fn hwloc_locality();
 
 // NCCL's distance between two PCI functions (its topology's path types, docs/facts/verbs-and-nccl.md §4), from the
-// sysfs tree under `sys_root`: PIX = both below one PCIe switch, PXB = through several switches but not the CPU,
+// sysfs tree under `root` (/sys/bus/pci/devices/<bdf>: the link names the chain from the host bridge down, and
+// numa_node): PIX = both below one PCIe switch, PXB = through several switches but not the CPU,
 // PHB = through the CPU's host bridge (same NUMA node), SYS = across NUMA nodes. unknown when either function has
 // no sysfs entry. NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL, by default PXB.
 enum class pci_path { unknown, loc, pix, pxb, phb, sys };
 std::string_view to_string(pci_path p);
-pci_path nccl_pci_path(const std::string& sys_root, const std::string& a_bdf, const std::string& b_bdf);
+pci_path nccl_pci_path(const sysroot& root, const std::string& a_bdf, const std::string& b_bdf);
 // NCCL_NET_GDR_LEVEL as NCCL reads it: a name (LOC, PIX, PXB, PHB, SYS) or the old numbering 0-4; unknown for
 // anything else (NVL, C2C, ...: not judged).
 pci_path parse_gdr_level(std::string_view value);
@@ -167,7 +169,7 @@ pci_path parse_gdr_level(std::string_view value);
 // The PCI functions of the GPUs this task may use: /proc/driver/nvidia/gpus/<bdf>/information "Device Minor"
 // matched against SLURM_STEP_GPUS / SLURM_JOB_GPUS (GRES indices = minors) or integer CUDA_VISIBLE_DEVICES;
 // all NVIDIA GPUs when none is set. Empty when the NVIDIA driver is absent.
-std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const std::string& proc_root = "/proc");
+std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const sysroot& root);
 
 // ------------------------------------------------------------------------------------------------------------
 // One registration attempt (a set of buffers registered together, all pinned at the same time as NCCL's are).
@@ -241,8 +243,9 @@ struct mr_probe_request {
   std::vector<std::string> env;       // the job's environment ("KEY=VALUE")
   std::string home;                   // for ~/.nccl.conf
   std::string nccl_etc_file = "/etc/nccl.conf";
-  std::string sys_root = "/";  // for /sys/class/infiniband/<dev>/device (PCI locality)
-  std::string proc_root = "/proc";
+  // Where /sys/class/infiniband/<dev>/device, the PCI tree and /proc/driver/nvidia/gpus are read (the HCAs' and
+  // GPUs' places, for NCCL's locality): the host, or a test's tree.
+  sysroot root;
 };
 
 struct mr_probe_outcome {

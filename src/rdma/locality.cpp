@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,23 +55,24 @@ std::set<int> int_list(std::string_view s, bool& all_ints) {
 
 }  // namespace
 
-std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const std::string& proc_root) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path dir = fs::path(proc_root) / "driver/nvidia/gpus";
-  if (!fs::is_directory(dir, ec)) return {};
+std::vector<std::string> visible_gpu_bdfs(const nccl_env& env, const sysroot& root) {
+  constexpr std::string_view k_dir = "/proc/driver/nvidia/gpus/";
+  auto names = root.list(k_dir);
+  if (!names) return {};
   std::vector<std::pair<int, std::string>> gpus;  // minor, bdf
-  for (const auto& ent : fs::directory_iterator(dir, ec)) {
-    std::ifstream in(ent.path() / "information");
-    std::string line;
+  for (const auto& name : *names) {
     int minor = -1;
-    while (std::getline(in, line)) {
-      if (line.rfind("Device Minor:", 0) == 0) {
-        std::istringstream is(line.substr(13));
-        is >> minor;
+    if (auto info = root.read(std::string(k_dir) + name + "/information", 64 * 1024)) {
+      std::istringstream text(*info);
+      std::string line;
+      while (std::getline(text, line)) {
+        if (line.rfind("Device Minor:", 0) == 0) {
+          std::istringstream is(line.substr(13));
+          is >> minor;
+        }
       }
     }
-    std::string bdf = ent.path().filename().string();
+    std::string bdf = name;
     std::transform(bdf.begin(), bdf.end(), bdf.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     gpus.emplace_back(minor, bdf);
@@ -143,15 +142,19 @@ struct pci_place {
   int numa = -1;
 };
 
-std::optional<pci_place> place_of(const std::string& sys_root, const std::string& bdf) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path dev = fs::path(sys_root) / "sys/bus/pci/devices" / bdf;
-  fs::path real = fs::canonical(dev, ec);
-  if (ec) return std::nullopt;
+// /sys/bus/pci/devices/<bdf> is a link into /sys/devices whose path is the device's place in the PCI tree
+// ("../../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0"): the host bridge, then every function down to it.
+std::optional<pci_place> place_of(const sysroot& root, const std::string& bdf) {
+  if (!looks_like_bdf(bdf)) return std::nullopt;
+  const std::string dev = "/sys/bus/pci/devices/" + bdf;
+  auto target = root.read_link(dev);
+  if (!target) return std::nullopt;
   pci_place p;
-  for (const auto& part : real) {
-    std::string s = part.string();
+  std::string_view rest = *target;
+  while (!rest.empty()) {
+    auto slash = rest.find('/');
+    std::string s(rest.substr(0, slash));
+    rest.remove_prefix(slash == std::string_view::npos ? rest.size() : slash + 1);
     if (s.rfind("pci", 0) == 0 && s.size() > 3 && p.root.empty()) {
       p.root = s;
       p.chain.clear();
@@ -160,8 +163,9 @@ std::optional<pci_place> place_of(const std::string& sys_root, const std::string
     }
   }
   if (p.root.empty() || p.chain.empty() || p.chain.back() != bdf) return std::nullopt;
-  std::ifstream in(real / "numa_node");
-  if (!(in >> p.numa)) p.numa = -1;
+  if (auto numa = root.read_value(dev + "/numa_node")) {
+    if (std::from_chars(numa->data(), numa->data() + numa->size(), p.numa).ec != std::errc()) p.numa = -1;
+  }
   return p;
 }
 
@@ -176,11 +180,11 @@ std::vector<std::string> nccl_ancestors(const std::vector<std::string>& chain) {
 
 }  // namespace
 
-pci_path nccl_pci_path(const std::string& sys_root, const std::string& a_bdf, const std::string& b_bdf) {
+pci_path nccl_pci_path(const sysroot& root, const std::string& a_bdf, const std::string& b_bdf) {
   if (a_bdf.empty() || b_bdf.empty()) return pci_path::unknown;
   if (a_bdf == b_bdf) return pci_path::loc;
-  auto a = place_of(sys_root, a_bdf);
-  auto b = place_of(sys_root, b_bdf);
+  auto a = place_of(root, a_bdf);
+  auto b = place_of(root, b_bdf);
   if (!a || !b) return pci_path::unknown;
   if (a->root == b->root) {
     auto up_a = nccl_ancestors(a->chain);

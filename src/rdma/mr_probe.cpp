@@ -243,17 +243,14 @@ void probe_gpu(verbs_api& v, verbs_pd pd, gpu_memory& gpu, std::uint64_t bytes, 
   gpu.free_vmm(*vmm);
 }
 
-std::string hca_pci_bdf(const std::string& sys_root, const std::string& name) {
-  std::error_code ec;
-  auto target = std::filesystem::read_symlink(std::filesystem::path(sys_root) / "sys/class/infiniband" / name /
-                                                  "device",
-                                              ec);
-  if (ec) return "";
-  return target.filename().string();
+std::string hca_pci_bdf(const sysroot& root, const std::string& name) {
+  auto target = root.read_link("/sys/class/infiniband/" + name + "/device");
+  if (!target) return "";
+  return std::filesystem::path(*target).filename().string();
 }
 
 // The devices and their ports, as NCCL would see them; a device that cannot be opened is listed in `skipped`.
-std::vector<hca_candidate> list_hca_candidates(verbs_api& verbs, const std::string& sys_root, log_sink& sink,
+std::vector<hca_candidate> list_hca_candidates(verbs_api& verbs, const sysroot& root, log_sink& sink,
                                                mr_probe_outcome& o) {
   auto names = verbs.device_names();
   std::vector<hca_candidate> candidates;
@@ -265,7 +262,7 @@ std::vector<hca_candidate> list_hca_candidates(verbs_api& verbs, const std::stri
   for (const auto& n : *names) {
     hca_candidate c;
     c.name = n;
-    c.pci_bdf = hca_pci_bdf(sys_root, n);
+    c.pci_bdf = hca_pci_bdf(root, n);
     log(sink, log_level::verbose, "mr_host: calling ibv_open_device on {}", n);
     auto ctx = verbs.open_device(n);
     if (!ctx) {
@@ -376,9 +373,9 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
   o.dmabuf_symbol = verbs->has_reg_dmabuf_mr();
 
   // Devices and their ports, then the ones NCCL would pick.
-  std::vector<hca_candidate> candidates = list_hca_candidates(*verbs, req.sys_root, sink, o);
+  std::vector<hca_candidate> candidates = list_hca_candidates(*verbs, req.root, sink, o);
   o.gpu_bdfs = gpu != nullptr && !gpu->pci_bdf().empty() ? std::vector<std::string>{gpu->pci_bdf()}
-                                                         : visible_gpu_bdfs(env, req.proc_root);
+                                                         : visible_gpu_bdfs(env, req.root);
   nccl_hca_filter filter = parse_nccl_ib_hca(env.get("NCCL_IB_HCA"));
   auto pre_skipped = std::move(o.selection.skipped);
   o.selection = select_hcas(candidates, filter, req.device, o.gpu_bdfs, hwloc_locality());
@@ -403,7 +400,7 @@ mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, sta
     }
     // Only mr_gpu reads the distance: the probe without --gpu (the plugin's mr check) walks no sysfs for it.
     if (h.gpu.attempted && !o.gpu_bdfs.empty()) {
-      h.gpu_path = nccl_pci_path(req.sys_root, o.gpu_bdfs.front(), h.pci_bdf);
+      h.gpu_path = nccl_pci_path(req.root, o.gpu_bdfs.front(), h.pci_bdf);
     }
     o.hcas.push_back(std::move(h));
   }

@@ -166,17 +166,22 @@ TEST(MrHcaSelect, PicksTheHcaNearestEachGpu) {
 TEST(MrGpus, VisibleGpusFollowSlurmsGresIndices) {
   auto dir = std::filesystem::temp_directory_path() / ("mr_gpus_" + std::to_string(::getpid()));
   for (auto [bdf, minor] : {std::pair{"0000:3B:00.0", 0}, std::pair{"0000:5e:00.0", 1}, std::pair{"0000:86:00.0", 2}}) {
-    std::filesystem::create_directories(dir / "driver/nvidia/gpus" / bdf);
-    std::ofstream(dir / "driver/nvidia/gpus" / bdf / "information") << "Model: H200\nDevice Minor: " << minor << "\n";
+    std::filesystem::create_directories(dir / "proc/driver/nvidia/gpus" / bdf);
+    std::ofstream(dir / "proc/driver/nvidia/gpus" / bdf / "information")
+        << "Model: H200\nDevice Minor: " << minor << "\n";
   }
-  EXPECT_EQ(visible_gpu_bdfs(env_of({}), dir.string()).size(), 3u);
-  auto two = visible_gpu_bdfs(env_of({"SLURM_STEP_GPUS=0,2", "CUDA_VISIBLE_DEVICES=0,1"}), dir.string());
+  std::filesystem::create_directories(dir / "none");
+  auto root = sysroot::open(dir);
+  auto none = sysroot::open(dir / "none");
+  ASSERT_TRUE(root.is_ok() && none.is_ok());
+  EXPECT_EQ(visible_gpu_bdfs(env_of({}), *root).size(), 3u);
+  auto two = visible_gpu_bdfs(env_of({"SLURM_STEP_GPUS=0,2", "CUDA_VISIBLE_DEVICES=0,1"}), *root);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0], "0000:3b:00.0");  // lower-cased like CUDA's bus ids
   EXPECT_EQ(two[1], "0000:86:00.0");
-  auto uuid = visible_gpu_bdfs(env_of({"CUDA_VISIBLE_DEVICES=GPU-1234"}), dir.string());
+  auto uuid = visible_gpu_bdfs(env_of({"CUDA_VISIBLE_DEVICES=GPU-1234"}), *root);
   EXPECT_EQ(uuid.size(), 3u);  // not indices: no filtering
-  EXPECT_TRUE(visible_gpu_bdfs(env_of({}), (dir / "none").string()).empty());
+  EXPECT_TRUE(visible_gpu_bdfs(env_of({}), *none).empty());
   std::filesystem::remove_all(dir);
 }
 

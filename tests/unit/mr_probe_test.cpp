@@ -20,6 +20,12 @@ memory_verbs one_hca(bool iova2 = true, bool dmabuf = true) {
   return memory_verbs({{"mlx5_0", {active_port()}}}, iova2, dmabuf);
 }
 
+// A node without RDMA devices or NVIDIA GPUs (a dump of a CPU node): no HCA or GPU has a place in its PCI tree.
+const sysroot& cpu_node() {
+  static const sysroot root = *sysroot::open(std::string(MRCHECK_FIXTURES_DIR) + "/cpu_debian12");
+  return root;
+}
+
 // Small NCCL buffers (1.5 MiB in the same 24 buffers) keep the probe's real mmap+touch cheap; a test's own
 // values come first and win, as the first definition of a name does in NCCL's environment.
 mr_probe_request request(std::vector<std::string> env = {}) {
@@ -29,8 +35,7 @@ mr_probe_request request(std::vector<std::string> env = {}) {
   }
   r.env = std::move(env);
   r.nccl_etc_file = "/nonexistent/nccl.conf";
-  r.sys_root = "/nonexistent";
-  r.proc_root = "/nonexistent";
+  r.root = cpu_node();
   return r;
 }
 

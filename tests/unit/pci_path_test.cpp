@@ -46,7 +46,7 @@ class PciPath : public ::testing::Test {
     fs::create_directories(root_ / "sys/class/infiniband" / name);
     fs::create_symlink(fs::path("../../../bus/pci/devices") / bdf, root_ / "sys/class/infiniband" / name / "device");
   }
-  pci_path path(const std::string& a, const std::string& b) { return nccl_pci_path(root_.string(), a, b); }
+  pci_path path(const std::string& a, const std::string& b) { return nccl_pci_path(*sysroot::open(root_), a, b); }
 
   fs::path root_;
 };
@@ -99,8 +99,7 @@ mr_probe_request gpu_request(const fs::path& root, std::vector<std::string> env 
   }
   r.env = std::move(env);
   r.nccl_etc_file = "/nonexistent/nccl.conf";
-  r.sys_root = root.string();
-  r.proc_root = "/nonexistent";
+  r.root = *sysroot::open(root);
   r.gpu = true;
   return r;
 }
