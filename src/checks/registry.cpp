@@ -1,5 +1,7 @@
-// The one list of checks (check_registry.h). Adding a check: write src/checks/<id>.cpp, add its row here and
-// its row in README.md's check table (check_registry_test compares the two).
+// The one list of checks (check_registry.h). Adding a check: write src/checks/<id>.cpp (its function declared in
+// include/mrcheck/checks.h, or matrix.h for a rule-judged one), add its row here and its row in README.md's check
+// table. check_registry_test compares the two and derives each front end's list from the rows, so nothing else
+// changes: `mrcheck report`, mrcheck-prolog, the JSON and the Prometheus textfile list it by its group.
 #include <mrcheck/check_registry.h>
 
 #include <mrcheck/checks.h>
@@ -55,7 +57,7 @@ check_result run_propagate_limits(const check_inputs& in) {
 
 constexpr unsigned k_matrix = need_node_facts | need_rules;
 
-const std::array<check_def, 21> k_checks = {{
+const auto k_checks = std::to_array<check_def>({
     {"memlock", check_group::memlock, need_chain | need_config | need_task,
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
@@ -104,7 +106,7 @@ const std::array<check_def, 21> k_checks = {{
     // mrcheck-prolog after a stack change (prolog/revalidate.h): both probes as nobody.
     {"revalidate", check_group::revalidation, need_config | need_verbs | need_nccl,
      "after a stack change, the registration probe and the NCCL pair as nobody", nullptr, check_origin::prolog},
-}};
+});
 
 #undef MRCHECK_RULES_CHECK
 
