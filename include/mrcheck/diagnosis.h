@@ -45,8 +45,6 @@ inline constexpr std::array<cause, 10> k_all_causes = {cause::memlock,          
                                                        cause::unknown,           cause::hca_resources};
 
 std::string_view to_string(cause c);
-// Exact match of to_string(); nullopt for anything else (no silent "unknown").
-std::optional<cause> parse_cause(std::string_view s);
 
 // What failed. For a verbs call: its name and errno. For NCCL failures that have no errno (duplicate GPU, no
 // device, a completion error) `kind` says which.
@@ -189,10 +187,9 @@ diagnosis diagnose(const failure& f, const node_evidence& e);
 
 // errno <-> names: 12 -> "ENOMEM"; glibc's strerror text "Cannot allocate memory" -> 12 (exact, case-insensitive,
 // trailing punctuation ignored). Independent of the running libc so logs from any glibc node map the same.
-std::string_view errno_name(int err);                          // "" when unknown
-std::string_view errno_message(int err);                       // glibc's text, "" when unknown
-std::optional<int> errno_from_name(std::string_view name);     // "ENOMEM" -> 12
-std::optional<int> errno_from_message(std::string_view text);  // "Cannot allocate memory" -> 12
+std::string_view errno_name(int err);                       // "" when unknown
+std::string_view errno_message(int err);                    // glibc's text, "" when unknown
+std::optional<int> errno_from_name(std::string_view name);  // "ENOMEM" -> 12
 // The errno whose glibc text occurs anywhere in `text`, the longest match winning ("No such device or address"
 // over "No such device"), a tie to the lower errno; 0 when none occurs (case-sensitive, as strerror prints it).
 int errno_message_in(std::string_view text);

@@ -740,13 +740,6 @@ std::string_view hca_object(std::string_view call) {
   return {};
 }
 
-std::optional<cause> parse_cause(std::string_view s) {
-  for (cause c : k_all_causes) {
-    if (to_string(c) == s) return c;
-  }
-  return std::nullopt;
-}
-
 std::string_view to_string(rdma_flavour f) {
   switch (f) {
     case rdma_flavour::inbox: return "inbox";

@@ -158,12 +158,6 @@ constexpr std::pair<std::string_view, int> k_errno_aliases[] = {{"ENOTSUP", 95},
                                                                 {"EWOULDBLOCK", 11},
                                                                 {"EDEADLOCK", 35}};
 
-bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 constexpr std::string_view k_wc_status[] = {
     "IBV_WC_SUCCESS",
     "IBV_WC_LOC_LEN_ERR",
@@ -213,19 +207,6 @@ std::optional<int> errno_from_name(std::string_view name) {
   }
   for (const auto& [alias, value] : k_errno_aliases) {
     if (alias == name) return value;
-  }
-  return std::nullopt;
-}
-
-std::optional<int> errno_from_message(std::string_view text) {
-  while (!text.empty() && (std::isspace(static_cast<unsigned char>(text.back())) || text.back() == '.' ||
-                           text.back() == ',' || text.back() == ';' || text.back() == ')')) {
-    text.remove_suffix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  if (text.empty()) return std::nullopt;
-  for (const auto& e : k_errno_table) {
-    if (iequal(e.message, text)) return e.value;
   }
   return std::nullopt;
 }

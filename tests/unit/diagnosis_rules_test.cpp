@@ -23,17 +23,14 @@ bool any_contains(const std::vector<std::string>& lines, std::string_view needle
   return false;
 }
 
-TEST(diagnosis_cause, strings_round_trip_and_match_the_documented_list) {
+TEST(diagnosis_cause, strings_match_the_documented_list) {
   const char* documented[] = {"memlock",         "capability",         "pinning_resources", "rdma_stack_mismatch",
                               "gpu_peer_memory", "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
                               "unknown",         "hca_resources"};
   ASSERT_EQ(std::size(documented), k_all_causes.size());
   for (std::size_t i = 0; i < k_all_causes.size(); ++i) {
     EXPECT_EQ(to_string(k_all_causes[i]), documented[i]);
-    EXPECT_EQ(parse_cause(documented[i]), k_all_causes[i]);
   }
-  EXPECT_FALSE(parse_cause("Memlock").has_value());
-  EXPECT_FALSE(parse_cause("").has_value());
 }
 
 TEST(diagnosis_enomem, size_above_soft_limit_is_memlock_with_numbers) {
@@ -396,14 +393,6 @@ TEST(diagnosis_errno, names_and_glibc_messages_map_both_ways) {
   EXPECT_EQ(errno_message(22), "Invalid argument");
   EXPECT_EQ(errno_from_name("EFAULT"), 14);
   EXPECT_EQ(errno_from_name("ENOTSUP"), 95);
-  EXPECT_EQ(errno_from_message("Cannot allocate memory"), 12);
-  EXPECT_EQ(errno_from_message("cannot allocate memory."), 12);
-  EXPECT_EQ(errno_from_message("Operation not permitted"), 1);
-  EXPECT_EQ(errno_from_message("Bad address"), 14);
-  EXPECT_EQ(errno_from_message("Operation not supported"), 95);
-  EXPECT_EQ(errno_from_message("Protocol not supported"), 93);
-  EXPECT_FALSE(errno_from_message("Cannot allocate").has_value());
-  EXPECT_FALSE(errno_from_message("").has_value());
   EXPECT_EQ(errno_message_in("ibv_reg_mr_iova2 failed with error Cannot allocate memory"), 12);
   EXPECT_EQ(errno_message_in("open /dev/infiniband: No such device or address (x)"), 6);  // not 19
   EXPECT_EQ(errno_message_in("cannot allocate memory"), 0);                               // strerror's case only
