@@ -66,7 +66,7 @@ class admin_collector {
   // Starts the collector when the site keeps records (admin_comment= or report_dir=) and the step is not the
   // extern step. `spawn` starts it (a test passes its own); failures go to `log` and start nothing.
   void start(const admin_step& s, const config& c, log_sink& log, const child_spawner& spawn = spawn_child_process);
-  // A collector was started and has not been reaped: task_exit has work.
+  // A collector was started and the last task_exit has not waited for it yet: the task hooks have work.
   bool collecting() const { return child_ != nullptr && !finished_; }
   // Every task, at the start of task_init: local task 0 sends its record pipe to the collector (with the begin
   // marker when `checks`, this node checks the step, so that a task ended before its record - a cancelled
