@@ -17,8 +17,14 @@ mkdir -p "$out"
 conf=$(mktemp)
 chmod 644 "$conf"
 trap 'rm -f "$conf"' EXIT
-# The volatile fields: a run's timings and wall-clock stamps.
-strip() { jq -S 'walk(if type == "object" then del(.elapsed_ms, .duration_ms, .timings, .time, .timestamp, .generated_at) else . end)' 2>/dev/null || cat; }
+# The volatile fields: a run's timings and wall-clock stamps. Output that is not JSON is kept as it came (jq
+# would leave nothing, and two builds that both print garbage would compare equal).
+strip() {
+  local raw
+  raw=$(cat)
+  printf '%s\n' "$raw" | jq -S 'walk(if type == "object" then del(.elapsed_ms, .duration_ms, .timings, .time, .timestamp, .generated_at) else . end)' 2>/dev/null ||
+    printf '%s\n' "$raw"
+}
 trees=()
 for d in "$src"/tests/fixtures/*/; do
   [ -d "$d/proc" ] || continue
