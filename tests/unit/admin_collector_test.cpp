@@ -124,6 +124,15 @@ int open_fds() {
   return n;
 }
 
+// A collector started for a_step() with record_config() through the scripted spawner: what most tests begin with.
+class StartedCollector : public ::testing::Test {
+ protected:
+  void SetUp() override { ac.start(a_step(), record_config(), log, fake_spawner(seen)); }
+  collector_seen seen;
+  admin_collector ac;
+  vector_log log;
+};
+
 TEST(CollectorFromSlurmstepd, NothingStartsWhenTheSiteKeepsNoRecord) {
   collector_seen seen;
   admin_collector ac;
@@ -178,11 +187,7 @@ TEST(CollectorFromSlurmstepd, TheBatchStepIsNodeZeroOfOne) {
   EXPECT_EQ(value_after(argv, "--state-dir"), "");  // no report_dir: no spool
 }
 
-TEST(CollectorFromSlurmstepd, LocalTaskZeroSendsItsRecordPipeWithTheBeginMarker) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, LocalTaskZeroSendsItsRecordPipeWithTheBeginMarker) {
   ac.task_begin(0, true, log);
   auto m = admin_read_control(seen.ctl);
   ASSERT_EQ(m.what, kind::record_pipe);
@@ -202,11 +207,7 @@ TEST(CollectorFromSlurmstepd, LocalTaskZeroSendsItsRecordPipeWithTheBeginMarker)
   EXPECT_TRUE(log.lines().empty());
 }
 
-TEST(CollectorFromSlurmstepd, ANodeWithNothingToCheckSendsAnEmptyPipeAndKeepsNoEnd) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, ANodeWithNothingToCheckSendsAnEmptyPipeAndKeepsNoEnd) {
   ac.task_begin(0, false, log);
   auto m = admin_read_control(seen.ctl);
   ASSERT_EQ(m.what, kind::record_pipe);
@@ -216,21 +217,13 @@ TEST(CollectorFromSlurmstepd, ANodeWithNothingToCheckSendsAnEmptyPipeAndKeepsNoE
   ::close(m.fd);
 }
 
-TEST(CollectorFromSlurmstepd, AnotherTaskClosesItsCopyOfTheSocketAndSendsNothing) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, AnotherTaskClosesItsCopyOfTheSocketAndSendsNothing) {
   ac.task_begin(1, true, log);
   EXPECT_EQ(ac.take_record_fd(1), -1);
   EXPECT_EQ(admin_read_control(seen.ctl).what, kind::closed);
 }
 
-TEST(CollectorFromSlurmstepd, TheLastTaskExitSaysTasksEndedForwardsTheLinesAndReapsWithoutAKill) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, TheLastTaskExitSaysTasksEndedForwardsTheLinesAndReapsWithoutAKill) {
   ac.task_exit(2, 5s, log);  // the first of two tasks: nothing yet
   EXPECT_EQ(admin_read_control(seen.ctl).what, kind::none);
   seen.say("I mrcheck: admin: job 7 step 3: pass on 2 nodes\nE mrcheck: admin: slurmctld: busy\n");
@@ -251,11 +244,7 @@ TEST(CollectorFromSlurmstepd, TheLastTaskExitSaysTasksEndedForwardsTheLinesAndRe
   EXPECT_EQ(log.lines().size(), 2u);
 }
 
-TEST(CollectorFromSlurmstepd, ACollectorThatDoesNotFinishIsStoppedAtTheEndOfTheWait) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, ACollectorThatDoesNotFinishIsStoppedAtTheEndOfTheWait) {
   seen.say("I mrcheck: admin: waiting for node 1\n");
   ac.task_exit(1, 50ms, log);
   EXPECT_EQ(seen.kills, 1);
@@ -267,11 +256,7 @@ TEST(CollectorFromSlurmstepd, ACollectorThatDoesNotFinishIsStoppedAtTheEndOfTheW
   EXPECT_EQ(seen.kills, 1);
 }
 
-TEST(CollectorFromSlurmstepd, AtMost64LinesOfAStepReachTheLogAndEachIsEscaped) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, AtMost64LinesOfAStepReachTheLogAndEachIsEscaped) {
   std::string lines = "I mrcheck: \x1b[31mred\n";
   for (int i = 1; i < 100; ++i) lines += "I mrcheck: line " + std::to_string(i) + "\n";
   seen.say(lines);
@@ -284,11 +269,7 @@ TEST(CollectorFromSlurmstepd, AtMost64LinesOfAStepReachTheLogAndEachIsEscaped) {
             "mrcheck: admin: further collector lines of this step not shown (at most 64)");
 }
 
-TEST(CollectorFromSlurmstepd, AStepWhoseTasksNeverEndedIsToldAtExitAndItsCollectorStopped) {
-  collector_seen seen;
-  admin_collector ac;
-  vector_log log;
-  ac.start(a_step(), record_config(), log, fake_spawner(seen));
+TEST_F(StartedCollector, AStepWhoseTasksNeverEndedIsToldAtExitAndItsCollectorStopped) {
   ac.finish(log);  // no task_exit at all; the collector is still running after its second
   EXPECT_EQ(admin_read_control(seen.ctl).what, kind::tasks_ended);
   EXPECT_EQ(seen.kills, 1);
