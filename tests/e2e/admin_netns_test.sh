@@ -38,16 +38,9 @@ expect_eq "layout: three network namespaces" "$NETS" "3"
 expect_eq "layout: three mount namespaces" "$MNTS" "3"
 expect_not_contains "layout: node2's stack is not the host's" "$(readlink "/proc/$(slurmd_pid node2)/ns/net")" "$(readlink /proc/self/ns/net)"
 
-# A probe helper that waits for a gate file (at most 20 s) before the real probe: the window in which a
-# test can find, kill or cancel what runs, and the way to release many steps at one moment.
+# A probe helper that waits for a gate file (at most 20 s) before the real probe (e2e_gated_helper, lib.sh).
 GATE=$MRCHECK_SLURM_WORK/gate.$$
-cat >"$E2E_INSTALL/bin/gated-mrcheck" <<EOF
-#!/bin/sh
-i=0
-while [ ! -e $GATE ] && [ \$i -lt 2000 ]; do sleep 0.01; i=\$((i + 1)); done
-exec $E2E_INSTALL/bin/mrcheck "\$@"
-EOF
-chmod 0755 "$E2E_INSTALL/bin/gated-mrcheck"
+e2e_gated_helper "$E2E_INSTALL/bin/gated-mrcheck" "$GATE" 2000
 gated() { echo "optional $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/gated-mrcheck memlock_min=8M $ADMIN" >"$PLUGIN_DROPIN"; }
 collectors() { pgrep -f "admin-collect --job $1 " | wc -l; }
 job_of() { squeue -h -n "$1" -o %i 2>/dev/null | head -1; }

@@ -120,13 +120,7 @@ fi
 # ended after its begin marker and before its record, and the record says so.
 GATE=$MRCHECK_SLURM_WORK/cs-gate.$$
 rm -f "$GATE"
-cat >"$E2E_INSTALL/bin/cs-gated-mrcheck" <<EOF
-#!/bin/sh
-i=0
-while [ ! -e $GATE ] && [ \$i -lt 3000 ]; do sleep 0.01; i=\$((i + 1)); done
-exec $E2E_INSTALL/bin/mrcheck "\$@"
-EOF
-chmod 0755 "$E2E_INSTALL/bin/cs-gated-mrcheck"
+e2e_gated_helper "$E2E_INSTALL/bin/cs-gated-mrcheck" "$GATE" 3000
 echo "required $E2E_INSTALL/lib/slurm/spank_mrcheck.so helper=$E2E_INSTALL/bin/cs-gated-mrcheck memlock_min=8M $ADMIN" \
   >"$PLUGIN_DROPIN"
 for try in 1 2 3; do

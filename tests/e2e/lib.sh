@@ -78,6 +78,19 @@ e2e_plugin() {
   echo "${E2E_PLUGIN_KIND:-optional} $MRCHECK_SLURM_DIR/install/lib/slurm/spank_mrcheck.so helper=$MRCHECK_SLURM_DIR/install/bin/mrcheck $*" >"$dropin"
 }
 
+# e2e_gated_helper PATH GATE TICKS: writes a probe helper at PATH that waits for the file GATE (at most TICKS
+# times 10 ms) before it runs the real mrcheck: the window in which a test can find, kill or cancel what runs,
+# and the way to release many steps at one moment. Point the plugin's helper= at it.
+e2e_gated_helper() {
+  cat >"$1" <<EOF
+#!/bin/sh
+i=0
+while [ ! -e $2 ] && [ \$i -lt $3 ]; do sleep 0.01; i=\$((i + 1)); done
+exec $E2E_INSTALL/bin/mrcheck "\$@"
+EOF
+  chmod 0755 "$1"
+}
+
 # Runs a command as the unprivileged job user, keeping this shell's limits (setpriv, no PAM: a test sets
 # `ulimit -l` or `prlimit` and the user's srun must see exactly that), from a directory the user can write.
 as_user() {
