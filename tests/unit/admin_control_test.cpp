@@ -182,7 +182,13 @@ TEST(admin_control, sending_to_a_gone_collector_is_an_error_not_a_signal) {
 
 // ---- mrcheck-prolog admin-collect, as slurmstepd starts it -----------------------------------------------
 
-class admin_collector : public ::testing::Test {
+std::string record_lines() {
+  node_record r{0, "forged-name", {{"memlock", verdict::pass, "memlock=8MiB"}}};
+  return std::string(k_admin_begin_marker) + "\n" + encode_node_record(r) + "\n" + R"({"verdict":"pass","checks":[]})" +
+         "\n" + std::string(k_admin_end_marker) + "\n";
+}
+
+class collector_program : public ::testing::Test {
  protected:
   void SetUp() override {
     prolog_ = std::string(MRCHECK_BINARY_DIR) + "/prolog/mrcheck-prolog";
@@ -236,6 +242,15 @@ class admin_collector : public ::testing::Test {
     log_ = lp[0];
   }
   // The collector's log until its EOF (it has ended) or `bound`; `ended` says which.
+  // Local task 0's part: sends a record pipe over the control socket, writes the node record into it and closes
+  // it; then waits for the collector as wait_log does.
+  void hand_in_record(std::string& log, bool& ended) {
+    fd_pair p;
+    ASSERT_TRUE(admin_send_record_pipe(ctl_, p.r));
+    std::string msg = record_lines();
+    ASSERT_EQ(::write(p.w, msg.data(), msg.size()), static_cast<ssize_t>(msg.size()));
+    log = wait_log(std::chrono::seconds(10), ended);
+  }
   std::string wait_log(std::chrono::milliseconds bound, bool& ended) {
     std::string out;
     auto until = std::chrono::steady_clock::now() + bound;
@@ -262,28 +277,19 @@ class admin_collector : public ::testing::Test {
   pid_t pid_ = -1;
 };
 
-std::string record_lines() {
-  node_record r{0, "forged-name", {{"memlock", verdict::pass, "memlock=8MiB"}}};
-  return std::string(k_admin_begin_marker) + "\n" + encode_node_record(r) + "\n" + R"({"verdict":"pass","checks":[]})" +
-         "\n" + std::string(k_admin_end_marker) + "\n";
-}
-
-TEST_F(admin_collector, takes_the_record_from_the_pipe_sent_over_the_socket) {
+TEST_F(collector_program, takes_the_record_from_the_pipe_sent_over_the_socket) {
   if (::geteuid() != 0) GTEST_SKIP() << "report_dir must be root's: run as root";
   start(60000);
-  fd_pair p;
-  ASSERT_TRUE(admin_send_record_pipe(ctl_, p.r));
-  std::string msg = record_lines();
-  ASSERT_EQ(::write(p.w, msg.data(), msg.size()), static_cast<ssize_t>(msg.size()));
   bool ended = false;
-  std::string log = wait_log(std::chrono::seconds(10), ended);
+  std::string log;
+  ASSERT_NO_FATAL_FAILURE(hand_in_record(log, ended));
   EXPECT_TRUE(ended) << log;
   EXPECT_TRUE(std::filesystem::exists(report_file())) << log;
 }
 
 // Tasks ended and no pipe came: local task 0 never reached its record. The collector ends at once (not after
 // its own-ms), with nothing to write.
-TEST_F(admin_collector, tasks_ended_without_a_pipe_ends_it_at_once) {
+TEST_F(collector_program, tasks_ended_without_a_pipe_ends_it_at_once) {
   start(60000);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(admin_send_tasks_ended(ctl_));
@@ -295,7 +301,7 @@ TEST_F(admin_collector, tasks_ended_without_a_pipe_ends_it_at_once) {
 }
 
 // slurmstepd gone (every copy of its end closed) is read as "tasks ended".
-TEST_F(admin_collector, the_socket_closed_without_a_pipe_ends_it_at_once) {
+TEST_F(collector_program, the_socket_closed_without_a_pipe_ends_it_at_once) {
   start(60000);
   ::close(ctl_);
   ctl_ = -1;
@@ -305,18 +311,15 @@ TEST_F(admin_collector, the_socket_closed_without_a_pipe_ends_it_at_once) {
 }
 
 // A message that is not the protocol's is logged once and ignored; the pipe after it is still taken.
-TEST_F(admin_collector, a_bad_message_is_ignored_and_the_pipe_after_it_taken) {
+TEST_F(collector_program, a_bad_message_is_ignored_and_the_pipe_after_it_taken) {
   if (::geteuid() != 0) GTEST_SKIP() << "report_dir must be root's: run as root";
   start(60000);
   fd_pair bad;
   ASSERT_TRUE(send_raw(ctl_, "pipe", {bad.w}));
   ASSERT_TRUE(send_raw(ctl_, "pipe", {bad.w}));
-  fd_pair p;
-  ASSERT_TRUE(admin_send_record_pipe(ctl_, p.r));
-  std::string msg = record_lines();
-  ASSERT_EQ(::write(p.w, msg.data(), msg.size()), static_cast<ssize_t>(msg.size()));
   bool ended = false;
-  std::string log = wait_log(std::chrono::seconds(10), ended);
+  std::string log;
+  ASSERT_NO_FATAL_FAILURE(hand_in_record(log, ended));
   EXPECT_TRUE(ended) << log;
   EXPECT_NE(log.find("control socket: the record descriptor is not a pipe's read end: ignored"), std::string::npos)
       << log;
@@ -325,7 +328,7 @@ TEST_F(admin_collector, a_bad_message_is_ignored_and_the_pipe_after_it_taken) {
 }
 
 // The pipe came and closed before the end marker (the task was killed): done, no report, no wait for "ended".
-TEST_F(admin_collector, the_pipe_closed_early_ends_it_without_a_report) {
+TEST_F(collector_program, the_pipe_closed_early_ends_it_without_a_report) {
   start(60000);
   fd_pair p;
   ASSERT_TRUE(admin_send_record_pipe(ctl_, p.r));
