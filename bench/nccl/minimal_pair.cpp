@@ -1,7 +1,8 @@
 // The baseline for bench/nccl: the smallest two-process NCCL program doing what `mrcheck probe nccl --mode
 // local-pair` does (docs/facts/nccl-test-harness.md §4): fork two ranks on GPU 0, distinct NCCL_HOSTID, unique id
 // through a pipe, 1 Mi-float all-reduce (rank r contributes r+1), check every element is 3, destroy. No error
-// explanation, no timeout, no log capture: the floor mrcheck is compared against.
+// explanation, no timeout, no log capture. `minimal_pair nodestroy` leaves without ncclCommDestroy, as the probe
+// does (bench/nccl/README.md): the honest baseline.
 //
 // Build: g++ -O2 -std=c++17 minimal_pair.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart -lnccl
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #define CHECK(what, ok)                                        \
@@ -22,7 +24,7 @@
     }                                                          \
   } while (0)
 
-static int run_rank(int rank, int id_pipe[2]) {
+static int run_rank(int rank, int id_pipe[2], bool destroy) {
   setenv("NCCL_HOSTID", rank == 0 ? "minimal-rank0" : "minimal-rank1", 1);
   ncclUniqueId id;
   if (rank == 0) {
@@ -53,19 +55,20 @@ static int run_rank(int rank, int id_pipe[2]) {
   CHECK("cudaMemcpy", cudaMemcpy(host.data(), recv, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   size_t bad = 0;
   for (float v : host) bad += v != 3.0f;
-  CHECK("ncclCommDestroy", ncclCommDestroy(comm) == ncclSuccess);
+  if (destroy) CHECK("ncclCommDestroy", ncclCommDestroy(comm) == ncclSuccess);
   std::printf("minimal_pair: rank %d: %zu of %zu elements wrong\n", rank, bad, n);
   std::fflush(stdout);  // the rank leaves through _exit
   return bad == 0 ? 0 : 1;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const bool destroy = !(argc > 1 && std::string_view(argv[1]) == "nodestroy");
   int id_pipe[2];
   if (pipe(id_pipe) != 0) return 2;
   pid_t pids[2];
   for (int r = 0; r < 2; ++r) {
     pids[r] = fork();
-    if (pids[r] == 0) _exit(run_rank(r, id_pipe));
+    if (pids[r] == 0) _exit(run_rank(r, id_pipe, destroy));
   }
   int worst = 0;
   for (pid_t p : pids) {
