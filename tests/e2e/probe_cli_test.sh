@@ -114,6 +114,12 @@ expect_eq "no device: exit 3, nothing was tested" "$rc" 3
 expect_eq "no device: skip" "$(json_get '[c["verdict"] for c in j["checks"] if c["id"]=="mr_host"][0]')" skip
 expect_eq "no device: the report's verdict is skip, not pass" "$(json_get 'j["verdict"]')" skip
 expect_eq "no device: cause" "$(json_get 'j["probe"]["diagnosis"]["mr_host"]["cause"]')" no_rdma_device
+# --gpu with no device: CUDA is not set up at all (bench/nccl/README.md: ~280 ms for nothing), and it says so.
+probe_as "$E2E_USER" 8388608 MRCHECK_FAKE_IBV_DEVICES= -- --gpu --json
+expect_eq "no device, --gpu: exit 3" "$rc" 3
+expect_eq "no device, --gpu: mr_gpu skipped before CUDA" \
+  "$(json_get '[c["summary"] for c in j["checks"] if c["id"]=="mr_gpu"][0]')" \
+  "no RDMA device: GPU memory was not set up (nothing to register it with)"
 
 # 6. A registration that hangs is killed at --timeout; a crash is reported - both as verdicts, with the call.
 start=$(date +%s)
