@@ -54,6 +54,7 @@ bg_stop() { # bg_stop SIGNALLED(0|1)
   for i in "${!bg_pids[@]}"; do
     pid=${bg_pids[$i]}
     kill -0 -- "-$pid" 2>/dev/null || continue
+    [[ $leg_name == "background work, on the way out" ]] || leg "background work, on the way out"
     if (($1 == 0)) && [[ ${bg_shared[$i]} == 1 ]]; then
       echo "test.sh: waiting for ${bg_what[$i]} to finish (a shared cache; ${bg_logs[$i]}); Ctrl-C stops it" >&2
     else
