@@ -26,6 +26,7 @@
 #                           that Slurm refuses it (tests/e2e/release_mismatch_test.sh)
 #   MRCHECK_BUILD_DIR       build tree for 22.05, on this machine (default: build, as scripts/test.sh)
 #   MRCHECK_IMAGE_CACHE     the container test images (default /var/cache/mrcheck/images), bound into the root
+#   MRCHECK_E2E_ONLY=1      build in the root only what the end-to-end tests run (`test -R NAME`, quicker)
 #   MRCHECK_LOCK_WAIT       seconds to wait for another run that holds the release's root (default 3600)
 # One run at a time per release root: every command but `down` and `path` holds an exclusive flock on
 # $MRCHECK_RELEASE_CACHE/RELEASE/root.lock (made, checked or used, the root is shared), so a second run waits
@@ -244,7 +245,8 @@ build() {
     -DMRCHECK_BUILD_SPANK=ON "${layout[@]}" >"${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" 2>&1 ||
     { tail -n 30 "${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" >&2; die "cmake failed against Slurm $release"; }
   local targets=("${build_targets[@]}")
-  ((host)) || targets=()  # all of it: the programs, the fakes, the man pages the package ships
+  # In a root, all of it (the programs, the fakes, the man pages the package ships) unless MRCHECK_E2E_ONLY=1.
+  ((host)) || [[ ${MRCHECK_E2E_ONLY:-0} == 1 ]] || targets=()
   in_root ninja -C "$in_build" -j "$(nproc)" "${targets[@]}" >&2 || die "the build against Slurm $release failed"
   local built
   built=$(in_root "$in_build/cli/mrcheck" --version)
