@@ -13,15 +13,25 @@ option(MRCHECK_FMT_ONCE "Compile fmt's definitions once (src/util/fmt_once.cpp) 
 get_target_property(mrcheck_fmt_includes fmt::fmt-header-only INTERFACE_INCLUDE_DIRECTORIES)
 set(mrcheck_fmt_once_ok OFF)
 if(MRCHECK_FMT_ONCE)
-  try_compile(mrcheck_fmt_once_links "${CMAKE_BINARY_DIR}/fmt_once_check"
-    SOURCES "${PROJECT_SOURCE_DIR}/src/util/fmt_once.cpp" "${PROJECT_SOURCE_DIR}/cmake/fmt_once_check.cpp"
-    CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${mrcheck_fmt_includes}"
-    CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
-    OUTPUT_VARIABLE mrcheck_fmt_once_log)
+  # Cached (a whole compile of fmt's engine, most of a reconfigure's time) and asked again when the flags, fmt
+  # or either file change (cmake/KeyedCheck.cmake).
+  file(SHA256 "${PROJECT_SOURCE_DIR}/src/util/fmt_once.cpp" mrcheck_fmt_once_hash)
+  file(SHA256 "${PROJECT_SOURCE_DIR}/cmake/fmt_once_check.cpp" mrcheck_fmt_check_hash)
+  mrcheck_keyed_check(mrcheck_fmt_once_links
+    KEY "${fmt_VERSION}" "${mrcheck_fmt_includes}" "${mrcheck_fmt_once_hash}" "${mrcheck_fmt_check_hash}")
+  if(NOT DEFINED CACHE{mrcheck_fmt_once_links})
+    try_compile(mrcheck_fmt_once_links "${CMAKE_BINARY_DIR}/fmt_once_check"
+      SOURCES "${PROJECT_SOURCE_DIR}/src/util/fmt_once.cpp" "${PROJECT_SOURCE_DIR}/cmake/fmt_once_check.cpp"
+      CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${mrcheck_fmt_includes}"
+      CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
+      OUTPUT_VARIABLE mrcheck_fmt_once_log)
+    if(NOT mrcheck_fmt_once_links)
+      file(WRITE "${CMAKE_BINARY_DIR}/fmt_once_check.log" "${mrcheck_fmt_once_log}")
+    endif()
+  endif()
+  unset(CMAKE_TRY_COMPILE_CONFIGURATION)
   if(mrcheck_fmt_once_links)
     set(mrcheck_fmt_once_ok ON)
-  else()
-    file(WRITE "${CMAKE_BINARY_DIR}/fmt_once_check.log" "${mrcheck_fmt_once_log}")
   endif()
 endif()
 

@@ -15,11 +15,26 @@ target_compile_options(mrcheck_options INTERFACE
 # _FORTIFY_SOURCE=2 unless the compiler or the distribution's flags already choose a level (Ubuntu's gcc
 # defines _FORTIFY_SOURCE=3 itself when optimising; EL's %optflags pass -Wp,-D_FORTIFY_SOURCE=2; CI builds once
 # with CXXFLAGS=-D_FORTIFY_SOURCE=3): a second, different definition would be a redefinition warning (-Werror).
+# Asked per language (CMAKE_C_FLAGS and CMAKE_CXX_FLAGS may differ), and again whenever the flags change
+# (cmake/KeyedCheck.cmake): the same build directory is configured by scripts/main.sh without a level and by
+# scripts/test.sh with -D_FORTIFY_SOURCE=3.
+include(CheckCSourceCompiles)
 include(CheckCXXSourceCompiles)
+include(KeyedCheck)
+set(mrcheck_fortify_probe "#ifdef _FORTIFY_SOURCE\n#error set\n#endif\nint main(void) { return 0; }")
 set(CMAKE_REQUIRED_FLAGS -O2)
-check_cxx_source_compiles("#ifdef _FORTIFY_SOURCE\n#error set\n#endif\nint main() { return 0; }" MRCHECK_FORTIFY_UNSET)
+mrcheck_keyed_check(MRCHECK_FORTIFY_UNSET_C)
+check_c_source_compiles("${mrcheck_fortify_probe}" MRCHECK_FORTIFY_UNSET_C)
+mrcheck_keyed_check(MRCHECK_FORTIFY_UNSET_CXX)
+check_cxx_source_compiles("${mrcheck_fortify_probe}" MRCHECK_FORTIFY_UNSET_CXX)
 unset(CMAKE_REQUIRED_FLAGS)
-if(NOT MRCHECK_SANITIZE AND MRCHECK_FORTIFY_UNSET)
-  target_compile_definitions(mrcheck_options INTERFACE $<$<NOT:$<CONFIG:Debug>>:_FORTIFY_SOURCE=2>)
+unset(CMAKE_TRY_COMPILE_CONFIGURATION)
+if(NOT MRCHECK_SANITIZE)
+  foreach(lang C CXX)
+    if(MRCHECK_FORTIFY_UNSET_${lang})
+      target_compile_definitions(mrcheck_options INTERFACE
+        $<$<AND:$<COMPILE_LANGUAGE:${lang}>,$<NOT:$<CONFIG:Debug>>>:_FORTIFY_SOURCE=2>)
+    endif()
+  endforeach()
 endif()
 target_link_options(mrcheck_options INTERFACE -Wl,-z,relro,-z,now,-z,noexecstack)

@@ -17,7 +17,9 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 2
 fi
 bash scripts/install-deps.sh >&2
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_BUILD_TESTS=ON >/dev/null
+# shellcheck source=cmake-args.sh
+source scripts/cmake-args.sh
+cmake -S . -B "$build" -G Ninja "${main_sh_cmake_args[@]}" >/dev/null
 ninja -C "$build" >&2
 
 export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src

@@ -26,6 +26,11 @@
 #                           that Slurm refuses it (tests/e2e/release_mismatch_test.sh)
 #   MRCHECK_BUILD_DIR       build tree for 22.05, on this machine (default: build, as scripts/test.sh)
 #   MRCHECK_IMAGE_CACHE     the container test images (default /var/cache/mrcheck/images), bound into the root
+#   MRCHECK_E2E_ONLY=1      build in the root only what the end-to-end tests run (`test -R NAME`, quicker)
+#   MRCHECK_LOCK_WAIT       seconds to wait for another run that holds the release's root (default 3600)
+# One run at a time per release root: every command but `down` and `path` holds an exclusive flock on
+# $MRCHECK_RELEASE_CACHE/RELEASE/root.lock (made, checked or used, the root is shared), so a second run waits
+# for the first instead of running a second apt-get or a second private Slurm in the same root.
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -90,6 +95,19 @@ apt_opts=(-o Acquire::Retries=3)
 # sid's Release file on the mirror may be past its Valid-Until date (it is renewed when the suite moves).
 [[ $suite == sid ]] && apt_opts+=(-o Acquire::Check-Valid-Until=false)
 
+# --- the lock ----------------------------------------------------------------------------------------------
+# scripts/cache-lock.sh: held until this script exits. in_root closes it for what it starts, or the daemons
+# `up` leaves running would hold the root for ever.
+# shellcheck source=cache-lock.sh
+source "$src/scripts/cache-lock.sh"
+lock_fd=
+lock_root() {
+  ((host)) && return 0
+  [[ -z $lock_fd ]] || return 0
+  cache_lock "$cache/$release/root.lock" "mrcheck: $prog $release" || die "the root is busy"
+  lock_fd=$CACHE_LOCK_FD
+}
+
 mounts_under() { awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r; }
 
 unmount_all() {
@@ -126,6 +144,13 @@ mount_all() {
 
 # in_root CMD...: CMD inside the root (or on this machine for 22.05), clean environment, from the source tree.
 in_root() {
+  if [[ -n $lock_fd ]]; then
+    in_root_ "$@" {lock_fd}>&-
+  else
+    in_root_ "$@"
+  fi
+}
+in_root_() {
   local envs=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive
     MRCHECK_SOURCE_DIR="$in_src" MRCHECK_BUILD_DIR="$in_build" MRCHECK_SLURM_DIR="$slurm_dir"
     MRCHECK_SLURM_PORT_BASE="$port_base" MRCHECK_SLURM_RELEASE="$release")
@@ -162,6 +187,7 @@ make_root() {
     return 0
   fi
   command -v debootstrap >/dev/null || die "debootstrap is not installed (scripts/install-deps.sh installs it)"
+  lock_root
   local stamp=$cache/$release/stamp
   if [[ -f $stamp && $(cat "$stamp") == "$(stamp_text)" && -x $root/usr/sbin/slurmd ]]; then
     return 0
@@ -185,7 +211,9 @@ set MRCHECK_DEBIAN_MIRROR to a Debian mirror that serves $suite"
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 755 "$root/usr/sbin/policy-rc.d"
   say "installing ${#root_packages[@]} packages into the root"
-  if ! in_root bash -c 'apt-get "$@" update -qq && apt-get "$@" install -y -qq --no-install-recommends '"${root_packages[*]}" \
+  # dpkg --configure -a first: a run killed in the middle of apt-get (its lock dropped with it) leaves dpkg
+  # "interrupted", and apt-get refuses to install until that is finished.
+  if ! in_root bash -c 'dpkg --configure -a && apt-get "$@" update -qq && apt-get "$@" install -y -qq --no-install-recommends '"${root_packages[*]}" \
     bash "${apt_opts[@]}" >"$cache/$release/apt.log" 2>&1; then
     tail -n 20 "$cache/$release/apt.log" >&2
     die "apt-get in the $suite root failed (log above, $cache/$release/apt.log)"
@@ -217,7 +245,8 @@ build() {
     -DMRCHECK_BUILD_SPANK=ON "${layout[@]}" >"${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" 2>&1 ||
     { tail -n 30 "${TMPDIR:-/tmp}/mrcheck-release-$release-cmake.log" >&2; die "cmake failed against Slurm $release"; }
   local targets=("${build_targets[@]}")
-  ((host)) || targets=()  # all of it: the programs, the fakes, the man pages the package ships
+  # In a root, all of it (the programs, the fakes, the man pages the package ships) unless MRCHECK_E2E_ONLY=1.
+  ((host)) || [[ ${MRCHECK_E2E_ONLY:-0} == 1 ]] || targets=()
   in_root ninja -C "$in_build" -j "$(nproc)" "${targets[@]}" >&2 || die "the build against Slurm $release failed"
   local built
   built=$(in_root "$in_build/cli/mrcheck" --version)
@@ -245,6 +274,9 @@ stage_foreign_plugin() {
   install -m 0755 "$MRCHECK_FOREIGN_PLUGIN" "$root/mrcheck/foreign/spank_mrcheck.so"
 }
 
+case $cmd in
+  root | build | up | test | deb | run) lock_root ;;
+esac
 case $cmd in
   root) make_root ;;
   build) build ;;

@@ -33,6 +33,55 @@ leg_table() {
   printf '  %6d  total (%d min)\n' "$SECONDS" $((SECONDS / 60))
 }
 
+# Background work (the release roots, the container images, the sanitizer and RPM builds) runs in process
+# groups of its own, so that every way out of this script reaches all of it: an interrupted or killed run
+# (INT, TERM, HUP) stops it; any other exit (a failed build under set -e included) stops the builds that only
+# this run uses and waits for the ones that fill a shared cache (scripts/slurm-release.sh's roots,
+# tests/container/make-images.sh's images: each holds a lock on its cache, so a second run waits for them, but
+# an orphan would keep it busy for minutes). None is left running when this script has exited.
+bg_pids=() bg_what=() bg_shared=() bg_logs=()
+bg_start() { # bg_start WHAT SHARED(0|1) LOG CMD...: CMD in the background, its own process group; sets BG_PID
+  local what=$1 shared=$2 log=$3
+  shift 3
+  set -m
+  "$@" </dev/null >"$log" 2>&1 &
+  BG_PID=$!
+  set +m
+  bg_pids+=("$BG_PID") bg_what+=("$what") bg_shared+=("$shared") bg_logs+=("$log")
+}
+bg_stop() { # bg_stop SIGNALLED(0|1)
+  local i pid
+  for i in "${!bg_pids[@]}"; do
+    pid=${bg_pids[$i]}
+    kill -0 -- "-$pid" 2>/dev/null || continue
+    [[ $leg_name == "background work, on the way out" ]] || leg "background work, on the way out"
+    if (($1 == 0)) && [[ ${bg_shared[$i]} == 1 ]]; then
+      echo "test.sh: waiting for ${bg_what[$i]} to finish (a shared cache; ${bg_logs[$i]}); Ctrl-C stops it" >&2
+    else
+      echo "test.sh: stopping ${bg_what[$i]} (${bg_logs[$i]})" >&2
+      kill -TERM -- "-$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+}
+cleanup() {
+  bg_stop 0
+  leg_table
+  if [[ -x tests/slurm/slurm-down.sh ]]; then
+    bash tests/slurm/slurm-down.sh >/dev/null 2>&1 || true
+  fi
+}
+on_signal() { # on_signal NAME CODE
+  trap - INT TERM HUP
+  echo "test.sh: $1: stopping the background work" >&2
+  bg_stop 1
+  exit "$2"
+}
+trap cleanup EXIT
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+
 if [[ $(id -u) -ne 0 ]]; then
   echo "test.sh: run as root (it installs packages and starts a private Slurm with munge and MariaDB)" >&2
   exit 2
@@ -48,10 +97,10 @@ if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_DIR=${CCACHE_DIR:-${TMPDIR:-/tmp}/mrcheck-ccache} CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
 fi
-# -O2 without debug information, as packaging/build-deb.sh builds (its package is stripped): -g was a third
-# of every file's compile time, and no test reads it (the sanitizer build below keeps line tables).
-main_flags=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
-  -DMRCHECK_WERROR=ON -DCMAKE_C_FLAGS="-O2 -D_FORTIFY_SOURCE=3" -DCMAKE_CXX_FLAGS="-O2 -D_FORTIFY_SOURCE=3")
+# -O2 without debug information, with -D_FORTIFY_SOURCE=3 (scripts/cmake-args.sh says why).
+# shellcheck source=cmake-args.sh
+source scripts/cmake-args.sh
+main_flags=("${test_sh_cmake_args[@]}")
 export MRCHECK_DEB_CMAKE_ARGS="-DMRCHECK_WERROR=ON;-DCMAKE_C_FLAGS=-O2 -D_FORTIFY_SOURCE=3;-DCMAKE_CXX_FLAGS=-O2 -D_FORTIFY_SOURCE=3"
 
 # The other supported Slurm releases run in Debian roots of their suites (scripts/slurm-release.sh,
@@ -60,17 +109,25 @@ export MRCHECK_DEB_CMAKE_ARGS="-DMRCHECK_WERROR=ON;-DCMAKE_C_FLAGS=-O2 -D_FORTIF
 releases=${MRCHECK_RELEASES-24.11 26.05}
 declare -A root_job=()
 for rel in $releases; do
-  bash scripts/slurm-release.sh "$rel" root >"${TMPDIR:-/tmp}/mrcheck-root-$rel.log" 2>&1 &
-  root_job[$rel]=$!
+  bg_start "the Slurm $rel root" 1 "${TMPDIR:-/tmp}/mrcheck-root-$rel.log" bash scripts/slurm-release.sh "$rel" root
+  root_job[$rel]=$BG_PID
 done
 # The container test images (one debootstrap, cached) are made here, beside the build, rather than by the main
 # leg's container test: the release legs bind the cache into their roots (which have no debootstrap), so their
 # container tests (Apptainer in the 26.05 leg) run on them.
 images_job=
 if [[ -n $releases ]]; then
-  bash tests/container/make-images.sh >"${TMPDIR:-/tmp}/mrcheck-images.log" 2>&1 &
-  images_job=$!
+  bg_start "the container test images" 1 "${TMPDIR:-/tmp}/mrcheck-images.log" bash tests/container/make-images.sh
+  images_job=$BG_PID
 fi
+
+status=0
+# The README's two commands in one clone: a scratch build directory configured as scripts/main.sh does, then as
+# this script does, and one object of each layer compiled (a minute; its objects are the main build's, from
+# the compiler cache). The main build below starts from whatever build/ holds, so it would not catch it.
+echo "== main.sh's configuration, then test.sh's, in one build directory (scripts/configure-sequence.sh)"
+leg "configure sequence (main.sh's, then test.sh's, one build directory)"
+bash scripts/configure-sequence.sh "$build-sequence" || status=1
 
 # With the level of _FORTIFY_SOURCE that Ubuntu 24.04's gcc defines by default (3; EL's 2 is the RPM test's,
 # tests/package/rpm_test.sh): the container helper must stay free of __*_chk symbols under both.
@@ -79,15 +136,6 @@ leg "main build (g++ -Werror -O2 -D_FORTIFY_SOURCE=3, whole tree)"
 cmake -S . -B "$build" -G Ninja "${main_flags[@]}" >/dev/null
 ninja -C "$build" -j "$jobs"
 
-cleanup() {
-  leg_table
-  if [[ -x tests/slurm/slurm-down.sh ]]; then
-    bash tests/slurm/slurm-down.sh >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
-
-status=0
 # Each release leg: build in its root with -Werror, every end-to-end test on that release's daemons, then its
 # .deb built and checked there. A leg gets the plugin built for the release before it, to show that Slurm
 # refuses a plugin of another release (tests/e2e/release_mismatch_test.sh); the main leg gets the last one.
@@ -109,8 +157,9 @@ asan_build() {
 # keep the CPU whenever they want it.
 asan_job=''
 if [[ ${MRCHECK_SKIP_ASAN:-0} != 1 && -n $releases ]]; then
-  (renice -n 19 -p "$BASHPID" >/dev/null && asan_build) >"$asan.out" 2>&1 &
-  asan_job=$!
+  asan_niced() { renice -n 19 -p "$BASHPID" >/dev/null && asan_build; }
+  bg_start "the ASan+UBSan build" 0 "$asan.out" asan_niced
+  asan_job=$BG_PID
 fi
 # The RPM (tests/package/rpm_test.sh) is a whole compile with EL 9's flags (-g included), ~10 CPU-minutes that
 # nothing else can share. It runs now, niced, beside the release legs, whose end-to-end tests mostly wait on
@@ -118,8 +167,8 @@ fi
 rpm_job='' rpm_work=$build/tests/package/rpm
 if [[ ${MRCHECK_SKIP_PACKAGE:-0} != 1 && -n $releases ]] && command -v rpmbuild >/dev/null; then
   mkdir -p "$rpm_work/build"
-  nice -n 19 bash packaging/build-rpm.sh "$rpm_work/build" >"$rpm_work/build-rpm.out" 2>&1 &
-  rpm_job=$!
+  bg_start "the RPM build" 0 "$rpm_work/build-rpm.out" nice -n 19 bash packaging/build-rpm.sh "$rpm_work/build"
+  rpm_job=$BG_PID
 fi
 for rel in $releases; do
   echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"

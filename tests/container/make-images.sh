@@ -13,8 +13,10 @@ cache=${MRCHECK_IMAGE_CACHE:-/var/cache/mrcheck/images}
 mirror=${MRCHECK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 old_version=33.2-1   # bullseye's rdma-core
 mkdir -p "$cache"
-exec 9>"$cache/.lock"
-flock 9
+# One maker at a time (scripts/cache-lock.sh): a second run waits, then finds the images made.
+# shellcheck source=../../scripts/cache-lock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/cache-lock.sh"
+cache_lock "$cache/.lock" make-images
 
 if [[ ! -f $cache/bookworm/.complete ]]; then
   command -v debootstrap >/dev/null || { echo "make-images: debootstrap is not installed" >&2; exit 77; }

@@ -52,36 +52,61 @@ rm -f "/tmp/$MARK"
 # argument", docs/slurm-releases.md): each job of this test gets three tries, then a skip with slurmd's line (the
 # lines this test's jobs logged, not an earlier cluster's). Any other _create_ns error (a chown, a mkdir) is a
 # set-up error of this test and fails below.
-# slurmd's lines since LOG_FROM that say so; waited for up to 2 s (the step's error may reach the log after srun
-# has given up on the node).
+# A refusal is known by its line, whatever the order things come in: the line may reach the log before srun
+# returns or seconds after (the job's extern step writes it, and srun may have given up on the node first), in
+# slurmd's log or in the stderr file of the slurmd that started that step, and srun may say nothing of it
+# ("Something is wrong with the boot of the nodes" on 24.11; other words, or none, elsewhere). log_mark notes
+# where each of those files ends; ns_refused waits up to REFUSAL_WAIT seconds for a refusal line written since
+# and prints it (else srun's line for the extern step's failure, else nothing: a failure of another kind).
+REFUSAL_WAIT=${MRCHECK_CONTAIN_REFUSAL_WAIT:-10}
+REFUSAL='_create_ns: \(Initial base mount\|ns base mount\|Failed to make root\)'
+declare -A LOG_AT=()
+slurmd_logs() { compgen -G "$MRCHECK_SLURM_DIR/log/slurmd*.log" || true; compgen -G "$MRCHECK_SLURM_DIR/log/slurmd*.stderr" || true; }
+log_mark() {
+  local f
+  LOG_AT=()
+  while read -r f; do LOG_AT[$f]=$(stat -c %s "$f"); done < <(slurmd_logs)
+}
+new_log_lines() { # what each of those files got since log_mark (all of a file that is new or was made anew)
+  local f at
+  while read -r f; do
+    at=${LOG_AT[$f]:-0}
+    (($(stat -c %s "$f") >= at)) || at=0
+    tail -c +$((at + 1)) "$f"
+  done < <(slurmd_logs)
+}
 ns_refused() {
-  local line=""
-  for _ in $(seq 1 20); do
-    line=$(cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null | tail -n +"$((LOG_FROM + 1))" |
-      grep "_create_ns: \(Initial base mount\|ns base mount\|Failed to make root\)" | tail -1 || true)
+  local line="" i
+  for ((i = 0; i <= REFUSAL_WAIT * 10; i++)); do
+    line=$(new_log_lines | grep -a "$REFUSAL" | tail -1 || true)
     [[ -n $line ]] && break
     sleep 0.1
   done
+  [[ -z $line && ${ERR:-} == *"wrong with the boot of the nodes"* ]] && line="the job's extern step failed"
   echo "$line"
 }
-log_mark() { LOG_FROM=$( (cat "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null || true) | wc -l); }
-log_mark
+# A refused job's node, back in service for the next try (slurmctld may drain a node whose extern step failed).
+undrain() {
+  local n
+  for n in $(sinfo -h -N -t drain,draining,drained,down -o %N 2>/dev/null | sort -u); do
+    e2e_log "node $n is $(sinfo -h -n "$n" -o %T 2>/dev/null | head -1) after the refusal: resumed"
+    scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true
+  done
+}
 for try in 1 2 3; do
   NAME=cs-$$-$try
+  log_mark
   run_user srun -J "$NAME" --mr-check=memlock,mr,verbose sh -c "touch /tmp/$MARK && echo private-tmp"
   show_run "contain_spank, job_container/tmpfs (try $try)"
-  ns_err=""
-  ((RC != 0)) && ns_err=$(ns_refused)
-  # The job's extern step failed before any task (srun: "Something is wrong with the boot of the nodes"), where
-  # job_container/tmpfs makes the namespace, also when its line has not reached slurmd's log yet.
-  [[ -z $ns_err && $RC != 0 && $ERR == *"wrong with the boot of the nodes"* ]] && ns_err="the job's extern step failed"
-  [[ -z $ns_err ]] && break
-  ((try == 3)) && e2e_skip "the kernel refuses job_container/tmpfs's mounts here: ${ns_err#*error: }"
+  ((RC == 0)) && break
+  ns_err=$(ns_refused)
+  [[ -n $ns_err ]] || break
+  ((try == 3)) && e2e_skip "job_container/tmpfs refused its mounts to this test's job 3 times in a row: ${ns_err#*error: }"
   e2e_log "job_container/tmpfs refused the job's namespace (${ns_err#*error: }): once more"
-  log_mark
+  undrain
 done
 if ((RC != 0)); then
-  e2e_log "slurmd: $(grep -h "_create_ns\|stepd_create(" "$MRCHECK_SLURM_DIR"/log/slurmd*.log 2>/dev/null | tail -3)"
+  e2e_log "slurmd: $(new_log_lines | grep -a "_create_ns\|stepd_create(" | tail -3)"
 fi
 expect_eq "the step ran" "$RC" "0"
 expect_eq "the task ran" "$OUT" "private-tmp"
@@ -140,9 +165,11 @@ for try in 1 2 3; do
   # The job ended before its task ran the probe: job_container/tmpfs refused its namespace (above), as slurmd's
   # log says, or its line has not come (slurmctld: "Could not launch job"): once more; a skip after three.
   wait "$SRUN" 2>/dev/null || true
+  ERR=""
   ns_err=$(ns_refused)
   ((try == 3)) && e2e_skip "the cancelled step's job never reached its task in 3 tries (${ns_err:-no _create_ns line in the slurmd log})"
   e2e_log "the cancelled step's job ended before its task (${ns_err:-no _create_ns line in the slurmd log}): once more"
+  undrain
 done
 sleep 0.5
 N=$(squeue -h -j "$J" -o %N 2>/dev/null)
