@@ -1,14 +1,17 @@
 // mrcheck explain [FILE|-] [--root DIR] [--json]: every NCCL failure in a log, with its cause and fix.
 //
-// Reads FILE (or stdin for "-" or no FILE when stdin is not a terminal) line by line in bounded memory, groups
-// repeated failures, and diagnoses each group with the shared diagnosis (src/diagnosis) using this node's facts,
-// or those of a `mrcheck dump` tree given with --root. For each finding it prints, in this order: the call and
+// The work is one call, explain_log() (include/mrcheck/explain.h, src/explain/explain_log.cpp); this file parses the
+// options and prints. It reads FILE (or stdin for "-" or no FILE when stdin is not a terminal) line by line in
+// bounded memory, groups repeated failures, and diagnoses each group with the shared diagnosis (src/diagnosis)
+// using this node's facts, or those of a `mrcheck dump` tree given with --root. For each finding it prints, in this order: the call and
 // errno, why (limits first, then versions, then max_map_count/hugepages), the fix, and the TCP fallback
 // (NCCL_IB_DISABLE=1) last with its cost.
 //
-// Exit: 0 no failure found, 1 at least one finding, 2 usage or I/O error. Container notes (a kernel ABI warning, no
-// libibverbs, the silent socket fallback) and the path note (GPUDirect RDMA off, or sockets, where the node facts show
-// it could do better) are printed but are not findings: a log without a failure exits 0.
+// Exit: 0 no failure found, 1 at least one finding, 2 usage or I/O error. A failure is what the program itself called
+// fatal (docs/transports.md, "What the program calls fatal"). Container notes (a kernel ABI warning, no libibverbs,
+// the silent socket fallback) and the path note (GPUDirect RDMA off, or sockets where the node facts show it could do
+// better, or NCCL's "No device found" in a job that did not ask for InfiniBand) are printed but are not findings: a
+// log without a failure exits 0.
 //
 // JSON (--json), stable; new keys may be added, none renamed or removed:
 //   {
@@ -22,7 +25,9 @@
 //       {
 //         "cause": "memlock",               // memlock | capability | pinning_resources | rdma_stack_mismatch |
 //                                           // gpu_peer_memory | dmabuf_unsupported | duplicate_gpu |
-//                                           // no_rdma_device | unknown | hca_resources
+//                                           // no_rdma_device | unknown | hca_resources | gpu_out_of_memory |
+//                                           // imex_channel | socket_interface | stack_limit | open_files |
+//                                           // gpu_peer_limit
 //         "confirmed": true,                // node evidence backs the cause (false: inferred from errno alone)
 //         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error |
 //                                           // fatal_warning (a WARN outside the taxonomy that NCCL failed on)
@@ -60,10 +65,9 @@
 //   }
 #include "commands.h"
 
-#include <mrcheck/nccl_log.h>
+#include <mrcheck/explain.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
-#include <mrcheck/verdict_schema.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -92,26 +96,6 @@ struct input_fd {
     if (owned && fd >= 0) ::close(fd);
   }
 };
-
-// The container evidence of the log (src/diagnosis/container_runtime.cpp): which runtime, and what its libraries said.
-std::string container_notes_text(const container_log_scan& c) {
-  std::string out;
-  for (const auto& n : c.notes) {
-    out += n.line > 0 ? fmt::format("container (line {}): {}\n", n.line, n.text)
-                      : fmt::format("container: {}\n", n.text);
-  }
-  return out;
-}
-nlohmann::json container_notes_json(const container_log_scan& c) {
-  nlohmann::json notes = nlohmann::json::array();
-  for (const auto& n : c.notes) {
-    notes.push_back(
-        {{"what", n.what}, {"line", n.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(n.line)}, {"text", n.text}});
-  }
-  return {{"runtime", c.runtime == container_runtime::none ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(std::string(to_string(c.runtime)))},
-          {"notes", notes}};
-}
 
 }  // namespace
 
@@ -169,53 +153,19 @@ int cmd_explain(const args& a) {
     in.owned = true;
   }
 
-  nccl_log_scanner scanner;
-  container_log_scan containers;
-  nccl_path_scan path;
-  // The container evidence needs one "NET/IB" line; after it only lines with its own anchors.
-  auto observe = [&](std::string_view l, std::size_t n) {
-    if (scanner.last_line_container() || !containers.saw_net_ib) containers.feed(l, n);
-    path.feed(l);
-  };
-  if (status s = scan_fd(in.fd, scanner, observe); !s) {
+  explain_options opts;
+  opts.source = file;
+  explain_report report;
+  if (status s = explain_log(in.fd, root, opts, report); !s) {
     fmt::print(stderr, "mrcheck: explain: {}: {}\n", escape_line(file, 200), s.message());
     return k_exit_usage;
   }
-
-  // Node facts are read only when there is something to explain: a clean log costs no dlopen of libcuda.
-  evidence_origin origin;
-  node_evidence evidence;
-  bool have_evidence = false;
-  auto node = [&]() -> const node_evidence& {
-    if (!have_evidence) evidence = explain_evidence(root, origin);
-    have_evidence = true;
-    return evidence;
-  };
-  if (!scanner.groups().empty()) node();
-  containers.finish();
-  origin.log_runtime = containers.runtime;
-  apply_container_log(containers, evidence);
-  std::vector<finding> findings = explain_groups(scanner, evidence, origin);
-  // The path NCCL took, only now: the findings above were made with the evidence as it was.
-  std::optional<path_note> note = judge_path(path, node, origin);
-
-  const std::string source = escape_line(file, 200);
   if (json) {
-    nlohmann::json j = findings_to_json(findings, source, scanner, origin);
-    j["container"] = container_notes_json(containers);
-    j["path"] = note ? nlohmann::json{{"what", note->what},
-                                      {"text", note->text},
-                                      {"fix", note->fix},
-                                      {"evidence_applies", note->evidence_applies}}
-                     : nlohmann::json(nullptr);
-    j["schema_version"] = k_json_schema_version;
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n", explain_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
-    fmt::print("{}", findings_to_text(findings, source, scanner));
-    fmt::print("{}", container_notes_text(containers));
-    if (note) fmt::print("path: {} (fix: {})\n", note->text, note->fix);
+    fmt::print("{}", explain_text(report));
   }
-  return findings.empty() ? k_exit_ok : k_exit_fail;
+  return report.findings.empty() ? k_exit_ok : k_exit_fail;
 }
 
 }  // namespace mrcheck::cli

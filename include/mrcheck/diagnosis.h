@@ -36,13 +36,23 @@ enum class cause {
   no_rdma_device,       // NCCL found no usable RDMA device
   unknown,
   hca_resources,  // the HCA refused an object (PD, UAR, QP, CQ, MKEY): its own limits, not pinned memory
+  // Added with the open-world reader (docs/transports.md, "Causes beyond registration"):
+  gpu_out_of_memory,  // the GPU was full (CUDA 'out of memory' in NCCL or a framework's OutOfMemoryError)
+  imex_channel,       // MNNVL fabric memory refused: no IMEX channel in the job, or the IMEX daemon not connected
+  socket_interface,   // NCCL_SOCKET_IFNAME (or the node) leaves NCCL no socket interface
+  stack_limit,        // a crash after NCCL warned that RLIMIT_STACK is unlimited
+  open_files,         // EMFILE / ENFILE: RLIMIT_NOFILE (or the system's file table) exhausted
+  gpu_peer_limit,     // CUDA's peer mappings exhausted (more than 8 peers of one GPU, 'peer mapping resources')
 };
 
-inline constexpr std::array<cause, 10> k_all_causes = {cause::memlock,           cause::capability,
+inline constexpr std::array<cause, 16> k_all_causes = {cause::memlock,           cause::capability,
                                                        cause::pinning_resources, cause::rdma_stack_mismatch,
                                                        cause::gpu_peer_memory,   cause::dmabuf_unsupported,
                                                        cause::duplicate_gpu,     cause::no_rdma_device,
-                                                       cause::unknown,           cause::hca_resources};
+                                                       cause::unknown,           cause::hca_resources,
+                                                       cause::gpu_out_of_memory, cause::imex_channel,
+                                                       cause::socket_interface,  cause::stack_limit,
+                                                       cause::open_files,        cause::gpu_peer_limit};
 
 std::string_view to_string(cause c);
 
@@ -177,7 +187,8 @@ struct diagnosis {
 //  ENOMEM on a registration/CQ/QP: a finite soft memlock below the size (or below MemTotal, or unknown size)
 //    without CAP_IPC_LOCK -> memlock; unlimited/adequate limit or CAP_IPC_LOCK -> pinning_resources;
 //    in a container with no limit evidence -> memlock with the container fix (mscclpp #335).
-//  EPERM -> capability.  EFAULT -> gpu_peer_memory (unless the buffer is known host memory).
+//  EPERM -> capability.  EFAULT -> gpu_peer_memory only when the buffer is known GPU memory (gpu_buffer), else
+//    unknown naming both readings.  EMFILE / ENFILE -> open_files.
 //  EINVAL -> rdma_stack_mismatch when kernel and user-space flavours differ, else unknown pointing at the stack
 //    check (and NCCL_IB_PCI_RELAXED_ORDERING=0 as an experiment, NVIDIA/nccl #1842).
 //  EOPNOTSUPP / EPROTONOSUPPORT on ibv_reg_dmabuf_mr -> dmabuf_unsupported (NVIDIA/nccl #778).

@@ -127,6 +127,13 @@ class nccl_log_scanner {
   bool last_line_net_ib() const { return (last_class_ & 16u) != 0; }
   // "RDMA ", "DMA-BUF is": NCCL's GPUDirect lines, which the path note reads (src/explain/path_note.cpp).
   bool last_line_path() const { return (last_class_ & 32u) != 0; }
+  // What the job asked for: NCCL_NET=IB or NCCL_IB_HCA in NCCL's environment lines (or an env dump in the log). A
+  // "NET/IB : No device found" is a failure only then (or with node facts showing HCAs in a multi-node job).
+  bool asked_for_ib() const { return asked_ib_; }
+  // NCCL's INFO "Stack size limit (unlimited) is unsafe": its line, 0 when none. A later crash is put down to it.
+  std::uint64_t stack_unsafe_line() const { return stack_unsafe_line_; }
+  // The log says the registered memory is GPU memory (NCCL's GDRDMA path, "GPU Direct RDMA Enabled").
+  bool log_says_gpu_memory() const { return log_gpu_; }
 
  private:
   void note_rank(std::string_view line);
@@ -159,6 +166,16 @@ class nccl_log_scanner {
   std::unordered_set<std::size_t> seen_processes_;  // hashes of "host:pid" whose rank announcement was read
   unsigned last_class_ = 0;                         // forms::classify() of the last line
   std::map<std::string, std::pair<int, std::uint64_t>> errno_traces_;  // thread -> (errno, line) of "-> N (text)"
+  void note_env(std::string_view line);
+  std::optional<nccl_event> no_event(std::string_view line, std::string_view thread, std::string_view message,
+                                     unsigned cls);
+  std::optional<nccl_event> record(nccl_event ev, std::string_view thread, std::string_view message);
+  std::optional<nccl_event> last_error_line(std::string_view line);
+  bool asked_ib_ = false;
+  bool log_gpu_ = false;
+  std::uint64_t stack_unsafe_line_ = 0;
+  std::string last_failure_thread_;  // "host:pid:tid" of the last failure: its thread's next WARNs retell it
+  std::uint64_t last_error_at_ = 0;  // the line of a framework's "Last error:" (the next line is NCCL's last WARN)
 };
 
 // Reads `fd` to EOF through the scanner: a fixed 256 KiB read buffer, lines handed over in place, one line of at
@@ -200,6 +217,11 @@ struct finding {
 // device refusing ("limits exceeded") is diagnosed as that limit.
 std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
                                     const evidence_origin& origin);
+// The groups that are failures: what the program itself called fatal. "NET/IB : No device found" (an INFO line)
+// only when the job asked for InfiniBand (asked_for_ib()) or is multi-node on nodes whose facts show HCAs; the
+// program's generic "it failed" lines (system_error) only when nothing more precise is in the log, or a crash.
+std::vector<const nccl_group*> failure_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                              const evidence_origin& origin);
 
 // ---- The path NCCL took, from its INFO lines (NCCL_DEBUG=INFO): a silent fallback the node could avoid ----
 // GPUDirect RDMA off and sockets instead of InfiniBand never print an error (docs/facts/verbs-and-nccl.md §4).
@@ -227,6 +249,9 @@ struct path_note {
 // after it.
 std::optional<path_note> judge_path(const nccl_path_scan& scan, const std::function<const node_evidence&()>& evidence,
                                     const evidence_origin& origin);
+
+// The note for a "No device found" that is no failure (failure_groups() left it out): NCCL used sockets.
+std::optional<path_note> no_device_note(const nccl_log_scanner& scanner, const std::vector<finding>& findings);
 
 // "0-3,5,7-8"; "" for none.
 std::string format_ranks(const std::set<int>& ranks);

@@ -388,6 +388,16 @@ struct builder {
           k_tcp_fallback);
       return;
     }
+    if (!f.gpu_buffer) {  // neither the log nor the node says what memory it was
+      set(cause::unknown, false,
+          fmt::format("{} got EFAULT: the buffer was not mapped for the device; the log does not say whether it is "
+                      "GPU memory (then no peer-memory client, nvidia_peermem, or DMA-BUF claimed it) or host memory "
+                      "(then it was not mapped or was freed before registration)",
+                      call_or(f.call)),
+          "run `mrcheck probe mr --gpu` on the node: it registers host and GPU memory and names which fails",
+          k_tcp_fallback);
+      return;
+    }
     if (e.peer_memory && *e.peer_memory && e.peer_memory_client && !*e.peer_memory_client) {
       set(cause::gpu_peer_memory, true,
           fmt::format("{} got EFAULT: nvidia_peermem is loaded but no nv_mem peer-memory client is registered "
@@ -593,8 +603,9 @@ struct builder {
   void fatal_warning() {
     if (f.err != 0) d.evidence.push_back(fmt::format("{} failed with {}", call_or(f.call), errno_text(f.err)));
     const std::string_view det = f.detail;
+    if (fatal_warning_beyond_nccl()) return;
     if (f.call == "cuda" && det == "out of memory") {
-      set(cause::unknown, false,
+      set(cause::gpu_out_of_memory, false,
           "NCCL could not allocate GPU memory for its buffers (CUDA 'out of memory'): the GPU was full when NCCL set "
           "up a connection; this is GPU memory, not pinned host memory or RLIMIT_MEMLOCK",
           "leave GPU memory for NCCL: lower the framework's share (e.g. PyTorch's caching allocator, vLLM "
@@ -639,6 +650,103 @@ struct builder {
         "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV to see the failing call; run `mrcheck report` "
         "on that node",
         f.err ? k_tcp_fallback : std::string_view());
+  }
+
+  // The fatal warnings of the open-world rows (src/nccl/form_table.cpp, m_fatal_warn): MNNVL, sockets, CUDA limits.
+  bool fatal_warning_beyond_nccl() {
+    const std::string_view det = f.detail;
+    if (f.err == EMFILE || f.err == ENFILE) {
+      set(cause::open_files, false,
+          fmt::format("NCCL failed with {}: the process (RLIMIT_NOFILE) or the system ran out of file descriptors",
+                      errno_text(f.err)),
+          "raise the job's open-files limit (`ulimit -n`, Slurm PropagateResourceLimits NOFILE, LimitNOFILE= of "
+          "slurmd)",
+          "");
+      return true;
+    }
+    if (f.call == "mnnvl" || (f.call == "cuMemCreate" && det == "CUDA_ERROR_NOT_PERMITTED")) {
+      set(cause::imex_channel, false,
+          "NCCL (or the program) could not create or import NVLink fabric memory (MNNVL): the job has no IMEX channel "
+          "(/dev/nvidia-caps-imex-channels) or the IMEX daemon's nodes are not connected; since NCCL 2.27.3 that is "
+          "fatal",
+          "give the job an IMEX channel (Slurm switch/nvidia_imex, or a ComputeDomain on Kubernetes) and check "
+          "`nvidia-imex-ctl -N`; NCCL_MNNVL_ENABLE=0 runs without MNNVL",
+          "");
+      return true;
+    }
+    if (f.call == "libmlx5_symbol") {
+      set(cause::rdma_stack_mismatch, false,
+          "the program's RDMA user space is older than what loads it: libmlx5 lacks a symbol the caller (NCCL, UCX) "
+          "was built against, typically a container's rdma-core older than the library bundled with the framework",
+          "update rdma-core (libibverbs1, ibverbs-providers) in the image to the version the framework expects, or "
+          "mount the host's RDMA user space into the container",
+          "");
+      return true;
+    }
+    if (f.call == "socket_interface") {
+      set(cause::socket_interface, false,
+          "NCCL found no socket interface for its bootstrap: NCCL_SOCKET_IFNAME names no interface of this node (or "
+          "the node has none but lo)",
+          "set NCCL_SOCKET_IFNAME to an interface that exists and has an address on every node (`ip -br addr`), or "
+          "unset it",
+          "");
+      return true;
+    }
+    if (f.call == "net_plugin") {
+      set(cause::no_rdma_device, false,
+          "NCCL could not initialize the network it was told to use (NCCL_NET): no RDMA device for NET/IB, or a net "
+          "plugin that failed to load, and NCCL does not fall back when NCCL_NET is set",
+          "check that the node has an HCA (/sys/class/infiniband) and that /dev/infiniband and the plugin are in the "
+          "container; on nodes without RDMA unset NCCL_NET (or NCCL_NET=Socket)",
+          "");
+      return true;
+    }
+    if (f.call == "no_peermem") {
+      set(cause::gpu_peer_memory, false,
+          "the library found no peer-memory client (neither nv_peer_mem nor nvidia_peermem is loaded), so it cannot "
+          "register GPU memory with the HCA and drops its RDMA transport",
+          "`modprobe nvidia-peermem` on the node (MLNX/DOCA-OFED kernel stack), or use DMA-BUF with the open GPU "
+          "kernel modules where the library supports it",
+          "");
+      return true;
+    }
+    if (f.call == "gdr_pin_buffer") {
+      set(cause::gpu_peer_memory, false,
+          "UCX's gdrcopy transport could not pin GPU memory: the gdrdrv module (gdrcopy) is not loaded or does not "
+          "match the driver",
+          "load gdrdrv on the node (`modprobe gdrdrv`, the gdrcopy package), or leave gdrcopy out (UCX_TLS without "
+          "gdr_copy)",
+          "");
+      return true;
+    }
+    if (f.call == "cuda" && det == "framework: out of memory") {
+      set(cause::gpu_out_of_memory, false,
+          "the program ran out of GPU memory outside NCCL (the framework's allocator); no RDMA or NCCL setting is "
+          "involved",
+          "lower the batch size or model share per GPU, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+          "against fragmentation",
+          "");
+      return true;
+    }
+    if (f.call == "cuda" && det == "peer mapping resources exhausted") {
+      set(cause::gpu_peer_limit, false,
+          "CUDA ran out of peer mappings (Cuda failure 711): one GPU can map at most 8 peers, and this process "
+          "enables peer access to more (NVIDIA/nccl #1874)",
+          "use at most 8 GPUs per process (one process per GPU), or NCCL_P2P_LEVEL / NCCL_P2P_DISABLE=1 for the "
+          "extra peers",
+          "");
+      return true;
+    }
+    if (f.call == "cuda" && det == "mapping of buffer object failed") {
+      set(cause::pinning_resources, false,
+          "CUDA could not map NCCL's buffer (Cuda failure 205 in ncclMemAlloc): the GPU's BAR1 or the driver's "
+          "mappings are exhausted",
+          "check BAR1 free space (`nvidia-smi -q -d MEMORY`) and the driver; NCCL_CUMEM_ENABLE=0 avoids cuMem "
+          "buffers",
+          "");
+      return true;
+    }
+    return false;
   }
 
   void no_device() {
@@ -725,6 +833,12 @@ std::string_view to_string(cause c) {
     case cause::no_rdma_device: return "no_rdma_device";
     case cause::unknown: return "unknown";
     case cause::hca_resources: return "hca_resources";
+    case cause::gpu_out_of_memory: return "gpu_out_of_memory";
+    case cause::imex_channel: return "imex_channel";
+    case cause::socket_interface: return "socket_interface";
+    case cause::stack_limit: return "stack_limit";
+    case cause::open_files: return "open_files";
+    case cause::gpu_peer_limit: return "gpu_peer_limit";
   }
   return "unknown";
 }
@@ -811,6 +925,16 @@ diagnosis diagnose(const failure& f, const node_evidence& given) {
             "run `mrcheck report` and `mrcheck probe mr` on that node", k_tcp_fallback);
       break;
     case k_kernel_enotsupp: b.enotsupp_kernel(); break;
+    case EMFILE:
+    case ENFILE:
+      b.set(cause::open_files, false,
+            fmt::format("{} failed with {}: the process (RLIMIT_NOFILE) or the system ran out of file descriptors; "
+                        "each RDMA context, QP and socket takes some",
+                        call_or(f.call), errno_text(f.err)),
+            "raise the job's open-files limit (`ulimit -n`, Slurm PropagateResourceLimits NOFILE, "
+            "LimitNOFILE= of slurmd) and check `mrcheck report` for the NOFILE of the task",
+            "");
+      break;
     case 0:
       if (f.call == "fi_getinfo") {
         b.efa_not_found();

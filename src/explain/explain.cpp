@@ -139,15 +139,55 @@ void apply_container_log(const container_log_scan& scan, node_evidence& e) {
   e.runtime = scan.runtime;
 }
 
-std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
-                                    const evidence_origin& origin) {
-  std::vector<finding> out;
-  const std::set<std::string> refused = refused_objects(scanner);
+namespace {
+
+bool no_device_is_failure(const nccl_log_scanner& scanner, const nccl_group& g, const node_evidence& evidence,
+                          const evidence_origin& origin) {
+  if (scanner.asked_for_ib()) return true;
+  // A multi-node job on nodes whose facts show HCAs wanted them: sockets there are the failure to explain.
+  const bool facts_apply = origin.from_root || log_is_from(g, origin.hostname);
+  return g.hosts.size() >= 2 && facts_apply && evidence.rdma_devices.value_or(0) > 0;
+}
+
+bool is_crash(const nccl_group& g) {
+  return g.example.find("Segmentation fault") != std::string::npos ||
+         g.example.find("signal 11") != std::string::npos || g.example.find("SIGSEGV") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<const nccl_group*> failure_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                              const evidence_origin& origin) {
+  std::vector<const nccl_group*> kept;
+  bool specific = false;
   for (const nccl_group* g : scanner.groups()) {
+    if (g->what.what == failure::kind::no_device && !no_device_is_failure(scanner, *g, evidence, origin)) continue;
+    kept.push_back(g);
+    specific = specific || g->what.what != failure::kind::system_error;
+  }
+  // The program's own "it failed" lines (torch's DistBackendError, nccl-tests' "NCCL failure") are findings only
+  // when nothing more precise is in the log; otherwise they are that failure told again.
+  // A crash is kept beside them only when NCCL's stack-size note may explain it (stack_limit).
+  if (specific) {
+    const bool stack_note = scanner.stack_unsafe_line() != 0;
+    std::erase_if(kept, [&](const nccl_group* g) {
+      return g->what.what == failure::kind::system_error && !(stack_note && is_crash(*g));
+    });
+  }
+  return kept;
+}
+
+namespace {
+
+void explain_one(const nccl_log_scanner& scanner, const nccl_group* g, const std::set<std::string>& refused,
+                 const node_evidence& evidence, const evidence_origin& origin, std::vector<finding>& out) {
+  {
     finding f;
     f.group = *g;
     failure what = g->what;
     what.hca_limit_in_log = refused.count(std::string(hca_object(what.call))) != 0;
+    // EFAULT is GPU memory only when the log says so (NCCL's GDRDMA path); a line naming host memory said otherwise.
+    if (what.err == 14 && !what.gpu_buffer && scanner.log_says_gpu_memory()) what.gpu_buffer = true;
     // Node facts describe one machine: they are used only for failures of that machine (docs/transports.md,
     // "Whose facts"). What the log itself says (a runtime it names) is kept either way.
     f.evidence_applies = origin.from_root || log_is_from(*g, origin.hostname);
@@ -172,6 +212,21 @@ std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_
     if (g->what.what == failure::kind::fatal_warning) {
       f.diag.evidence.push_back("NCCL failed after: " + g->example);
     }
+    if (g->what.what == failure::kind::system_error && is_crash(*g) && scanner.stack_unsafe_line() != 0) {
+      f.diag.what = cause::stack_limit;
+      f.diag.summary = fmt::format(
+          "the process crashed after NCCL warned (line {}) that its stack size limit is unlimited: threads started "
+          "under an unlimited RLIMIT_STACK get small default stacks, and NCCL 2.27's MNNVL topology search overflows "
+          "them (NVIDIA/nccl #2186)",
+          scanner.stack_unsafe_line());
+      f.diag.fix =
+          "set a finite stack limit for the job (`ulimit -s 8192`, or the PropagateResourceLimits of Slurm) "
+          "or use NCCL >= 2.28, which caps its threads' stacks";
+      f.diag.fallback.clear();
+    } else if (g->what.what == failure::kind::system_error && f.diag.what == cause::unknown) {
+      f.diag.summary = fmt::format("a failure mrcheck has no rule for: {}", g->example);
+      f.diag.fix = "rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET) to see the warning NCCL failed on";
+    }
     if ((g->what.what == failure::kind::system_error || g->what.what == failure::kind::fatal_warning) &&
         !g->context.empty()) {
       for (const auto& w : g->context) {
@@ -182,7 +237,35 @@ std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_
     }
     out.push_back(std::move(f));
   }
+}
+
+}  // namespace
+
+std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                    const evidence_origin& origin) {
+  std::vector<finding> out;
+  const std::set<std::string> refused = refused_objects(scanner);
+  for (const nccl_group* g : failure_groups(scanner, evidence, origin)) {
+    explain_one(scanner, g, refused, evidence, origin, out);
+  }
   return out;
+}
+
+std::optional<path_note> no_device_note(const nccl_log_scanner& scanner, const std::vector<finding>& findings) {
+  for (const nccl_group* g : scanner.groups()) {
+    if (g->what.what != failure::kind::no_device) continue;
+    for (const finding& f : findings) {
+      if (f.group.what.what == failure::kind::no_device) return std::nullopt;
+    }
+    return path_note{"sockets",
+                     fmt::format("NCCL found no RDMA device (line {}: NET/IB : No device found) and used TCP sockets; "
+                                 "a note, not a failure: the job did not ask for InfiniBand (NCCL_NET=IB, NCCL_IB_HCA)",
+                                 g->first_line),
+                     "none needed on a node without an HCA; where one is expected, check /sys/class/infiniband, "
+                     "mlx5_ib/ib_uverbs and /dev/infiniband in containers (`mrcheck report`)",
+                     false};
+  }
+  return std::nullopt;
 }
 
 std::string findings_to_text(const std::vector<finding>& findings, std::string_view source,

@@ -1,8 +1,9 @@
 // The forms a failed registration (or a neighbouring RDMA failure) takes in a log, as data, and the generic
 // readers every form shares: one prefix reader (launchers, collectors, the libraries' own headers), one errno
 // reader (every notation libraries print), and a cheap rejection of lines no form can match.
-// Private to src/explain; the scanner (nccl_log.cpp) is its only user. The table and why each row exists:
-// docs/transports.md, "Line forms".
+// Private to src/nccl; the scanner (nccl_log.cpp) is its user. Each reader has its file: line_prefix.cpp,
+// errno_reader.cpp, form_table.cpp (rows and their matchers, form_matchers*.cpp), open_reader.cpp, prefilter.cpp.
+// The table and why each row exists: docs/transports.md, "Line forms".
 #pragma once
 
 #include <mrcheck/diagnosis.h>
@@ -44,6 +45,7 @@ enum anchor_class : unsigned {
   k_container = 8u,  // lines the container evidence reads (src/diagnosis/container_runtime.cpp)
   k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
   k_path = 32u,      // NCCL's GPUDirect RDMA and DMA-BUF lines (the path note, src/explain/path_note.cpp)
+  k_env = 64u,       // what the job asked for (NCCL_NET, NCCL_IB_HCA) and NCCL's notes on limits (stack size)
 };
 
 // One pass over the line (multi-pattern Wu-Manber over the anchors of the table plus the scanner's own), OR of
@@ -55,8 +57,13 @@ struct match {
   failure what;
   bool gpu_text = false;  // the message says the buffer is GPU memory ("GPU MR", "(cuda)", "VRAM")
 };
-// Tries the table's rows in order; nullopt when no row matches.
+// Tries the table's rows in order, then the open-world reader; nullopt when neither reads the line.
 std::optional<match> match_line(const prefix& p);
+
+// The open-world reader (src/nccl/open_reader.cpp): a non-INFO line naming a failed RDMA, fabric or GPU-memory
+// operation (a call of a known API family or a library's wording) with a failure word and an errno is an event
+// even when no row names its library.
+bool open_world_event(const prefix& p, match& out);
 
 // One row of the table, for the documentation test and the tests that run every sample through match_line().
 struct form_row {

@@ -94,6 +94,19 @@ int errno_trace(std::string_view msg) {
   return forms::errno_in(t.substr(paren));
 }
 
+// The first rank of "Duplicate GPU detected : rank A and rank B ...".
+std::optional<int> duplicate_gpu_rank(std::string_view message) {
+  std::size_t at = message.find("Duplicate GPU");
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view t = message.substr(at);
+  std::size_t r = t.find("rank ");
+  if (r == std::string_view::npos) return std::nullopt;
+  int v = -1;
+  auto [ptr, ec] = std::from_chars(t.data() + r + 5, t.data() + std::min(t.size(), r + 12), v);
+  if (ec != std::errc() || v < 0) return std::nullopt;
+  return v;
+}
+
 nccl_event event_from(const forms::prefix& p, const forms::match& m) {
   nccl_event ev;
   ev.what = m.what;
@@ -116,43 +129,8 @@ std::optional<nccl_event> parse_nccl_line(std::string_view line) {
   std::optional<forms::match> m = forms::match_line(p);
   if (!m) return std::nullopt;
   nccl_event ev = event_from(p, *m);
-  if (m->what.what == failure::kind::duplicate_gpu && !ev.rank) {  // the first rank NCCL names
-    std::string_view t = p.message.substr(p.message.find("Duplicate GPU"));
-    if (std::size_t r = t.find("rank "); r != std::string_view::npos) {
-      int v = -1;
-      auto [ptr, ec] = std::from_chars(t.data() + r + 5, t.data() + std::min(t.size(), r + 12), v);
-      if (ec == std::errc() && v >= 0) ev.rank = v;
-    }
-  }
+  if (m->what.what == failure::kind::duplicate_gpu && !ev.rank) ev.rank = duplicate_gpu_rank(p.message);
   return ev;
-}
-
-void nccl_log_scanner::note_rank(std::string_view line) {
-  // "ncclCommInitRank comm 0x.. rank 6 nranks 8 cudaDev 6 ..." (2.x), "comm 0x.. rank 0 nRanks 2 ...",
-  // "rank 1 nranks 2" (older): remember host:pid -> rank for events of that process that carry no prefix rank.
-  std::size_t r = line.find(" rank ");
-  if (r == std::string_view::npos) return;
-  std::string_view t = line.substr(r + 6);
-  int v = -1;
-  auto [ptr, ec] = std::from_chars(t.data(), t.data() + std::min<std::size_t>(t.size(), 8), v);
-  if (ec != std::errc() || v < 0) return;
-  t.remove_prefix(static_cast<std::size_t>(ptr - t.data()));
-  if (!(t.starts_with(" nranks ") || t.starts_with(" nRanks "))) return;
-  // A process announces its rank on many lines; the NCCL header's "host:pid" is read in full only once.
-  std::size_t info = line.find(" NCCL INFO ");
-  if (info != std::string_view::npos) {
-    std::string_view head = line.substr(0, info);
-    std::size_t dev = head.rfind(" [");
-    std::string_view tok = head.substr(0, dev == std::string_view::npos ? 0 : dev);
-    tok = tok.substr(tok.rfind(' ') == std::string_view::npos ? 0 : tok.rfind(' ') + 1);
-    tok = tok.substr(0, tok.rfind(':'));
-    if (!tok.empty() && !seen_processes_.insert(std::hash<std::string_view>{}(tok)).second) return;
-    if (seen_processes_.size() > limits_.max_pid_ranks) seen_processes_.clear();
-  }
-  forms::prefix p = forms::read_prefix(line);
-  if (p.host.empty() || !p.pid) return;
-  if (pid_rank_.size() >= limits_.max_pid_ranks) return;
-  pid_rank_.try_emplace(fmt::format("{}:{}", p.host, *p.pid), v);
 }
 
 nccl_group* nccl_log_scanner::group_for(const failure& f, std::uint64_t line) {
@@ -234,6 +212,13 @@ const nccl_event* nccl_log_scanner::promote(std::size_t index) {
 bool nccl_log_scanner::note_warning(std::string_view line) {
   forms::prefix p = forms::read_prefix(line);
   if (p.warn) {
+    // The same thread telling the failure just counted again ("Cuda failure 'out of memory'", then "Failed to CUDA
+    // calloc 6291456 bytes"): a consequence, not a warning that waits.
+    if (last_failure_ && !p.thread.empty() && p.thread == last_failure_thread_ &&
+        lines_ - last_failure_line_ <= k_trace_window) {
+      ++groups_[*last_failure_].consequences;
+      return false;
+    }
     if (limits_.recent_warnings == 0) return false;
     if (recent_warn_.size() >= limits_.recent_warnings) recent_warn_.pop_front();
     pending_warn& w = recent_warn_.emplace_back();
@@ -248,7 +233,8 @@ bool nccl_log_scanner::note_warning(std::string_view line) {
     return false;
   }
   // The return trace right after a WARN of the same thread: NCCL is failing on what that WARN says.
-  if (p.info && !p.thread.empty() && is_return_trace(p.message)) {
+  // A log without NCCL's host:pid:tid headers (a launcher's "[0] " only) ties a trace to the thread-less WARN.
+  if (p.info && is_return_trace(p.message)) {
     for (std::size_t i = 0; i < recent_warn_.size(); ++i) {
       const pending_warn& w = recent_warn_[i];
       if (w.thread == p.thread && lines_ - w.line <= k_trace_window && w.line > last_failure_line_) {
@@ -258,6 +244,30 @@ bool nccl_log_scanner::note_warning(std::string_view line) {
     }
   }
   return false;
+}
+
+// The line after a framework's "Last error:" is the text of NCCL's last WARN (torch's DistBackendError, ...): the
+// failure itself when no form reads it.
+std::optional<nccl_event> nccl_log_scanner::last_error_line(std::string_view line) {
+  forms::prefix p = forms::read_prefix(line);
+  std::string_view msg = p.message;
+  while (!msg.empty() && msg.front() == ' ') msg.remove_prefix(1);
+  if (msg.empty()) return std::nullopt;
+  nccl_event ev;
+  ev.what = classify_warning(msg);
+  ev.rank = p.rank;
+  ev.host = p.host;
+  ev.pid = p.pid;
+  ev.text = escape_line(msg, k_text_max);
+  nccl_group* g = group_for(ev.what, lines_);
+  if (g == nullptr) {
+    ++dropped_;
+    return ev;
+  }
+  add(*g, ev, lines_);
+  last_failure_ = static_cast<std::size_t>(g - groups_.data());
+  last_failure_line_ = lines_;
+  return ev;
 }
 
 std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, bool truncated) {
@@ -272,8 +282,13 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
   last_class_ = cls;
   // Warnings too old to be tied to anything any more (attach_window) stop costing a search per line.
   while (!recent_warn_.empty() && lines_ - recent_warn_.front().line > limits_.attach_window) recent_warn_.pop_front();
-  if (cls == 0 && recent_warn_.empty()) return std::nullopt;
+  const bool after_last_error = last_error_at_ != 0 && last_error_at_ + 1 == lines_;
+  if (cls == 0 && recent_warn_.empty() && !after_last_error) return std::nullopt;
   if ((cls & forms::k_rank) != 0) note_rank(line);
+  if ((cls & forms::k_env) != 0) note_env(line);
+  if ((cls & (forms::k_net_ib | forms::k_path)) != 0 && !log_gpu_) {
+    log_gpu_ = contains(line, "/GDRDMA") || contains(line, "GPU Direct RDMA Enabled");
+  }
 
   std::optional<nccl_event> ev;
   forms::prefix p;
@@ -281,32 +296,46 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
     p = forms::read_prefix(line);
     if (std::optional<forms::match> m = forms::match_line(p)) ev = event_from(p, *m);
   }
-  if (!ev) {
-    // A library's errno trace at error level ("CTRAN ERROR file.cc:796 -> 524 (Unknown error 524)"): the errno of
-    // the failure the same thread reports next.
-    if ((cls & forms::k_form) != 0 && !p.thread.empty()) {
-      if (int e = errno_trace(p.message); e != 0) {
-        if (errno_traces_.size() >= 16) errno_traces_.erase(errno_traces_.begin());
-        errno_traces_[p.thread] = {e, lines_};
-        return std::nullopt;
-      }
-    }
-    // NCCL's return trace ("file.cc:223 -> 2") matters only while a WARN waits for it.
-    if (((cls & forms::k_warn) != 0 || (!recent_warn_.empty() && line.find(" -> ") != std::string_view::npos)) &&
-        note_warning(line)) {
-      return promoted_;
-    }
+  if (!ev && (cls & forms::k_form) != 0 && p.message.ends_with("Last error:")) {
+    last_error_at_ = lines_;
     return std::nullopt;
   }
-  if (ev->what.err == 0 && !p.thread.empty()) {
-    if (auto it = errno_traces_.find(p.thread); it != errno_traces_.end()) {
+  if (!ev && after_last_error) return last_error_line(line);
+  if (!ev) return no_event(line, p.thread, p.message, cls);
+  return record(std::move(*ev), p.thread, p.message);
+}
+
+// A line no form read: a library's errno trace, or NCCL's return trace promoting a WARN that waits for it.
+std::optional<nccl_event> nccl_log_scanner::no_event(std::string_view line, std::string_view thread,
+                                                     std::string_view message, unsigned cls) {
+  // A library's errno trace at error level ("CTRAN ERROR file.cc:796 -> 524 (Unknown error 524)"): the errno of
+  // the failure the same thread reports next.
+  if ((cls & forms::k_form) != 0 && !thread.empty()) {
+    if (int e = errno_trace(message); e != 0) {
+      if (errno_traces_.size() >= 16) errno_traces_.erase(errno_traces_.begin());
+      errno_traces_[std::string(thread)] = {e, lines_};
+      return std::nullopt;
+    }
+  }
+  // NCCL's return trace ("file.cc:223 -> 2") matters only while a WARN waits for it.
+  if (((cls & forms::k_warn) != 0 || (!recent_warn_.empty() && line.find(" -> ") != std::string_view::npos)) &&
+      note_warning(line)) {
+    return promoted_;
+  }
+  return std::nullopt;
+}
+
+// An event: an echo of the failure before it, the WARN a terminal line promotes, or a failure of its own group.
+std::optional<nccl_event> nccl_log_scanner::record(nccl_event event, std::string_view thread,
+                                                   std::string_view message) {
+  std::optional<nccl_event> ev(std::move(event));
+  if (ev->what.err == 0 && !thread.empty()) {
+    if (auto it = errno_traces_.find(std::string(thread)); it != errno_traces_.end()) {
       if (lines_ - it->second.second <= k_trace_window) ev->what.err = it->second.first;
       errno_traces_.erase(it);
     }
   }
-  if (ev->what.what == failure::kind::duplicate_gpu && !ev->rank) {
-    if (auto e = parse_nccl_line(line)) ev->rank = e->rank;
-  }
+  if (ev->what.what == failure::kind::duplicate_gpu && !ev->rank) ev->rank = duplicate_gpu_rank(message);
   fill_rank(*ev);
 
   const failure& f = ev->what;
@@ -355,6 +384,7 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
   if (f.what != failure::kind::system_error && f.what != failure::kind::no_device) {
     last_failure_ = static_cast<std::size_t>(g - groups_.data());
     last_failure_line_ = lines_;
+    last_failure_thread_ = std::string(thread);
   }
   return ev;
 }
@@ -366,55 +396,6 @@ std::vector<const nccl_group*> nccl_log_scanner::groups() const {
   std::stable_sort(out.begin(), out.end(),
                    [](const nccl_group* a, const nccl_group* b) { return a->first_line < b->first_line; });
   return out;
-}
-
-status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also) {
-  std::size_t number = 0;
-  const std::size_t max_line = scanner.caps().max_line;
-  std::vector<char> buf(256 * 1024);
-  std::string line;  // only a line that spans two reads is copied
-  bool truncated = false;
-  auto feed = [&](std::string_view l, bool cut) {
-    scanner.feed_line(l, cut);
-    ++number;
-    if (also && (scanner.last_line_container() || scanner.last_line_net_ib() || scanner.last_line_path())) {
-      also(l, number);
-    }
-  };
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return status::from_errno("read log", errno);
-    }
-    if (n == 0) break;
-    const char* p = buf.data();
-    const char* end = p + n;
-    while (p < end) {
-      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-      const char* stop = nl ? nl : end;
-      const std::size_t len = static_cast<std::size_t>(stop - p);
-      if (nl != nullptr && line.empty() && !truncated) {  // the whole line is in the buffer
-        if (len > max_line) {
-          feed(std::string_view(p, max_line), true);
-        } else {
-          feed(std::string_view(p, len), false);
-        }
-        p = nl + 1;
-        continue;
-      }
-      std::size_t room = max_line > line.size() ? max_line - line.size() : 0;
-      if (len > room) truncated = true;
-      line.append(p, std::min(len, room));
-      if (nl == nullptr) break;
-      feed(line, truncated);
-      line.clear();
-      truncated = false;
-      p = nl + 1;
-    }
-  }
-  if (!line.empty() || truncated) feed(line, truncated);
-  return status::ok();
 }
 
 }  // namespace mrcheck

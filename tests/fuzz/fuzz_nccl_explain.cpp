@@ -2,8 +2,9 @@
 // job's output, so every byte of it is the user's; what explain prints lands in terminals, tickets and chat.
 // Input: the log. Evidence: empty (unknown everything), and a second pass with a made-up node whose hostname
 // may or may not be in the log, so both the "evidence applies" and "from another host" paths run.
-// Invariants: one finding per group, in order; the text is printable lines; the JSON serialises (no invalid
-// UTF-8 reaches it: dump() with the strict handler does not throw); every diagnosis string is printable.
+// Invariants: one finding per failure group (failure_groups: what the program called fatal), in order; the text is
+// printable lines; the JSON serialises (no invalid UTF-8 reaches it: dump() with the strict handler does not
+// throw); every diagnosis string and the path note are printable.
 // fuzz-requires: nccl_log.h
 #include "fuzz_common.h"
 
@@ -17,7 +18,11 @@ void check(const mrcheck::nccl_log_scanner& s, const mrcheck::node_evidence& ev,
            const mrcheck::evidence_origin& origin) {
   using mrcheck::fuzz::printable_ascii;
   auto findings = mrcheck::explain_groups(s, ev, origin);
-  MRCHECK_FUZZ_REQUIRE(findings.size() == s.groups().size(), "one finding per group");
+  MRCHECK_FUZZ_REQUIRE(findings.size() == mrcheck::failure_groups(s, ev, origin).size(),
+                       "one finding per failure group");
+  MRCHECK_FUZZ_REQUIRE(findings.size() <= s.groups().size(), "no finding without a group");
+  auto note = mrcheck::no_device_note(s, findings);
+  if (note) MRCHECK_FUZZ_REQUIRE(printable_ascii(note->text), note->text);
   for (const auto& f : findings) {
     MRCHECK_FUZZ_REQUIRE(printable_ascii(f.diag.summary), f.diag.summary);
     MRCHECK_FUZZ_REQUIRE(printable_ascii(f.diag.fix), f.diag.fix);

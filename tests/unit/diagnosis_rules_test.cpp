@@ -24,9 +24,10 @@ bool any_contains(const std::vector<std::string>& lines, std::string_view needle
 }
 
 TEST(diagnosis_cause, strings_match_the_documented_list) {
-  const char* documented[] = {"memlock",         "capability",         "pinning_resources", "rdma_stack_mismatch",
-                              "gpu_peer_memory", "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
-                              "unknown",         "hca_resources"};
+  const char* documented[] = {"memlock",          "capability",         "pinning_resources", "rdma_stack_mismatch",
+                              "gpu_peer_memory",  "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
+                              "unknown",          "hca_resources",      "gpu_out_of_memory", "imex_channel",
+                              "socket_interface", "stack_limit",        "open_files",        "gpu_peer_limit"};
   ASSERT_EQ(std::size(documented), k_all_causes.size());
   for (std::size_t i = 0; i < k_all_causes.size(); ++i) {
     EXPECT_EQ(to_string(k_all_causes[i]), documented[i]);
@@ -230,7 +231,9 @@ TEST(diagnosis_efault, ofed_node_prefers_nvidia_peermem) {
   e.peer_memory = false;
   e.kernel_stack = rdma_flavour::ofed;
   e.driver_flavour = nvidia_flavour::proprietary;
-  diagnosis d = diagnose(reg(EFAULT), e);
+  failure f = reg(EFAULT);
+  f.gpu_buffer = true;
+  diagnosis d = diagnose(f, e);
   EXPECT_EQ(d.what, cause::gpu_peer_memory);
   EXPECT_TRUE(d.fix.starts_with("`modprobe nvidia-peermem`"));
 }
@@ -238,10 +241,27 @@ TEST(diagnosis_efault, ofed_node_prefers_nvidia_peermem) {
 TEST(diagnosis_efault, peermem_loaded_is_unconfirmed_and_mentions_cumem) {
   node_evidence e;
   e.peer_memory = true;
-  diagnosis d = diagnose(reg(EFAULT), e);
+  failure f = reg(EFAULT);
+  f.gpu_buffer = true;
+  diagnosis d = diagnose(f, e);
   EXPECT_EQ(d.what, cause::gpu_peer_memory);
   EXPECT_FALSE(d.confirmed);
   EXPECT_NE(d.summary.find("gpuDirectRDMACapable"), std::string::npos);
+}
+
+// EFAULT is GPU memory only when the log or the node says the buffer is: unknown memory names both readings.
+TEST(diagnosis_efault, unknown_memory_is_not_taken_for_gpu_memory) {
+  node_evidence e;
+  e.peer_memory = false;
+  diagnosis d = diagnose(reg(EFAULT), e);
+  EXPECT_EQ(d.what, cause::unknown);
+  EXPECT_NE(d.summary.find("GPU memory"), std::string::npos);
+  EXPECT_NE(d.summary.find("host memory"), std::string::npos);
+}
+
+TEST(diagnosis_emfile, too_many_open_files_is_open_files) {
+  EXPECT_EQ(diagnose(reg(EMFILE, "ibv_open_device"), node_evidence{}).what, cause::open_files);
+  EXPECT_EQ(diagnose(reg(ENFILE, "socket"), node_evidence{}).what, cause::open_files);
 }
 
 TEST(diagnosis_efault, host_buffer_is_not_peer_memory) {

@@ -127,7 +127,7 @@ TEST(explain_findings, json_schema_is_stable) {
       "[rank2]: h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Bad address",
       "h:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12, opcode 0, len 0, vendor err "
       "129",
-      "nothing to see",
+      "h:1:2 [0] NCCL INFO Channel 00/0 : 2[0] -> 3[0] [send] via NET/IB/0/GDRDMA",  // the buffers are GPU memory
   });
   evidence_origin origin;
   origin.hostname = "h";

@@ -1,4 +1,4 @@
-// The table of line forms (src/nccl/line_forms.cpp): every row's real sample is recognised, the one errno reader
+// The table of line forms (src/nccl/form_table.cpp): every row's real sample is recognised, the one errno reader
 // reads every notation, the one prefix reader every launcher/collector/library header, and the lines a user
 // pastes, as written.
 #include "nccl/line_forms.h"

@@ -201,13 +201,14 @@ TEST(explain_failures, cuda_out_of_memory_before_a_terminal_error_is_a_finding) 
   EXPECT_EQ(g[0]->lines, (std::vector<std::uint64_t>{1}));
   EXPECT_EQ(g[0]->consequences, 3u);  // the two WARNs of the same thread and torch's line
   diagnosis d = diagnose(g[0]->what, node_evidence{});
-  EXPECT_EQ(d.what, cause::unknown);
+  EXPECT_EQ(d.what, cause::gpu_out_of_memory);
   EXPECT_NE(d.summary.find("GPU memory"), std::string::npos);
   EXPECT_NE(d.fix.find("NCCL_BUFFSIZE"), std::string::npos);
   evidence_origin origin;
   origin.from_root = true;
   std::string text = findings_to_text(explain_groups(s, node_evidence{}, origin), "job.log", s);
-  EXPECT_NE(text.find("1. unknown (likely) - CUDA failure 'out of memory' (NCCL stopped on it)"), std::string::npos)
+  EXPECT_NE(text.find("1. gpu_out_of_memory (likely) - CUDA failure 'out of memory' (NCCL stopped on it)"),
+            std::string::npos)
       << text;
 }
 

@@ -1,0 +1,201 @@
+// What explain calls a failure: what the program itself calls fatal (NCCL's error returns as frameworks and tools
+// print them, WARNs NCCL prints only before an error return, crashes), never an INFO line about the path it took.
+// Every line below is a real line (its source in src/nccl/form_table.cpp's rows or docs/transports.md).
+#include <mrcheck/nccl_log.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace mrcheck {
+namespace {
+
+struct result {
+  std::vector<std::string> causes;
+  std::vector<finding> findings;
+  std::optional<path_note> note;
+};
+
+result explain(std::initializer_list<const char*> lines, const node_evidence& e = {}) {
+  nccl_log_scanner s;
+  for (const char* l : lines) s.feed_line(l);
+  evidence_origin origin;
+  origin.from_root = true;
+  result r;
+  r.findings = explain_groups(s, e, origin);
+  for (const finding& f : r.findings) r.causes.emplace_back(to_string(f.diag.what));
+  r.note = no_device_note(s, r.findings);
+  return r;
+}
+
+using causes = std::vector<std::string>;
+
+constexpr const char* k_no_device = "vm:1833:1833 [0] NCCL INFO NET/IB : No device found.";
+
+TEST(explain_semantics, no_device_at_info_is_a_path_note_not_a_failure) {
+  result r = explain({
+      "vm:1833:1833 [0] NCCL INFO dlvsym failed on mlx5dv_get_data_direct_sysfs_path - /lib/x86_64-linux-gnu/"
+      "libmlx5.so: undefined symbol: mlx5dv_get_data_direct_sysfs_path, version MLX5_1.25",
+      "vm:1833:1833 [0] NCCL INFO Call to mlx5dv_get_data_direct_sysfs_path failed with error No such device errno 19",
+      k_no_device,
+      "vm:1833:1833 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
+      "vm:1833:1833 [0] NCCL INFO Using network Socket",
+  });
+  EXPECT_EQ(r.causes, causes{});
+  ASSERT_TRUE(r.note.has_value());
+  EXPECT_EQ(r.note->what, "sockets");
+}
+
+TEST(explain_semantics, no_device_is_a_failure_when_the_job_asked_for_ib) {
+  EXPECT_EQ(explain({"vm:1:1 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0", k_no_device}).causes, causes{"no_rdma_device"});
+  EXPECT_EQ(explain({"NCCL_NET=IB", k_no_device}).causes, causes{"no_rdma_device"});
+  EXPECT_EQ(explain({"vm:1:1 [0] NCCL INFO NCCL_NET set by environment to IB", k_no_device}).causes,
+            causes{"no_rdma_device"});
+  // NCCL_NET_GDR_LEVEL is no request for InfiniBand.
+  EXPECT_EQ(explain({"vm:1:1 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to PHB", k_no_device}).causes,
+            causes{});
+}
+
+TEST(explain_semantics, no_device_on_a_multi_node_job_whose_nodes_have_hcas) {
+  node_evidence e;
+  e.rdma_devices = 2;
+  EXPECT_EQ(explain({"a1:1:1 [0] NCCL INFO NET/IB : No device found.",
+                     "b2:1:1 [0] NCCL INFO NET/IB : No device found."},
+                    e)
+                .causes,
+            causes{"no_rdma_device"});
+  EXPECT_EQ(explain({"a1:1:1 [0] NCCL INFO NET/IB : No device found."}, e).causes, causes{});
+}
+
+TEST(explain_semantics, fatal_warn_at_warn_level_is_a_failure) {
+  EXPECT_EQ(explain({"vm:1:1 [0] bootstrap.cc:95 NCCL WARN Bootstrap : no socket interface found"}).causes,
+            causes{"socket_interface"});
+  EXPECT_EQ(explain({"vm:1:1 [0] plugin/net.cc:1041 NCCL WARN Failed to initialize any NET plugin"}).causes,
+            causes{"no_rdma_device"});
+}
+
+TEST(explain_semantics, torch_error_alone_is_a_finding_with_no_rule) {
+  result r = explain({
+      "[rank0]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+      "ProcessGroupNCCL.cpp:3356, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9",
+      "[rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+  });
+  ASSERT_EQ(r.causes, causes{"unknown"});
+  EXPECT_NE(r.findings[0].diag.summary.find("no rule for"), std::string::npos);
+  EXPECT_NE(r.findings[0].diag.fix.find("NCCL_DEBUG=INFO"), std::string::npos);
+}
+
+TEST(explain_semantics, last_error_names_the_failure_behind_the_torch_error) {
+  result r = explain({
+      "[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+      "NCCLUtils.hpp:268, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9",
+      "[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+      "[rank1]: Last error:",
+      "[rank1]: Bootstrap : no socket interface found",
+  });
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].group.what.what, failure::kind::fatal_warning);
+  EXPECT_NE(r.findings[0].group.example.find("no socket interface found"), std::string::npos);
+}
+
+TEST(explain_semantics, duplicate_gpu_is_not_hidden_behind_no_device) {
+  result r = explain({
+      k_no_device,
+      "vm:1818:1818 [0] init.cc:808 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60",
+      "capture: rank 0: ncclCommInitRank: invalid usage (run with NCCL_DEBUG=WARN for details)",
+  });
+  EXPECT_EQ(r.causes, causes{"duplicate_gpu"});
+}
+
+TEST(explain_semantics, new_forms_of_the_field) {
+  EXPECT_EQ(explain({"gpu1:1:2 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. "
+                     "Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set "
+                     "NCCL_MNNVL_ENABLE=0 to ignore this issue."})
+                .causes,
+            causes{"imex_channel"});
+  EXPECT_EQ(explain({"[CUDA_ERROR_NOT_PERMITTED] operation not permitted in expression cuMemCreate(&handle, "
+                     "roundedUpAllocationSize, &prop, 0 )"})
+                .causes,
+            causes{"imex_channel"});
+  EXPECT_EQ(explain({"h:1:2 [0] allocator.cc:79 NCCL WARN Cuda failure 711 'peer mapping resources exhausted'"}).causes,
+            causes{"gpu_peer_limit"});
+  EXPECT_EQ(explain({"h:1:2 [0] allocator.cc:89 (ncclMemAlloc) NCCL WARN Cuda failure 205 'mapping of buffer object "
+                     "failed'"})
+                .causes,
+            causes{"pinning_resources"});
+  EXPECT_EQ(explain({"[1757000000.1] [gb1:12:0] gdr_copy_md.c:211 UCX ERROR GPU memory pin failed. length 65536 ret "
+                     "22 pin_flags 0"})
+                .causes,
+            causes{"gpu_peer_memory"});
+  EXPECT_EQ(explain({"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total "
+                     "capacity of 79.19 GiB of which 1.2 GiB is free."})
+                .causes,
+            causes{"gpu_out_of_memory"});
+  EXPECT_EQ(explain({"h:1:2 [0] misc/socket.cc:480 NCCL WARN Net : Call to socket failed : Too many open files"})
+                .causes,
+            causes{"open_files"});
+}
+
+TEST(explain_semantics, stack_note_is_no_failure_but_explains_a_later_crash) {
+  constexpr const char* stack =
+      "gpu1:1:1 [0] NCCL INFO Stack size limit (unlimited) is unsafe; will use 8192KB for newly launched threads";
+  EXPECT_EQ(explain({stack}).causes, causes{});
+  EXPECT_EQ(explain({stack, "gpu1:1:5 [0] NCCL WARN Caught signal 11 (Segmentation fault)"}).causes,
+            causes{"stack_limit"});
+}
+
+TEST(explain_semantics, efault_is_gpu_memory_only_when_the_log_says_so) {
+  EXPECT_EQ(explain({"h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Bad address"}).causes,
+            causes{"unknown"});
+  EXPECT_EQ(explain({"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA",
+                     "h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Bad address"})
+                .causes,
+            causes{"gpu_peer_memory"});
+  // A host memory pool (UCX's mpool) is host memory whatever the node.
+  EXPECT_EQ(explain({"[1.2] [h:1:0] mpool.c:269 UCX ERROR Failed to allocate memory pool (name=rc_recv_desc) chunk: "
+                     "ibv_reg_mr() failed: Bad address"})
+                .causes,
+            causes{"unknown"});
+}
+
+// The open-world reader: libraries without a row (perftest, verbs examples, gdrcopy, NVSHMEM) are read by the
+// general form: an RDMA object or a call of a known family, a failure word, an errno (or a stated failure).
+TEST(explain_semantics, open_world_reader_reads_libraries_without_rows) {
+  auto calls = [](std::initializer_list<const char*> lines) {
+    nccl_log_scanner s;
+    for (const char* l : lines) s.feed_line(l);
+    std::vector<std::string> out;
+    for (const nccl_group* g : s.groups()) out.push_back(g->what.call + "/" + std::to_string(g->what.err));
+    return out;
+  };
+  EXPECT_EQ(calls({"[1583370992.161735] [gn0101:301910:0]    gdr_copy_md.c:113  UCX  ERROR gdr_pin_buffer failed. "
+                   "length :3735552 ret:25"}),
+            (std::vector<std::string>{"gdr_pin_buffer/25"}));
+  EXPECT_EQ(calls({"Couldn't allocate MR"}), (std::vector<std::string>{"/0"}));
+  EXPECT_EQ(calls({"failed to modify QP state to RTR"}), (std::vector<std::string>{"ibv_modify_qp/0"}));
+  EXPECT_EQ(calls({"2402-login-001:rank25.test_mpi: Unable to register memory region on mlx5_0: Cannot allocate "
+                   "memory"}),
+            (std::vector<std::string>{"/12"}));
+  // No resource, a library warning, a provider a container cannot load: none.
+  EXPECT_EQ(calls({"Failed to connect to server: Connection refused"}), std::vector<std::string>{});
+  EXPECT_EQ(calls({"libibverbs: Warning: couldn't load driver 'libvmw_pvrdma-rdmav34.so': libvmw_pvrdma-rdmav34.so: "
+                   "cannot open shared object file: No such file or directory"}),
+            std::vector<std::string>{});
+  EXPECT_EQ(calls({"[1.5] [h:1:0] ib_md.c:1 UCX  WARN  IB: ibv_fork_init() was disabled or failed, yet a fork() has "
+                   "been issued."}),
+            std::vector<std::string>{});
+}
+
+TEST(explain_semantics, healthy_warn_lines_are_no_failure) {
+  EXPECT_EQ(explain({"h:1:2 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.",
+                     "h:1:2 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>",
+                     "h:1:2 [0] NCCL INFO GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+                     "[rank0]:[W1206 15:20:00.1 ProcessGroupNCCL.cpp:1496] Warning: WARNING: destroy_process_group() "
+                     "was not called before program exit"})
+                .causes,
+            causes{});
+}
+
+}  // namespace
+}  // namespace mrcheck
