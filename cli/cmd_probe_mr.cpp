@@ -179,7 +179,7 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
     nlohmann::json j = report_to_json(r);
     if (nothing_tested(r)) j["verdict"] = "skip";
     j["probe"] = probe_to_json(o, checks);
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     print_text(r, opt.verbose);
     if (nothing_tested(r)) fmt::print("mrcheck: probe mr: SKIP: nothing was tested (every check skipped)\n");
@@ -257,7 +257,7 @@ int run_isolated(const options& opt, const args& original) {
   if (opt.json) {
     nlohmann::json j = report_to_json(r);
     j["probe"] = {{"isolated", true}, {"outcome", c.describe()}, {"last_call", where}};
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     print_text(r, opt.verbose);
   }

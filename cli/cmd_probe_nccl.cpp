@@ -1,6 +1,7 @@
 // mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path. The same binary is
 // re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
 #include "commands.h"
+#include "root_library.h"
 
 #include <mrcheck/probe_protocol.h>
 
@@ -157,7 +158,8 @@ void print_result(const nccl_command& cmd, const report& rep, const std::optiona
     nlohmann::json j = report_to_json(rep);
     if (outcome) add_nccl_pair_json(j, *outcome, cmd.o.verbose);
     j["job_nccl"] = job_nccl_json(job);
-    fmt::print("{}\n", j.dump(2));
+    // A path of the job's (LD_LIBRARY_PATH, a venv) may hold bytes that are not UTF-8: replaced, never thrown.
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   if (cmd.o.verbose && outcome) {
@@ -199,13 +201,16 @@ std::optional<check_result> choose_library(nccl_command& cmd, const job_nccl& jo
                         "", ""};
   }
   if (::geteuid() == 0) {
-    struct stat st {};
-    if (::stat(lib.c_str(), &st) != 0 || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    // B4: checked once on an open descriptor, loaded by the ranks through it (cli/root_library.cpp); the
+    // descriptor stays open for the life of this process, which the ranks do not outlive.
+    auto fd = open_root_library(lib);
+    if (!fd) {
       return check_result{"nccl_pair", verdict::error,
-                          fmt::format("{} {} not loaded as root: it is not root's alone (owner uid {})",
-                                      escape_line(whose, 200), escape_line(lib, 300), st.st_uid),
+                          fmt::format("{} {} not loaded as root: {}", escape_line(whose, 200), escape_line(lib, 300),
+                                      fd.error().message()),
                           "", "run `mrcheck probe nccl` as the job's user"};
     }
+    lib = loadable_path(*fd);
   }
   cmd.o.nccl_library = lib;
   return std::nullopt;
@@ -268,7 +273,14 @@ int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand
   if (mode) {
     o.mode = *mode;
     o.self_exe = self_exe();
+    if (o.mode == nccl_mode::node_pair) o.auth = munge_settings_from_slurm_conf();
+    // B4: as root, no loader variable reaches the ranks (the job's library was judged above, through a checked
+    // descriptor): LD_LIBRARY_PATH into a user's venv, conda tree or directory would make root's rank load the
+    // user's libcuda or a preloaded library.
+    if (::geteuid() == 0) std::erase_if(o.env, [](const std::string& e) { return e.starts_with("LD_"); });
     outcome = run_nccl_pair(o);
+    // Each peer the rendezvous refused, one line (the plugin passes the probe's stderr on to slurmd's log).
+    for (const auto& line : outcome->refused) fmt::print(stderr, "mrcheck: {}\n", line);
     outcome->parent = read_own_process(sysroot{});
     rep.checks.push_back(judge_nccl_pair(*outcome));
   }

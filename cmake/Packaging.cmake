@@ -108,7 +108,8 @@ set(mrcheck_deb_revision "1")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${MRCHECK_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION "admin")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
-# Depends from what is linked (libc, libstdc++, fmt, hwloc, libslurm for the prolog), by dpkg-shlibdeps.
+# Depends from what is linked (libc, libstdc++, fmt, hwloc, libmunge for the channel between nodes, libslurm for
+# the prolog), by dpkg-shlibdeps. munged itself is the site's, as Slurm's auth/munge needs it.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The plugin loads only into the Slurm major.minor it was built against (src/common/plugin.c compares
 # plugin_version & 0xffff00 for spank), so the package needs that release's Slurm: from Debian

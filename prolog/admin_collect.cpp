@@ -77,6 +77,7 @@ struct collect_args {
   std::size_t max = 4096;
   std::chrono::milliseconds timeout{10000};  // report_timeout
   std::chrono::milliseconds own{120000};     // how long the task may take to hand in its record (probes)
+  munge_settings auth;                       // slurmstepd's slurm.conf: munged's socket, ClusterName
 };
 
 // "E mrcheck: ..." (slurm_error in slurmd's log) or "I mrcheck: ..." (slurm_info). Non-blocking: a line that
@@ -384,7 +385,7 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
       }
     }
     if (listener && (p[1].revents & POLLIN)) {
-      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000), nodes.addrs);
+      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000), nodes.addrs, a.auth);
       if (!r) {
         logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
       } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
@@ -411,8 +412,10 @@ int hand_in(const collect_args& a, const own_message& own) {
          step);
     return 1;
   }
+  std::vector<std::string> refused;
   auto s = admin_send_record(nodes.addrs.front(), nodes.addrs[a.node_id], a.job, a.step, *own.record,
-                             clock::now() + a.timeout);
+                             clock::now() + a.timeout, a.auth, refused);
+  for (const auto& line : refused) logf("mrcheck: admin: job {} {}: {}", a.job, step, line);
   if (!s) logf("mrcheck: admin: job {} {}: {}", a.job, step, s.message());
   return s ? 0 : 1;
 }
@@ -480,6 +483,7 @@ int admin_collect_main(int argc, char** argv) {
   ::fcntl(k_log_fd, F_SETFL, ::fcntl(k_log_fd, F_GETFL) | O_NONBLOCK);
   auto a = parse(argc, argv);
   if (!a) return 2;
+  a->auth = munge_settings_from_slurm_conf();  // our environment is slurmstepd's, never the job's
   // Detach (admin_protocol.h): the first process exits, its child goes on outside slurmstepd's process tree, in
   // the same process group. Without a fork, it goes on in place.
   if (pid_t child = ::fork(); child > 0) {

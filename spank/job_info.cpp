@@ -68,7 +68,10 @@ spank_items read_spank_items(spank_t sp) {
   // S_TASK_ID is a task's item only: outside the task hooks Slurm refuses it (no log line for that).
   int task = 0;
   if (spank_get_item(sp, S_TASK_ID, &task) == ESPANK_SUCCESS) it.local_task_id = task;
-  it.nodename = job_getenv(sp, "SLURMD_NODENAME");
+  // B6 (SECURITY.md): the node's name from slurmstepd's own environment (slurmstepd.c sets SLURMD_NODENAME there),
+  // never the job's: the job's copy is the user's to set, and every srun inside sbatch carries the batch host's.
+  // It fills %n of SlurmdPidFile, read as root. Unset (srun, sbatch): the host's name (make_task_facts).
+  if (const char* me = std::getenv("SLURMD_NODENAME"); me && *me) it.nodename = std::string(me);
   it.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
   it.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
   it.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");

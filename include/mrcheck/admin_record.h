@@ -12,6 +12,7 @@
 #pragma once
 
 #include <mrcheck/check.h>
+#include <mrcheck/munge_auth.h>
 #include <mrcheck/status.h>
 
 #include <chrono>
@@ -146,19 +147,25 @@ class admin_listener {
 };
 
 // Accepts one connection on `l` and reads one node record, all within `timeout`. Only a peer whose source
-// port is below 1024 (root on its host), that says the hello of this job.step, and whose address is one that
-// `node_addrs[record's node index]` resolves to is accepted: `node_addrs` are the step's nodes' addresses as Slurm
-// has them (NodeAddr), by node index; a record for an index past them is refused. Anything else is an error
-// status (the caller goes on accepting until its deadline).
+// port is below 1024, that says the hello of this job.step, whose record comes inside a MUNGE credential of root
+// (uid 0, gid 0) for this purpose ("admin-handoff"), cluster, job, step and connection (include/mrcheck/munge_auth.h),
+// and whose address is one that `node_addrs[record's node index]` resolves to is accepted: `node_addrs` are the
+// step's nodes' addresses as Slurm has them (NodeAddr), by node index; a record for an index past them is refused.
+// Node 0 answers with a credential of its own, so the sender knows root's listener took it. Anything else is an
+// error status naming the peer (the caller logs it and goes on accepting until its deadline); munged unreachable:
+// an error that starts "admin handoff: could not authenticate".
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
-                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs);
+                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs,
+                                        const munge_settings& auth);
 
 // Sends `r` to node 0 at `host` (name or address): walks the port sequence until a listener of this job.step
 // answers or `deadline` passes. Binds a source port below 1024 (needs root), on `source` (this node's address
-// as Slurm has it, so node 0 knows the peer) when that is an address of this host.
+// as Slurm has it, so node 0 knows the peer) when that is an address of this host. A listener whose
+// credential is not root's of this job step is refused (one line in `refused`) and the walk goes on; the record
+// counts as delivered only on node 0's credential-carried "ok".
 status admin_send_record(const std::string& host, const std::string& source, std::uint64_t job_id,
                          std::uint64_t step_id, const node_record& r, std::chrono::steady_clock::time_point deadline,
-                         int attempts = 0);
+                         const munge_settings& auth, std::vector<std::string>& refused, int attempts = 0);
 
 inline constexpr std::uint64_t k_admin_port_salt = 0x6d72636b61646d00ULL;  // "mrckadm\0"
 

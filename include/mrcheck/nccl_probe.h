@@ -19,6 +19,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/munge_auth.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
@@ -150,6 +151,8 @@ struct nccl_pair_options {
   std::string peer;   // pair_rank 1: the first node's host name or address
   std::uint64_t job_id = 0;
   std::uint64_t step_id = 0;
+  // The munged the rendezvous authenticates through and the cluster it binds (munge_settings_from_slurm_conf).
+  munge_settings auth;
   // Tests only, never set by the plugin: when `program` is set, rank R runs as `program --spec SPEC[R] --rank R
   // ...` instead of `self_exe probe nccl --rank R ...`: a scripted stand-in for CI without a GPU, built only
   // with the tests (tests/unit/fake_nccl_rank.cpp; SPEC e.g. "log=/path/nccl.log,action=pass").
@@ -172,6 +175,7 @@ struct nccl_pair_outcome {
   std::vector<std::string> nccl_conf;      // /etc/nccl.conf, ~/.nccl.conf when present (NCCL reads them)
   std::vector<std::string> user_nccl_env;  // NCCL_* the job's environment already had (escaped)
   std::uint16_t port = 0;                  // node-pair: the rendezvous port used
+  std::vector<std::string> refused;        // node-pair: one line per peer the rendezvous refused (escaped)
   std::optional<int> rdma_devices;         // entries of /sys/class/infiniband (nullopt: unreadable)
   nccl_log_facts log;                      // merged over the local ranks
   // The process that started the ranks, which inherit its limits and credentials: the evidence for theirs

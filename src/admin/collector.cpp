@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -151,6 +152,11 @@ void admin_collector::task_begin(int local_task_id, bool checks, log_sink& log) 
     ::close(ctl);
     return;
   }
+  // B7 (SECURITY.md): the record pipe's write end is this task child's (and the post-exec watcher's, forked from
+  // it) until exec. A process of the job user could open it through /proc/PID/fd while the probes run if the
+  // child were dumpable (a container plugin may leave it so after the switch to the user): never, from here on.
+  // exec() gives the job's program its ordinary dumpable state back.
+  if (checks) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     mrcheck::log(log, log_level::error, "admin: pipe: {}", std::strerror(errno));

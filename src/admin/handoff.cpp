@@ -4,16 +4,22 @@
 // peer of another step.
 //
 // Who may hand in a record: only a peer whose source port is below 1024, i.e. root on its host (the
-// collector binds one; users cannot), and whose address is the one Slurm has for the node it speaks for (the
+// collector binds one; users cannot), whose record comes inside root's MUNGE credential for this job step and
+// connection (include/mrcheck/munge_auth.h: the port and the address are no secret, the credential is), and whose address is the one Slurm has for the node it speaks for (the
 // caller passes the step's node addresses, as slurmctld and slurm.conf have them; the sender binds its own). A
 // user on a node of the job can therefore not add or fake a node's verdict, nor can root on a host outside the
-// step; the worst a user can do is hold the port first, and then node 0 reports the other nodes as
-// "no report" - a finding in itself.
+// step. Both directions carry a credential: node 0's first answer is root's credential naming the sender's nonce,
+// so a user who holds a port of the sequence first is refused (a line in slurmd's log naming it) and the sender
+// walks on to node 0's real listener on the next port; its "ok" is root's credential too.
+//
+// Protocol: sender "mrcheck-admin 2 JOB.STEP NONCE"; node 0 "busy" (another step) or "auth CRED(hello)";
+// sender "auth CRED(record)"; node 0 "ok CRED(ok)", "bad", "refused".
 #include <mrcheck/admin_record.h>
 
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>
 
+#include "admin/handoff_io.h"
 #include "sys/tcp_listen.h"
 
 #include <fmt/format.h>
@@ -37,55 +43,18 @@ namespace mrcheck {
 namespace {
 
 using clock = std::chrono::steady_clock;
+using handoff_io::accept_sealed;
+using handoff_io::admin_session;
+using handoff_io::hello;
+using handoff_io::ms_until;
+using handoff_io::read_line;
+using handoff_io::send_all;
+using handoff_io::send_outcome;
+using handoff_io::send_sealed;
 constexpr int k_attempts = 8;
-
-int ms_until(clock::time_point t) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
-}
-
-std::string hello(std::uint64_t job, std::uint64_t step) { return fmt::format("mrcheck-admin 1 {}.{}", job, step); }
 
 std::uint16_t admin_port(std::uint64_t job, std::uint64_t step, int k) {
   return nccl_pair_port(job, step ^ k_admin_port_salt, k);
-}
-
-// One '\n'-terminated line of at most `max` bytes before `until`.
-bool read_line(int fd, std::string& out, std::size_t max, clock::time_point until) {
-  out.clear();
-  char buf[512];
-  for (;;) {
-    struct pollfd p {
-      fd, POLLIN, 0
-    };
-    int n = ::poll(&p, 1, ms_until(until));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    // Peek, then consume up to the newline only: a second line stays in the socket for the next call.
-    ssize_t r = ::recv(fd, buf, sizeof buf, MSG_PEEK);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    auto* nl = static_cast<char*>(std::memchr(buf, '\n', static_cast<std::size_t>(r)));
-    std::size_t take = nl ? static_cast<std::size_t>(nl - buf) + 1 : static_cast<std::size_t>(r);
-    ssize_t got = ::recv(fd, buf, take, 0);
-    if (got <= 0) return false;
-    if (nl) {
-      out.append(buf, static_cast<std::size_t>(got) - 1);
-      return out.size() <= max;
-    }
-    out.append(buf, static_cast<std::size_t>(got));
-    if (out.size() > max) return false;
-  }
-}
-
-bool send_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t w = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    s.remove_prefix(static_cast<std::size_t>(w));
-  }
-  return true;
 }
 
 int peer_port(int fd) {
@@ -193,7 +162,8 @@ result<admin_listener> admin_listener::open(std::uint64_t job_id, std::uint64_t 
 }
 
 result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t job_id, std::uint64_t step_id,
-                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs) {
+                                        std::chrono::milliseconds timeout, const std::vector<std::string>& node_addrs,
+                                        const munge_settings& auth) {
   auto until = clock::now() + timeout;
   struct pollfd p {
     l.fd(), POLLIN, 0
@@ -204,31 +174,36 @@ result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t j
   socklen_t peer_len = sizeof peer;
   int c = ::accept4(l.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
   if (c < 0) return status::from_errno("admin handoff: accept", errno);
+  std::string from = address_text(reinterpret_cast<sockaddr*>(&peer));
   int port = peer_port(c);
   if (port < 0 || port >= 1024) {
     ::close(c);
-    return status::error(fmt::format("admin handoff: refused a peer from unprivileged port {}", port));
+    return status::error(
+        fmt::format("admin handoff: refused peer {} port {}: an unprivileged port", escape_line(from, 64), port));
   }
   std::string line;
   // The hello and the record each get a short bound of their own: a silent peer cannot hold node 0.
   auto step_until = std::min(until, clock::now() + std::chrono::seconds(2));
-  if (!read_line(c, line, 64, step_until) || line != hello(job_id, step_id)) {
+  const std::string want = hello(job_id, step_id) + " ";
+  if (!read_line(c, line, 128, step_until) || !line.starts_with(want) || line.size() != want.size() + 32) {
     send_all(c, "busy\n");
     ::close(c);
-    return status::error(fmt::format("admin handoff: peer of another step ('{}')", escape_line(line, 48)));
+    return status::error(
+        fmt::format("admin handoff: peer {} of another step ('{}')", escape_line(from, 64), escape_line(line, 48)));
   }
-  if (!read_line(c, line, k_node_record_max, std::min(until, clock::now() + std::chrono::seconds(2)))) {
+  munge_session s = admin_session(job_id, step_id, true, auth);
+  auto body = accept_sealed(c, s, line.substr(want.size()), until, escape_line(from, 64));
+  if (!body) {
     ::close(c);
-    return status::error("admin handoff: no record from the peer in time");
+    return body.error();
   }
-  auto r = decode_node_record(line);
+  auto r = decode_node_record(*body);
   if (!r) {
     send_all(c, "bad\n");
     ::close(c);
     return r;
   }
   // Only the node itself speaks for its index: the peer's address must be one Slurm has for that node.
-  std::string from = address_text(reinterpret_cast<sockaddr*>(&peer));
   std::vector<std::string> known;
   if (r->node_id < node_addrs.size()) known = host_addresses(node_addrs[r->node_id]);
   if (std::find(known.begin(), known.end(), from) == known.end()) {
@@ -241,13 +216,19 @@ result<node_record> admin_accept_record(const admin_listener& l, std::uint64_t j
                     r->node_id < node_addrs.size() ? escape_line(node_addrs[r->node_id], 64)
                                                    : std::string("not a node of the step")));
   }
-  send_all(c, "ok\n");
+  auto ok = s.seal("ok");
+  if (!ok) {
+    ::close(c);
+    return status::error("admin handoff: " + ok.error().message());
+  }
+  send_all(c, "ok " + *ok + "\n");
   ::close(c);  // node 0 closes first: TIME_WAIT stays here, not on the peer's reserved port
   return r;
 }
 
 status admin_send_record(const std::string& host, const std::string& source, std::uint64_t job_id,
-                         std::uint64_t step_id, const node_record& r, clock::time_point deadline, int attempts) {
+                         std::uint64_t step_id, const node_record& r, clock::time_point deadline,
+                         const munge_settings& auth, std::vector<std::string>& refused, int attempts) {
   if (attempts <= 0) attempts = k_attempts;
   addrinfo* src = nullptr;
   if (!source.empty()) {
@@ -262,7 +243,7 @@ status admin_send_record(const std::string& host, const std::string& source, std
       if (p) ::freeaddrinfo(p);
     }
   } src_owner{src};
-  std::string msg = hello(job_id, step_id) + "\n" + encode_node_record(r) + "\n";
+  const std::string record = encode_node_record(r);
   std::string last = "nobody answered";
   int round = 0;
   for (;;) {
@@ -307,21 +288,18 @@ status admin_send_record(const std::string& host, const std::string& source, std
           continue;
         }
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        std::string reply;
-        bool sent = send_all(fd, msg) &&
-                    read_line(fd, reply, 16, std::min(deadline, clock::now() + std::chrono::seconds(3)));
+        send_outcome got = send_sealed(fd, job_id, step_id, record, deadline, auth, source);
+        std::string peer = fmt::format("{} port {}", escape_line(address_text(ai->ai_addr), 64), port);
         ::close(fd);
         ::freeaddrinfo(res);
         res = nullptr;
-        if (sent && reply == "ok") return status::ok();
-        if (sent && reply == "bad") return status::error("admin handoff: node 0 refused the record as malformed");
-        if (sent && reply == "refused") {
-          return status::error(
-              fmt::format("admin handoff: node 0 refused the record: it did not come from this "
-                          "node's address ({})",
-                          escape_line(source, 64)));
+        if (got.what == send_outcome::kind::delivered) return status::ok();
+        if (got.what == send_outcome::kind::stop) return status::error(got.why);
+        if (!got.why.empty()) {
+          std::string line = fmt::format("admin handoff: refused node 0 listener {}: {}", peer, got.why);
+          if (std::find(refused.begin(), refused.end(), line) == refused.end()) refused.push_back(line);
         }
-        last = fmt::format("port {} answered '{}'", port, escape_line(reply, 16));
+        last = fmt::format("port {}: {}", port, got.why.empty() ? "not this step's listener" : got.why);
         break;
       }
       if (res) ::freeaddrinfo(res);

@@ -231,6 +231,10 @@ check_result judge_nccl_pair(const nccl_pair_outcome& o) {
     c.hint = o.mode == nccl_mode::node_pair ? "check that both nodes run the probe for the same job step and can reach "
                                               "each other on TCP ports 20000-28999"
                                             : "";
+    // The channel between nodes refuses to run without munged (docs/DESIGN.md): say so, not "unreachable".
+    if (o.setup_error.find("could not authenticate") != std::string::npos) {
+      c.hint = "the node-pair probe authenticates through munged (Slurm's auth/munge); check munged on both nodes";
+    }
     return c;
   }
   c.detail = detail_of(o);

@@ -275,8 +275,9 @@ class pair_run {
       out_.setup_error = "node-pair rank 1 needs --peer (the first node)";
       return false;
     }
-    auto rv = o_.pair_rank == 0 ? detail::rendezvous_serve(o_.job_id, o_.step_id, deadline_)
-                                : detail::rendezvous_join(o_.peer, o_.job_id, o_.step_id, deadline_);
+    auto rv = o_.pair_rank == 0
+                  ? detail::rendezvous_serve(o_.job_id, o_.step_id, deadline_, o_.auth, out_.refused)
+                  : detail::rendezvous_join(o_.peer, o_.job_id, o_.step_id, deadline_, o_.auth, out_.refused);
     if (!rv) {
       out_.setup_error = rv.error().message();
       out_.timed_out = clock::now() >= deadline_;
@@ -284,6 +285,7 @@ class pair_run {
       return false;
     }
     peer_fd_ = rv->fd;
+    peer_auth_ = std::move(rv->auth);
     out_.port = rv->port;
     local_ranks_ = {o_.pair_rank};
     return true;
@@ -348,9 +350,8 @@ class pair_run {
         write_no_sigpipe(r1->id_w, line + "\n");  // 260 bytes < PIPE_BUF: one atomic write
         close_fd(r1->id_w);
       }
-    } else if (peer_fd_ >= 0) {
-      std::string s = line + "\n";
-      (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
+    } else {
+      send_peer(line);
     }
   }
 
@@ -404,14 +405,36 @@ class pair_run {
     }
   }
 
-  // The peer node's lines: "id HEX" (we are rank 1), "noid" / "peer-result fail|ok".
+  // One line to the other node, as a credential of the rendezvous' session: the unique id crosses only so.
+  void send_peer(const std::string& line) {
+    if (peer_fd_ < 0 || !peer_auth_) return;
+    auto cred = peer_auth_->seal(line);
+    if (!cred) {
+      out_.refused.push_back("nccl pair: not sent to the other node: " + cred.error().message());
+      return;
+    }
+    std::string s = "m " + *cred + "\n";
+    (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
+  }
+
+  // The peer node's lines, each a credential of the session: "id HEX" (we are rank 1), "noid" /
+  // "peer-result fail|ok". A line that does not open is the peer's failure (and said so).
   void take_peer(const char* data, std::size_t n) {
     bool dropped = false;
-    append_bounded(peer_buf_, data, n, 4096, dropped);
+    append_bounded(peer_buf_, data, n, 16384, dropped);
     std::size_t nl;
     while ((nl = peer_buf_.find('\n')) != std::string::npos) {
-      std::string line = peer_buf_.substr(0, nl);
+      std::string sealed = peer_buf_.substr(0, nl);
       peer_buf_.erase(0, nl + 1);
+      auto opened = sealed.starts_with("m ") && peer_auth_ ? peer_auth_->open(std::string_view(sealed).substr(2))
+                                                           : result<std::string>(status::error("not a credential"));
+      if (!opened) {
+        out_.refused.push_back("nccl pair: refused a line from the other node: " + opened.error().message());
+        peer_failed_ = true;
+        if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);
+        continue;
+      }
+      const std::string& line = *opened;
       if (line.starts_with("id ")) {
         if (rank_proc* r1 = find_rank(1); r1 && r1->id_w >= 0) {
           write_no_sigpipe(r1->id_w, line + "\n");
@@ -452,14 +475,13 @@ class pair_run {
       if (p.run.rank == 0 && !p.sent_id && !noid_handled_ && (p.reaped || p.ctl < 0)) {
         noid_handled_ = true;
         if (rank_proc* r1 = find_rank(1)) close_fd(r1->id_w);
-        if (peer_fd_ >= 0) (void)!::send(peer_fd_, "noid\n", 5, MSG_NOSIGNAL);
+        send_peer("noid");
       }
     }
     release_if_settled();
     bool all_reaped = std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped; });
     if (peer_fd_ >= 0 && !told_peer_ && all_reaped) {
-      std::string s = fmt::format("peer-result {}\n", rank_failed(ranks_[0]) ? "fail" : "ok");
-      (void)!::send(peer_fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      send_peer(fmt::format("peer-result {}", rank_failed(ranks_[0]) ? "fail" : "ok"));
       told_peer_ = true;
     }
     return std::all_of(ranks_.begin(), ranks_.end(), [](const rank_proc& p) { return p.reaped && pipes_closed(p); });
@@ -575,6 +597,7 @@ class pair_run {
   std::vector<int> local_ranks_ = {0, 1};
   std::vector<rank_proc> ranks_;
   int peer_fd_ = -1;
+  std::optional<munge_session> peer_auth_;
   std::string peer_buf_;
   bool peer_failed_ = false;
   bool peer_said_ok_ = false;

@@ -1,6 +1,8 @@
 #include "nccl/rendezvous.h"
 #include "sys/tcp_listen.h"
 
+#include <mrcheck/units.h>
+
 #include <mrcheck/nccl_probe.h>
 
 #include <fmt/format.h>
@@ -29,8 +31,8 @@ int ms_until(clock::time_point t, int cap_ms) {
   return static_cast<int>(std::clamp<long long>(left, 0, cap_ms));
 }
 
-// One line from a socket within `timeout_ms`; false on timeout, EOF, error or a line over 256 bytes.
-bool read_line_timed(int fd, std::string& out, int timeout_ms) {
+// One line from a socket within `timeout_ms`; false on timeout, EOF, error or a line over `max` bytes.
+bool read_line_timed(int fd, std::string& out, int timeout_ms, std::size_t max) {
   out.clear();
   auto until = clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -45,7 +47,7 @@ bool read_line_timed(int fd, std::string& out, int timeout_ms) {
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     if (c == '\n') return true;
-    if (out.size() >= 256) return false;
+    if (out.size() >= max) return false;
     out.push_back(c);
   }
 }
@@ -94,12 +96,80 @@ int connect_timed(const struct addrinfo* ai, int timeout_ms) {
 }  // namespace
 
 std::string rendezvous_hello(std::uint64_t job_id, std::uint64_t step_id) {
-  return fmt::format("mrcheck-nccl 1 {}.{}", job_id, step_id);
+  return fmt::format("mrcheck-nccl 2 {}.{}", job_id, step_id);
 }
 
+munge_session nccl_pair_session(std::uint64_t job_id, std::uint64_t step_id, bool server, const munge_settings& auth) {
+  return munge_session({"nccl-pair", auth.cluster, job_id, step_id}, server ? "serve" : "join",
+                       server ? "join" : "serve", {::getuid(), ::getgid()}, auth);
+}
+
+namespace {
+
+std::string peer_text(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  char host[NI_MAXHOST] = "?";
+  char serv[NI_MAXSERV] = "?";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+  }
+  std::string_view h = host;
+  if (h.starts_with("::ffff:") && h.find('.') != std::string_view::npos) h.remove_prefix(7);  // IPv4-mapped
+  return fmt::format("{} port {}", h, serv);
+}
+
+// Before any port: munged must answer, or the probe says at once that it cannot authenticate (no trust
+// without it). The credential made for the test names no peer nonce: nobody accepts it.
+status munged_reachable(std::uint64_t job_id, std::uint64_t step_id, const munge_settings& auth) {
+  munge_session probe = nccl_pair_session(job_id, step_id, true, auth);
+  if (auto c = probe.seal("reachable"); !c) return status::error("nccl rendezvous: " + c.error().message());
+  return status::ok();
+}
+
+bool is_nonce(std::string_view n) {
+  return n.size() == 32 && n.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// Server side of one accepted connection. "": the job's peer (answered "ok"); "busy": another step's probe;
+// anything else: why it was refused. `fatal` when munged itself is unreachable.
+std::string serve_one(int c, const std::string& want, munge_session& s, clock::time_point deadline, bool& fatal) {
+  std::string hello;
+  if (!read_line_timed(c, hello, std::min(2000, std::max(ms_until(deadline, 2000), 1)), 256) ||
+      !hello.starts_with(want + " ")) {
+    return "busy";
+  }
+  std::string nonce = hello.substr(want.size() + 1);
+  if (!is_nonce(nonce)) return "a hello without a nonce";
+  s.set_peer_nonce(nonce);
+  auto cred = s.seal("hello");
+  if (!cred) {
+    fatal = true;
+    send_line(c, "noauth");
+    return cred.error().message();
+  }
+  std::string line;
+  if (!send_line(c, "auth " + *cred) || !read_line_timed(c, line, std::max(1, ms_until(deadline, 3000)), 4096))
+    return "no credential in time";
+  if (line == "refused") return "it refused this node's credential";
+  if (!line.starts_with("auth ")) return "no credential";
+  auto body = s.open(line.substr(5));
+  if (!body) {
+    fatal = body.error().message().starts_with("could not authenticate");
+    return body.error().message();
+  }
+  if (*body != "hello") return "an unexpected first message";
+  send_line(c, "ok");
+  return "";
+}
+
+}  // namespace
+
 result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id, clock::time_point deadline,
-                                    int port_attempts) {
+                                    const munge_settings& auth, std::vector<std::string>& refused, int port_attempts) {
   if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
+  if (auto st = munged_reachable(job_id, step_id, auth); !st) return st;
   int listener = -1;
   rendezvous rv;
   std::string tried;
@@ -136,21 +206,66 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
     if (n <= 0) continue;
     int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
-    std::string hello;
-    if (read_line_timed(c, hello, std::min(2000, std::max(ms_until(deadline, 2000), 1))) && hello == want) {
-      send_line(c, "ok");
+    munge_session s = nccl_pair_session(job_id, step_id, true, auth);
+    bool fatal = false;
+    std::string why = serve_one(c, want, s, deadline, fatal);
+    if (why.empty()) {
       ::close(listener);
       rv.fd = c;
+      rv.auth.emplace(std::move(s));
       return rv;
     }
-    send_line(c, "busy");  // another job's probe that derived the same port: it walks on
+    if (why == "busy") {
+      send_line(c, "busy");  // another job's probe that derived the same port: it walks on
+    } else {
+      refused.push_back(fmt::format("nccl rendezvous: refused peer {}: {}", peer_text(c), why));
+      send_line(c, "refused");
+    }
     ::close(c);
+    if (fatal) {
+      ::close(listener);
+      return status::error("nccl rendezvous: " + why);
+    }
   }
 }
 
+namespace {
+
+// Joining side of one connected socket: "" when the server is the job's; "busy" for another step's; else why
+// this listener is refused. `fatal` when munged itself is unreachable.
+std::string join_one(int fd, const std::string& hello, munge_session& s, clock::time_point deadline, bool& fatal) {
+  std::string reply;
+  if (!send_line(fd, hello + " " + s.nonce()) ||
+      !read_line_timed(fd, reply, std::max(1, ms_until(deadline, 3000)), 4096)) {
+    return "busy";
+  }
+  if (reply == "noauth") return "its munge credential could not be made";
+  if (!reply.starts_with("auth ")) return "busy";
+  auto body = s.open(reply.substr(5));
+  if (!body) {
+    fatal = body.error().message().starts_with("could not authenticate");
+    send_line(fd, "refused");
+    return body.error().message();
+  }
+  if (*body != "hello") return "an unexpected first message";
+  auto cred = s.seal("hello");
+  if (!cred) {
+    fatal = true;
+    return cred.error().message();
+  }
+  if (!send_line(fd, "auth " + *cred) || !read_line_timed(fd, reply, std::max(1, ms_until(deadline, 3000)), 256))
+    return "no answer to this node's credential";
+  if (reply != "ok") return fmt::format("it answered '{}'", escape_line(reply, 32));
+  return "";
+}
+
+}  // namespace
+
 result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id, std::uint64_t step_id,
-                                   clock::time_point deadline, int port_attempts) {
+                                   clock::time_point deadline, const munge_settings& auth,
+                                   std::vector<std::string>& refused, int port_attempts) {
   if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
+  if (auto st = munged_reachable(job_id, step_id, auth); !st) return st;
   const std::string hello = rendezvous_hello(job_id, step_id);
   std::string last = "nobody answered";
   // The server may start later than us: walk the whole sequence again until the deadline.
@@ -172,14 +287,25 @@ result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id
       for (struct addrinfo* ai = res; ai; ai = ai->ai_next) {
         int fd = connect_timed(ai, std::max(1, ms_until(deadline, 1000)));
         if (fd < 0) continue;
-        std::string reply;
-        if (send_line(fd, hello) && read_line_timed(fd, reply, std::max(1, ms_until(deadline, 2000))) &&
-            reply == "ok") {
+        munge_session s = nccl_pair_session(job_id, step_id, false, auth);
+        bool fatal = false;
+        std::string why = join_one(fd, hello, s, deadline, fatal);
+        if (why.empty()) {
           ::freeaddrinfo(res);
-          return rendezvous{fd, port, k};
+          rendezvous rv{fd, port, k, std::nullopt};
+          rv.auth.emplace(std::move(s));
+          return rv;
         }
-        last = fmt::format("port {} answered '{}'", port, reply.substr(0, 32));
+        if (why != "busy") {
+          std::string line = fmt::format("nccl rendezvous: refused peer {}: {}", peer_text(fd), why);
+          if (std::find(refused.begin(), refused.end(), line) == refused.end()) refused.push_back(line);
+        }
+        last = fmt::format("port {}: {}", port, why);
         ::close(fd);
+        if (fatal) {
+          ::freeaddrinfo(res);
+          return status::error("nccl rendezvous: " + why);
+        }
         break;
       }
       ::freeaddrinfo(res);

@@ -135,7 +135,10 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
   j["nccl_conf"] = o.nccl_conf;
   j["user_nccl_env"] = o.user_nccl_env;
   j["env_set"] = o.env_set;
-  if (o.mode == nccl_mode::node_pair) j["port"] = o.port;
+  if (o.mode == nccl_mode::node_pair) {
+    j["port"] = o.port;
+    j["refused"] = o.refused;
+  }
   j["rdma_devices"] = o.rdma_devices ? nlohmann::json(*o.rdma_devices) : nlohmann::json(nullptr);
   if (!o.setup_error.empty()) j["setup_error"] = o.setup_error;
 }

@@ -11,7 +11,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,6 +187,21 @@ TEST(CollectorFromSlurmstepd, TheBatchStepIsNodeZeroOfOne) {
   EXPECT_EQ(value_after(argv, "--node-id"), "0");
   EXPECT_EQ(value_after(argv, "--nnodes"), "1");
   EXPECT_EQ(value_after(argv, "--state-dir"), "");  // no report_dir: no spool
+}
+
+// B7: while the task child holds the record pipe it is not dumpable, so no other process of the job user can open
+// the pipe through /proc/PID/fd and write a record first (on the old code a child left dumpable stayed so).
+TEST_F(StartedCollector, TheTaskChildHoldingTheRecordPipeIsNotDumpable) {
+  pid_t c = ::fork();
+  if (c == 0) {
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // as a container plugin may leave it
+    ac.task_begin(0, true, log);
+    ::_exit(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 && ac.take_record_fd(0) >= 0 ? 0 : 1);
+  }
+  int st = -1;
+  ASSERT_EQ(::waitpid(c, &st, 0), c);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "the task child stayed dumpable while it held the record pipe";
 }
 
 TEST_F(StartedCollector, LocalTaskZeroSendsItsRecordPipeWithTheBeginMarker) {

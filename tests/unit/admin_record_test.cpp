@@ -2,6 +2,8 @@
 #include <mrcheck/admin_record.h>
 #include <mrcheck/step.h>
 
+#include "munge_fixture.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -266,6 +268,9 @@ TEST_F(admin_report_dir, refuses_unsafe_dirs_and_names) {
 
 TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
   if (::geteuid() != 0) GTEST_SKIP() << "binding a source port below 1024 needs root";
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  const munge_settings ms = test::shared_munged().settings();
+  std::vector<std::string> refused;
   std::uint64_t job = 4000000000ULL + static_cast<std::uint64_t>(::getpid());
   auto l = admin_listener::open(job, 3);
   ASSERT_TRUE(l) << l.error().message();
@@ -273,10 +278,10 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
   node_record sent = rec(2, "node3", {fail_memlock()});
   std::thread t([&] {
     auto s = admin_send_record("127.0.0.1", "127.0.0.1", job, 3, sent,
-                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5), ms, refused);
     EXPECT_TRUE(s) << s.message();
   });
-  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5), addrs);
+  auto got = admin_accept_record(*l, job, 3, std::chrono::seconds(5), addrs, ms);
   t.join();
   ASSERT_TRUE(got) << got.error().message();
   EXPECT_EQ(*got, sent);
@@ -289,14 +294,14 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
     a.sin_port = htons(l->port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    std::string msg = fmt::format("mrcheck-admin 1 {}.3\n{}\n", job,
+    std::string msg = fmt::format("mrcheck-admin 2 {}.3 {}\n{}\n", job, munge_nonce(),
                                   encode_node_record(rec(1, "node2", {pass_memlock()})));
     ASSERT_EQ(::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL), static_cast<ssize_t>(msg.size()));
     char buf[16];
     ::recv(fd, buf, sizeof buf, 0);
     ::close(fd);
   });
-  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3), addrs);
+  auto forged = admin_accept_record(*l, job, 3, std::chrono::seconds(3), addrs, ms);
   user.join();
   ASSERT_FALSE(forged);
   EXPECT_NE(forged.error().message().find("unprivileged port"), std::string::npos) << forged.error().message();
@@ -306,6 +311,9 @@ TEST(admin_handoff, a_record_reaches_node_0_only_from_a_reserved_port) {
 // address Slurm has for the node index it names, and the sender is told so instead of retrying.
 TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
   if (::geteuid() != 0) GTEST_SKIP() << "binding a source port below 1024 needs root";
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  const munge_settings ms = test::shared_munged().settings();
+  std::vector<std::string> refused;
   std::uint64_t job = 4100000000ULL + static_cast<std::uint64_t>(::getpid());
   auto l = admin_listener::open(job, 5);
   ASSERT_TRUE(l) << l.error().message();
@@ -314,9 +322,10 @@ TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
                             std::vector<std::string>{"127.0.0.1"}}) {            // no node index 1 in the step
     status s = status::ok();
     std::thread t([&] {
-      s = admin_send_record("127.0.0.1", "", job, 5, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      s = admin_send_record("127.0.0.1", "", job, 5, sent, std::chrono::steady_clock::now() + std::chrono::seconds(5),
+                            ms, refused);
     });
-    auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), addrs);
+    auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), addrs, ms);
     t.join();
     ASSERT_FALSE(got);
     EXPECT_NE(got.error().message().find("refused a record for node index 1 from 127.0.0.1"), std::string::npos)
@@ -327,10 +336,10 @@ TEST(admin_handoff, a_record_from_another_address_than_its_nodes_is_refused) {
   // The sender binds the address it is given when it is one of this host's: 127.0.0.2 is (the loopback /8).
   std::thread t([&] {
     auto s = admin_send_record("127.0.0.1", "127.0.0.2", job, 5, sent,
-                               std::chrono::steady_clock::now() + std::chrono::seconds(5));
+                               std::chrono::steady_clock::now() + std::chrono::seconds(5), ms, refused);
     EXPECT_TRUE(s) << s.message();
   });
-  auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), {"127.0.0.1", "127.0.0.2"});
+  auto got = admin_accept_record(*l, job, 5, std::chrono::seconds(5), {"127.0.0.1", "127.0.0.2"}, ms);
   t.join();
   ASSERT_TRUE(got) << got.error().message();
   EXPECT_EQ(got->node_id, 1u);

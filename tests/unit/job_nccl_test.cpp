@@ -207,6 +207,28 @@ TEST(job_nccl_cache, finds_libc_in_this_machines_ld_so_cache) {
   EXPECT_EQ(ld_cache_lookup(cache.substr(0, 30), "libc.so.6"), "");  // truncated: nothing, no overread
 }
 
+// An LD_LIBRARY_PATH directory whose name is not UTF-8 (a byte 0xff): `probe nccl --json` used to die in
+// nlohmann's dump (type_error 316, exit by std::terminate); now the name's bad bytes are replaced and the JSON
+// parses, with the verdict about the job's library in it.
+TEST_F(job_nccl_tree, probe_json_survives_a_library_dir_name_that_is_not_utf8) {
+  if (!fs::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
+  std::string odd = "bad\xff\xfe";
+  write(odd + "/libnccl.so.2", "");
+  child_spec s;
+  s.argv = {k_mrcheck, "probe", "nccl", "--mode", "local-pair", "--json", "--timeout", "20s"};
+  s.env = {"PATH=/usr/bin:/bin", "LD_LIBRARY_PATH=" + path(odd)};
+  s.timeout = std::chrono::seconds(30);
+  auto o = run_child(s);
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_FALSE(o->signaled) << o->err;
+  EXPECT_EQ(o->exit_code, 1) << o->out << o->err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(o->out)) << o->out << o->err;
+  std::string lib = j.at("job_nccl").at("job_library");
+  EXPECT_NE(lib.find("libnccl.so.2"), std::string::npos) << lib;
+  EXPECT_EQ(lib.find('\xff'), std::string::npos) << lib;
+}
+
 // `mrcheck probe nccl` with the job's broken NCCL: a verdict that names it, before any rank loads anything.
 TEST_F(job_nccl_tree, probe_gives_a_verdict_for_a_broken_or_crashing_job_nccl) {
   if (!fs::exists(k_mrcheck)) GTEST_SKIP() << "build the mrcheck target first";
@@ -259,6 +281,19 @@ TEST_F(job_nccl_tree, probe_gives_a_verdict_for_a_broken_or_crashing_job_nccl) {
     j = nlohmann::json::parse(o->out);
     summary = j.at("checks").at(0).at("summary");
     EXPECT_NE(summary.find("not loaded as root"), std::string::npos) << summary;
+    EXPECT_FALSE(j.contains("ranks"));
+
+    // B4: root's library in a directory a user owns (who can swap it, or a link to it, between check and load) is
+    // refused too; the old check looked at the file alone and loaded it later by path.
+    std::string swap = put("user/libnccl.so.2", k_fake);
+    ASSERT_EQ(::chown(path("user").c_str(), 65534, 65534), 0);
+    s.argv = {k_mrcheck, "probe", "nccl", "--mode", "local-pair", "--json", "--timeout", "20s", "--nccl-library", swap};
+    o = run_child(s);
+    ASSERT_TRUE(o.is_ok());
+    j = nlohmann::json::parse(o->out);
+    summary = j.at("checks").at(0).at("summary");
+    EXPECT_NE(summary.find("not loaded as root"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("owner uid 65534"), std::string::npos) << summary;
     EXPECT_FALSE(j.contains("ranks"));
   }
 }

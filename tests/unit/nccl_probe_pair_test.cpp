@@ -5,6 +5,7 @@
 #include <mrcheck/child.h>
 #include <mrcheck/nccl_probe.h>
 
+#include "munge_fixture.h"
 #include "nccl/rendezvous.h"
 #include "sys/tcp_listen.h"
 
@@ -275,6 +276,8 @@ TEST_F(nccl_pair, relative_binary_is_refused) {
 TEST_F(nccl_pair, node_pair_meets_over_the_rendezvous_and_relays_the_id) {
   std::uint64_t job = 900000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   nccl_pair_options a = o_, b = o_;
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  a.auth = b.auth = test::shared_munged().settings();
   a.mode = b.mode = nccl_mode::node_pair;
   a.job_id = b.job_id = job;
   a.step_id = b.step_id = 3;
@@ -305,6 +308,8 @@ TEST_F(nccl_pair, node_pair_meets_over_the_rendezvous_and_relays_the_id) {
 TEST_F(nccl_pair, node_pair_slow_second_node_is_not_stopped) {
   std::uint64_t job = 500000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   nccl_pair_options a = o_, b = o_;
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  a.auth = b.auth = test::shared_munged().settings();
   a.mode = b.mode = nccl_mode::node_pair;
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
@@ -326,6 +331,8 @@ TEST_F(nccl_pair, node_pair_slow_second_node_is_not_stopped) {
 TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
   std::uint64_t job = 800000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   nccl_pair_options a = o_, b = o_;
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  a.auth = b.auth = test::shared_munged().settings();
   a.mode = b.mode = nccl_mode::node_pair;
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
@@ -346,6 +353,9 @@ TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
 
 // A foreign service on the first port of the sequence: the server moves on, the joiner walks past it.
 TEST(nccl_probe_rendezvous, walks_past_a_foreign_listener) {
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  const munge_settings ms = test::shared_munged().settings();
+  std::vector<std::string> refused_s, refused_c;
   std::uint64_t job = 700000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   std::uint16_t taken = nccl_pair_port(job, 0, 0);
   int err = 0;
@@ -360,8 +370,8 @@ TEST(nccl_probe_rendezvous, walks_past_a_foreign_listener) {
   });
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   result<detail::rendezvous> server = status::error("not run");
-  std::thread srv([&] { server = detail::rendezvous_serve(job, 0, deadline); });
-  auto client = detail::rendezvous_join("127.0.0.1", job, 0, deadline);
+  std::thread srv([&] { server = detail::rendezvous_serve(job, 0, deadline, ms, refused_s); });
+  auto client = detail::rendezvous_join("127.0.0.1", job, 0, deadline, ms, refused_c);
   srv.join();
   answer.join();
   ::close(foreign);
@@ -370,6 +380,8 @@ TEST(nccl_probe_rendezvous, walks_past_a_foreign_listener) {
   EXPECT_EQ(server->attempt, 1);
   EXPECT_EQ(client->attempt, 1);
   EXPECT_EQ(server->port, nccl_pair_port(job, 0, 1));
+  EXPECT_TRUE(refused_s.empty());
+  EXPECT_TRUE(refused_c.empty());  // a service that is not mrcheck is walked past, not "refused"
   ::close(server->fd);
   ::close(client->fd);
 }
@@ -378,7 +390,10 @@ TEST(nccl_probe_rendezvous, another_job_is_told_busy_and_nobody_times_out_cleanl
   std::uint64_t job = 600000 + static_cast<std::uint64_t>(::getpid()) % 90000;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   result<detail::rendezvous> server = status::error("not run");
-  std::thread srv([&] { server = detail::rendezvous_serve(job, 1, deadline); });
+  if (!test::shared_munged().ok()) GTEST_SKIP() << test::shared_munged().why();
+  std::vector<std::string> refused;
+  const munge_settings ms = test::shared_munged().settings();
+  std::thread srv([&] { server = detail::rendezvous_serve(job, 1, deadline, ms, refused); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // Another step of the same job knocks on this step's port with its own hello.
   int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -387,7 +402,7 @@ TEST(nccl_probe_rendezvous, another_job_is_told_busy_and_nobody_times_out_cleanl
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   sa.sin_port = htons(nccl_pair_port(job, 1, 0));
   ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  std::string hello = detail::rendezvous_hello(job, 2) + "\n";
+  std::string hello = detail::rendezvous_hello(job, 2) + " " + munge_nonce() + "\n";
   ASSERT_EQ(::write(c, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
   char buf[16] = {};
   ssize_t n = ::read(c, buf, sizeof buf - 1);

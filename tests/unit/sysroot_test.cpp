@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -68,6 +69,38 @@ TEST_F(sysroot_test, recorder_sees_every_access) {
   (void)root->read("/nope");
   EXPECT_EQ(seen, (std::set<std::string>{"/sys/class/infiniband/mlx5_0/fw_ver", "/sys/class/infiniband",
                                          "/sys/class/infiniband/mlx5_0/device"}));
+}
+
+// B9: a user's dump replayed as root (`mrcheck report --root`, `fleet`, `mrcheck-prolog --root`) must not read
+// root's files through a link in the tree: an absolute link, a `../` link and a linked directory all resolve
+// inside the tree (or fail), never outside it. On the old code each printed the outside file as the fact.
+TEST_F(sysroot_test, no_link_of_a_dump_tree_leads_out_of_it) {
+  fs::path outside = dir_.string() + "_secret";
+  std::ofstream(outside) << "root-only secret\n";
+  fs::create_directories(dir_ / "proc/sys/kernel");
+  fs::create_symlink(outside, dir_ / "proc/sys/kernel/osrelease");                                      // absolute
+  fs::create_symlink("../../../../" + outside.filename().string(), dir_ / "proc/sys/kernel/hostname");  // ../
+  fs::create_symlink(outside.parent_path(), dir_ / "etc");  // a directory outside
+  auto root = sysroot::open(dir_);
+  ASSERT_TRUE(root.is_ok());
+  for (const char* p : {"/proc/sys/kernel/osrelease", "/proc/sys/kernel/hostname"}) {
+    auto v = root->read_value(p);
+    EXPECT_TRUE(!v || v->find("secret") == std::string::npos) << p << ": " << *v;
+  }
+  auto v = root->read_value("/etc/" + outside.filename().string());
+  EXPECT_TRUE(!v || v->find("secret") == std::string::npos) << *v;
+  auto names = root->list("/etc");
+  EXPECT_TRUE(!names || std::find(names->begin(), names->end(), outside.filename().string()) == names->end());
+  // A link inside the tree, absolute as the node saw it, still reads (the dump's own /proc/sys, not the host's).
+  std::ofstream(dir_ / "proc/sys/kernel/real") << "6.1.0-dump\n";
+  fs::create_symlink("/proc/sys/kernel/real", dir_ / "proc/sys/kernel/version");
+  auto in = root->read_value("/proc/sys/kernel/version");
+  if (in) {
+    EXPECT_EQ(*in, "6.1.0-dump");  // openat2: resolved inside the tree
+  } else {
+    EXPECT_NE(in.error().message().find("read"), std::string::npos);  // before 5.6: every link refused
+  }
+  fs::remove(outside);
 }
 
 TEST(sysroot_host, reads_real_proc) {
