@@ -20,6 +20,9 @@ packages=(
   # the tools mrcheck meets (tests/ecosystem): node_exporter scrapes its textfile, promtool lints it and the alert
   # rules, jsonschema validates every --json output against docs/schema/
   prometheus-node-exporter prometheus python3-jsonschema
+  # the guests with real kernels and Soft-RoCE (scripts/guest.sh, tests/guest): QEMU (TCG: no /dev/kvm needed) and
+  # the userspace switch that joins the guests' NICs and nothing else
+  qemu-system-x86 vde2
 )
 
 missing=()

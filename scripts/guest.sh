@@ -1,0 +1,242 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# A cluster of Debian 12 guests with real kernels and Soft-RoCE (rdma_rxe), for the tests that need a real
+# verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where /dev/kvm works),
+# puts 10.77.0.N on its virtio NIC, adds rxe0 on it, and installs mrcheck from the project's .deb. The guests'
+# network joins the guests only: one vde_switch in hub mode over a unix socket (no host interface, no multicast).
+#
+# usage: scripts/guest.sh COMMAND [ARGS]
+#   build            make (or reuse) the guest image in the cache
+#   up N             build, then boot N guests (1-3) and wait until each is ready or says why not
+#   run NODE CMD...  run CMD (a bash command line) as root on guest NODE (1-N); its stdout, stderr and status
+#   down             stop the guests and the switch
+#   console NODE     print NODE's console log
+# Environment:
+#   MRCHECK_GUEST_DIR     the running cluster's files (default /tmp/mrcheck-guest)
+#   MRCHECK_GUEST_CACHE   where the image is kept (default /var/cache/mrcheck/guest; its lock: guest.lock beside it)
+#   MRCHECK_GUEST_DEB     the .deb to install (default: packaging/build-deb.sh into build-deb, as the package tests;
+#                         none: no mrcheck in the guests)
+#   MRCHECK_GUEST_FILES   a directory copied onto every guest's share (/mnt/host/files), e.g. another build's programs
+#   MRCHECK_GUEST_MEM     MiB per guest (default 768)   MRCHECK_GUEST_CPUS  vCPUs per guest (default 1)
+#   MRCHECK_GUEST_TIMEOUT seconds `up` waits for a guest (default 180)  MRCHECK_DEBIAN_MIRROR (as scripts/slurm-release.sh)
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+say() { printf 'mrcheck: guest: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+usage() {
+  sed -n '/^# usage:/,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+}
+
+work=${MRCHECK_GUEST_DIR:-/tmp/mrcheck-guest}
+cache=${MRCHECK_GUEST_CACHE:-/var/cache/mrcheck/guest}
+mirror=${MRCHECK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mem=${MRCHECK_GUEST_MEM:-768}
+cpus=${MRCHECK_GUEST_CPUS:-1}
+boot_timeout=${MRCHECK_GUEST_TIMEOUT:-180}
+
+# What the image holds: the kernel and Soft-RoCE's user space, the libraries perftest and mrcheck's probes use,
+# what mrcheck's .deb depends on (Slurm's plugins and libslurm, fmt, hwloc), munge and Slurm's daemons for a
+# cluster, and the libraries whose real failure logs tests/fixtures/guest_logs/ keeps (UCX, Open MPI, libfabric).
+packages=(
+  linux-image-amd64 kmod iproute2 iputils-ping procps util-linux
+  rdma-core ibverbs-utils ibverbs-providers librdmacm1 rdmacm-utils perftest
+  libfmt9 libhwloc15 libslurm38 slurm-wlm-basic-plugins slurmd slurmctld slurm-client munge
+  ucx-utils openmpi-bin libfabric-bin
+)
+initramfs_modules=(virtio_pci virtio_blk virtio_net virtio_console ext4)
+# The stub init baked into the image: everything else (tests/guest's init) comes from the share disk at boot, so
+# changing it needs no new image.
+stub_init='#!/bin/sh
+mkdir -p /mnt/host
+mount -o ro /dev/vdb /mnt/host || { echo "MRCHECK-GUEST-FAIL: no share disk /dev/vdb" >/dev/ttyS0; sleep 5; echo o >/proc/sysrq-trigger; }
+exec /bin/bash /mnt/host/init.sh'
+key=$(printf '%s\n' bookworm "${packages[@]}" "${initramfs_modules[@]}" "$stub_init" | sha256sum | cut -c1-16)
+image=$cache/$key
+
+# --- the image -----------------------------------------------------------------------------------------------
+# debootstrap --variant=minbase, then apt-get --no-install-recommends in a chroot (apt resolves what debootstrap's
+# --include cannot: linux-image's initramfs-tools alternative). The root becomes an ext4 image with mkfs.ext4 -d,
+# and the kernel and initramfs are copied beside it; the root is then removed (the .debs are kept for a rebuild).
+build_image() {
+  local root=$cache/build-$key t0=$SECONDS
+  rm -rf --one-file-system "$root"
+  mkdir -p "$cache/debs"
+  say "debootstrap --variant=minbase bookworm ($mirror), then ${#packages[@]} packages (first time only)"
+  debootstrap --variant=minbase --cache-dir="$cache/debs" bookworm "$root" "$mirror" >"$cache/build.log" 2>&1 ||
+    { tail -n 15 "$cache/build.log" >&2; die "debootstrap failed ($cache/build.log): is $mirror reachable?"; }
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  # The initramfs needs only what mounts a virtio disk: with Debian's MODULES=most, mkinitramfs copied every
+  # storage driver and took minutes on a loaded 2-core machine.
+  mkdir -p "$root/etc/initramfs-tools/conf.d"
+  echo MODULES=list >"$root/etc/initramfs-tools/conf.d/mrcheck-guest"
+  printf '%s\n' "${initramfs_modules[@]}" >"$root/etc/initramfs-tools/modules"
+  chmod 755 "$root/usr/sbin/policy-rc.d"
+  cp "$cache"/debs/*.deb "$root/var/cache/apt/archives/" 2>/dev/null || true
+  mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+  local rc=0
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+    bash -c 'apt-get -o Acquire::Retries=3 update -qq && apt-get -o Acquire::Retries=3 install -y -qq \
+      --no-install-recommends "$@" && useradd -m -u 1000 -s /bin/bash mrtest' bash "${packages[@]}" \
+    >>"$cache/build.log" 2>&1 || rc=$?
+  umount "$root/proc" 2>/dev/null || umount -l "$root/proc"
+  ((rc == 0)) || { tail -n 15 "$cache/build.log" >&2; die "apt-get in the guest root failed ($cache/build.log)"; }
+  cp -n "$root"/var/cache/apt/archives/*.deb "$cache/debs/" 2>/dev/null || true
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/{doc,man,locale}/*
+  printf '%s\n' "$stub_init" >"$root/sbin/mrcheck-guest-init"
+  chmod 755 "$root/sbin/mrcheck-guest-init"
+  mkdir -p "$image.tmp"
+  cp "$root"/boot/vmlinuz-* "$image.tmp/vmlinuz"
+  cp "$root"/boot/initrd.img-* "$image.tmp/initrd.img"
+  local mb
+  mb=$(du -sm "$root" | cut -f1)
+  mkfs.ext4 -q -F -L mrcheck-guest -d "$root" "$image.tmp/root.img" "$((mb * 13 / 10 + 256))M" >>"$cache/build.log" 2>&1 ||
+    die "mkfs.ext4 -d of the guest root failed ($cache/build.log)"
+  printf '%s\n' "${packages[@]}" >"$image.tmp/packages"
+  rm -rf --one-file-system "$root"
+  mv "$image.tmp" "$image"
+  say "image ready: $image ($(du -sm "$image" | cut -f1) MiB, $((SECONDS - t0)) s)"
+}
+
+build() {
+  command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
+  [[ -f $image/root.img ]] && return 0
+  ((EUID == 0)) || die "building the guest image needs root (debootstrap, chroot)"
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (scripts/install-deps.sh)"
+  mkdir -p "$cache"
+  # One builder per machine: a second caller waits, then finds the image made.
+  exec 9>"$cache.lock"
+  flock 9
+  [[ -f $image/root.img ]] || build_image
+  flock -u 9
+  local old
+  for old in "$cache"/*/; do
+    old=${old%/}
+    [[ $old == "$image" || $old == "$cache/debs" ]] || rm -rf --one-file-system "$old"
+  done
+}
+
+# --- the cluster ---------------------------------------------------------------------------------------------
+deb_path() {
+  if [[ -n ${MRCHECK_GUEST_DEB:-} ]]; then
+    [[ -f $MRCHECK_GUEST_DEB ]] || die "MRCHECK_GUEST_DEB=$MRCHECK_GUEST_DEB does not exist"
+    echo "$MRCHECK_GUEST_DEB"
+  else
+    say "building the .deb (packaging/build-deb.sh $src/build-deb)"
+    bash "$src/packaging/build-deb.sh" "$src/build-deb" 2>"$work/build-deb.log" | tail -n1
+  fi
+}
+
+# The share disk every guest mounts read-only at /mnt/host: the init, the .deb, MRCHECK_GUEST_FILES.
+make_share() {
+  local share=$work/share deb
+  rm -rf "$share"
+  mkdir -p "$share"
+  cp "$src/scripts/guest/init.sh" "$share/init.sh"
+  if [[ ${MRCHECK_GUEST_DEB:-} != none ]]; then
+    deb=$(deb_path)
+    [[ -f $deb ]] || die "no .deb to install ($work/build-deb.log)"
+    cp "$deb" "$share/mrcheck.deb"
+  fi
+  [[ -z ${MRCHECK_GUEST_FILES:-} ]] || cp -a "$MRCHECK_GUEST_FILES" "$share/files"
+  [[ -z ${MRCHECK_GUEST_SETUP:-} ]] || install -m 755 "$MRCHECK_GUEST_SETUP" "$share/node-setup.sh"
+  mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" ||
+    die "mkfs.ext4 -d of the share failed"
+}
+
+accel() {
+  if [[ -w /dev/kvm ]] && qemu-system-x86_64 -accel kvm -machine none -display none -S -monitor none \
+    -daemonize -pidfile "$work/kvm.pid" 2>/dev/null; then
+    kill "$(cat "$work/kvm.pid")" 2>/dev/null
+    echo "-accel kvm -cpu host"
+  else
+    echo "-accel tcg,thread=multi -cpu max"
+  fi
+}
+
+boot_node() { # boot_node N NODES ACCEL
+  local n=$1 nodes=$2 dir=$work/node$1 p ports=()
+  mkdir -p "$dir"
+  for p in 0 1 2 3; do
+    ports+=(-chardev "socket,id=ctl$p,path=$dir/ctl$p.sock,server=on,wait=off"
+      -device "virtserialport,chardev=ctl$p,name=mrcheck.ctl$p")
+  done
+  # shellcheck disable=SC2086 # ACCEL is several words on purpose
+  qemu-system-x86_64 $3 -m "$mem" -smp "$cpus" -display none -monitor none -no-reboot \
+    -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 quiet init=/sbin/mrcheck-guest-init mrcheck.node=$n mrcheck.nodes=$nodes" \
+    -drive "file=$image/root.img,format=raw,if=virtio,snapshot=on" \
+    -drive "file=$work/share.img,format=raw,if=virtio,readonly=on" \
+    -netdev "vde,id=net0,sock=$work/switch" -device "virtio-net-pci,netdev=net0,mac=52:54:00:77:00:0$n" \
+    -device virtio-serial-pci "${ports[@]}" \
+    -serial "file:$dir/console.log" -daemonize -pidfile "$dir/qemu.pid" ||
+    die "node$n: qemu-system-x86_64 did not start"
+}
+
+wait_ready() { # wait_ready N T0: one line per guest, READY or the reason it is not
+  local n=$1 log=$work/node$1/console.log line
+  while ((SECONDS - $2 < boot_timeout)); do
+    line=$(tr -d '\r' <"$log" 2>/dev/null | grep -m1 -E '^MRCHECK-GUEST-(READY|FAIL)' || true)
+    if [[ $line == MRCHECK-GUEST-READY* ]]; then
+      say "node$n ready after $((SECONDS - $2)) s: ${line#MRCHECK-GUEST-READY }"
+      return 0
+    fi
+    [[ -z $line ]] || die "node$n: ${line#MRCHECK-GUEST-FAIL }"
+    kill -0 "$(cat "$work/node$n/qemu.pid" 2>/dev/null)" 2>/dev/null ||
+      die "node$n: QEMU exited before the guest was ready (console: $log)"
+    sleep 1
+  done
+  die "node$n did not boot in ${boot_timeout} s (last console line: $(tr -d '\r' <"$log" | tail -n1))"
+}
+
+up() {
+  local nodes=${1:-}
+  [[ $nodes =~ ^[1-3]$ ]] || die "up takes the number of guests, 1 to 3"
+  build
+  down_quiet
+  mkdir -p "$work"
+  make_share
+  command -v vde_switch >/dev/null || die "vde_switch is not installed (scripts/install-deps.sh: vde2)"
+  vde_switch --hub --sock "$work/switch" --daemon --pidfile "$work/switch.pid" ||
+    die "vde_switch did not start"
+  local a n t0=$SECONDS
+  a=$(accel)
+  echo "$nodes" >"$work/nodes"
+  for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a"; done
+  for ((n = 1; n <= nodes; n++)); do wait_ready "$n" "$t0"; done
+  say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
+}
+
+run_cmd() {
+  local n=${1:-} p
+  shift || true
+  [[ $n =~ ^[1-3]$ && $# -gt 0 ]] || usage
+  [[ -S $work/node$n/ctl0.sock ]] || die "node$n is not up (scripts/guest.sh up N)"
+  # A free port: each serves one command at a time, so up to four commands run at once on one guest.
+  for p in 0 1 2 3; do
+    exec 8>"$work/node$n/ctl$p.lock"
+    if flock -n 8; then
+      exec python3 "$src/scripts/guest/client.py" "$work/node$n/ctl$p.sock" "${MRCHECK_GUEST_RUN_TIMEOUT:-600}" "$*"
+    fi
+  done
+  die "node$n: four commands are already running there"
+}
+
+down_quiet() {
+  local f
+  for f in "$work"/node*/qemu.pid "$work/switch.pid"; do
+    [[ -f $f ]] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+case ${1:-} in
+  build) build ;;
+  up) up "${2:-}" ;;
+  run) shift && run_cmd "$@" ;;
+  down) down_quiet && say "down" ;;
+  console) tr -d '\r' <"$work/node${2:?}/console.log" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# A guest node's init (scripts/guest.sh): PID 1 after the image's stub /sbin/mrcheck-guest-init mounts the
+# share disk (/mnt/host, made by `guest.sh up`) and runs this from it. It names the node, puts the guest
+# network's address on the virtio NIC, adds Soft-RoCE (rxe0) on it, installs the .deb from the share, and
+# serves commands on the virtio-serial ports mrcheck.ctl0..3 (scripts/guest/client.py is the other end).
+# Its console lines starting with MRCHECK-GUEST- are what guest.sh waits for: READY, or FAIL with one reason.
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root
+console() { echo "$*" >/dev/ttyS0; }
+fail() {
+  console "MRCHECK-GUEST-FAIL node=${node:-?} kernel=$(uname -r): $*"
+  sleep 5
+  echo o >/proc/sysrq-trigger
+}
+
+node=$(sed -n 's/.*mrcheck\.node=\([0-9]*\).*/\1/p' /proc/cmdline)
+nodes=$(sed -n 's/.*mrcheck\.nodes=\([0-9]*\).*/\1/p' /proc/cmdline)
+[[ -n $node && -n $nodes ]] || fail "no mrcheck.node= or mrcheck.nodes= on the kernel command line"
+mountpoint -q /proc || mount -t proc proc /proc
+mountpoint -q /sys || mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm /run /tmp
+mountpoint -q /dev/pts || mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mountpoint -q /run || mount -t tmpfs -o mode=755 tmpfs /run
+mount -o remount,rw / 2>/dev/null
+hostname "node$node"
+echo "node$node" >/etc/hostname
+{
+  echo "127.0.0.1 localhost"
+  for ((i = 1; i <= nodes; i++)); do echo "10.77.0.$i node$i"; done
+} >/etc/hosts
+
+# The guest network: the one virtio NIC (the initramfs's udev named it, ens3 on Debian 12's).
+ip link set lo up
+nic=
+for d in /sys/class/net/*; do
+  [[ $(basename "$d") == lo ]] && continue
+  [[ -e $d/device ]] && { nic=$(basename "$d"); break; }
+done
+[[ -n $nic ]] || fail "no network interface (is the virtio NIC missing from the kernel?)"
+if ! ip addr add "10.77.0.$node/24" dev "$nic" || ! ip link set "$nic" up; then fail "cannot put 10.77.0.$node on $nic"; fi
+modprobe rdma_rxe 2>/tmp/modprobe.err || fail "no rdma_rxe: $(head -n1 /tmp/modprobe.err)"
+rdma link add rxe0 type rxe netdev "$nic" 2>/tmp/rdma.err || fail "rdma link add rxe0 on $nic: $(head -n1 /tmp/rdma.err)"
+[[ -e /sys/class/infiniband/rxe0 ]] || fail "rdma_rxe loaded but no rxe0 in /sys/class/infiniband"
+
+# mrcheck, from the .deb guest.sh put on the share: a real package install (dpkg resolves against the
+# image's packages: no network to a mirror from here).
+if [[ -f /mnt/host/mrcheck.deb ]]; then
+  dpkg -i /mnt/host/mrcheck.deb >/var/log/mrcheck-install.log 2>&1 ||
+    fail "dpkg -i of the mrcheck .deb failed: $(grep -m1 -iE 'error|depends' /var/log/mrcheck-install.log)"
+fi
+[[ -x /mnt/host/node-setup.sh ]] && { /mnt/host/node-setup.sh "$node" "$nodes" || fail "node-setup.sh failed"; }
+
+# The command channel: each port serves one command at a time, answered with "RC B64(STDOUT) B64(STDERR)".
+serve() {
+  local dev=$1 req out
+  while true; do
+    exec 3<>"$dev" || { sleep 1; continue; }
+    while req=$(head -n1 <&3) && [[ -n $req ]]; do
+      out=$(mktemp -d)
+      (cd /root && setsid bash -c "$(base64 -d <<<"$req")" </dev/null >"$out/o" 2>"$out/e")
+      printf '%s %s %s\n' "$?" "$(base64 -w0 "$out/o")" "$(base64 -w0 "$out/e")" >&3
+      rm -rf "$out"
+    done
+    exec 3>&-
+    sleep 0.2
+  done
+}
+for p in /sys/class/virtio-ports/*; do
+  [[ $(cat "$p/name" 2>/dev/null) == mrcheck.ctl* ]] && serve "/dev/$(basename "$p")" &
+done
+console "MRCHECK-GUEST-READY node=$node kernel=$(uname -r) nic=$nic rdma=rxe0"
+while true; do wait; sleep 1; done
