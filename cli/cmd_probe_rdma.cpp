@@ -45,7 +45,7 @@ constexpr std::string_view k_help =
     "only: between the step's nodes is not tested yet. Check: data_plane.\n"
     "\n"
     "  --sizes LIST          message sizes, comma separated (default 4K,1M; each 1 byte to 64M)\n"
-    "  --iters N             messages per size and direction (default 8 MiB / size, within 8..1000)\n"
+    "  --iters N             messages per size and direction (default 1 MiB / size, within 4..1000)\n"
     "  --device NAME         only this device (default: every device, or those NCCL_IB_HCA names)\n"
     "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
     "  --wait DURATION       the deadline of each completion (default 2s)\n"

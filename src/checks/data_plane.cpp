@@ -39,9 +39,12 @@ std::string hint_for(const rdma_port_result& p) {
   if (p.step == "reg_mr" && (p.err == ENOMEM || p.err == EPERM)) {
     return "RLIMIT_MEMLOCK is too low to register the probe's buffers: `mrcheck probe mr` names the hop";
   }
-  if (p.step == "modify_qp RTR" && p.err == ETIMEDOUT) {
-    return "the route to the GID could not be resolved (no neighbour for the address): check the IP "
-           "configuration of the port's network device";
+  if (p.step == "modify_qp RTR" &&
+      (p.err == ETIMEDOUT || p.err == ENETUNREACH || p.err == EHOSTUNREACH || p.err == ENODATA)) {
+    // Soft-RoCE with its netdev's addresses removed keeps only the MAC-derived fe80:: GID, and RTR then fails
+    // with ENETUNREACH (seen on Debian 12's 6.1 kernel, README "The data-plane probe").
+    return "the route to the GID could not be resolved: the port's network device has no usable IP address or "
+           "route (`ip addr show DEV`; RoCE GIDs come from its addresses, `ibv_devinfo -v` lists them)";
   }
   if (p.step.rfind("modify_qp", 0) == 0) {
     return "the device refused the queue pair's attributes (GID index, path MTU, LID): `ibv_devinfo -v` shows "

@@ -22,7 +22,7 @@ namespace mrcheck {
 int rdma_iterations(const rdma_probe_request& req, std::uint64_t size) {
   if (req.iters > 0) return req.iters;
   std::uint64_t n = size == 0 ? 1000 : k_rdma_default_bytes / size;
-  return static_cast<int>(std::clamp<std::uint64_t>(n, 8, 1000));
+  return static_cast<int>(std::clamp<std::uint64_t>(n, 4, 1000));
 }
 
 #if MRCHECK_HAVE_DP_VERBS

@@ -126,6 +126,12 @@ TEST_F(data_plane, create_qp_and_modify_qp_fail_with_their_errno_and_step) {
       << c.summary;
   EXPECT_NE(c.hint.find("route to the GID"), std::string::npos) << c.hint;
 
+  // What Soft-RoCE answers when its netdev's addresses are gone and only the MAC-derived GID is left.
+  setenv("MRCHECK_FAKE_IBV_MODIFY", "RTR=ENETUNREACH", 1);
+  c = data_plane_check(run());
+  EXPECT_NE(c.summary.find("ibv_modify_qp to RTR: ENETUNREACH"), std::string::npos) << c.summary;
+  EXPECT_NE(c.hint.find("no usable IP address"), std::string::npos) << c.hint;
+
   setenv("MRCHECK_FAKE_IBV_MODIFY", "INIT=EINVAL", 1);
   o = run();
   EXPECT_EQ(port(o).step, "modify_qp INIT");
@@ -196,7 +202,8 @@ TEST_F(data_plane, nccl_ib_hca_and_device_select_the_ports) {
 
 TEST(data_plane_iterations, default_rule_and_override) {
   rdma_probe_request r;
-  EXPECT_EQ(rdma_iterations(r, 1u << 20), 8);
+  EXPECT_EQ(rdma_iterations(r, 1u << 20), 4);
+  EXPECT_EQ(rdma_iterations(r, 4096), 256);
   EXPECT_EQ(rdma_iterations(r, 64), 1000);
   r.iters = 3;
   EXPECT_EQ(rdma_iterations(r, 64), 3);
