@@ -14,9 +14,10 @@ using args = std::vector<std::string>;
 int cmd_report(const args& a);  // mrcheck report [--json] [--root DIR]
 int cmd_chain(const args& a);   // mrcheck chain [--pid PID] [--json] [--root DIR]
 int cmd_dump(const args& a);    // mrcheck dump --out DIR
-int cmd_probe(const args& a);   // mrcheck probe mr|nccl ... (dispatches to the two below)
+int cmd_probe(const args& a);   // mrcheck probe mr|nccl|rdma ... (dispatches to the three below)
 int cmd_probe_mr(
     const args& a);  // mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]
+int cmd_probe_rdma(const args& a);  // mrcheck probe rdma [--sizes LIST] [--device NAME] [--json]
 int cmd_probe_nccl(const args& a);  // mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json]
 // The same with the pair's ranks run as a scripted program instead of NCCL (nccl_pair_options::stand_in): only
 // the test program tests/doubles/probe_nccl_stand_in.cpp passes one; the shipped CLI has no option for it.

@@ -25,6 +25,7 @@ constexpr std::string_view k_usage =
     "  dump        copy exactly the files mrcheck reads into a tree that --root replays\n"
     "  probe mr    register memory the way NCCL does, as this user, and explain the errno\n"
     "  probe nccl  a real 2-rank NCCL all-reduce through the network path\n"
+    "  probe rdma  an RC queue pair on each active port: send/recv and RDMA write, bytes verified\n"
     "  explain     find NCCL failures in a log, give the cause and the fix\n"
     "  fleet       many nodes' stacks side by side: the majority and the nodes that differ\n"
     "\n"

@@ -85,19 +85,21 @@ check_result run_revalidation(const config& cfg, nccl_mode mode) {
   }
   probe_run mr = run_probe(cfg, {"probe", "mr", "--json"}, cfg.probe_timeout);
   probe_run nccl = run_probe(cfg, {"probe", "nccl", "--mode", to_string(mode), "--json"}, cfg.nccl_timeout);
-  c.detail = mr.what + "\n" + nccl.what;
-  for (const probe_run* p : {&mr, &nccl}) {
+  probe_run rdma = run_probe(cfg, {"probe", "rdma", "--json"}, cfg.probe_timeout);
+  c.detail = mr.what + "\n" + nccl.what + "\n" + rdma.what;
+  for (const probe_run* p : {&mr, &nccl, &rdma}) {
     if (p->v == verdict::fail) {
       c.result = verdict::fail;
       c.summary = p->what;
-      c.hint = "the stack changed and a registration or NCCL test fails now: see the change lines above";
+      c.hint = "the stack changed and a registration, NCCL or data-plane test fails now: see the change lines above";
       return c;
     }
   }
-  c.result = mr.v == verdict::error || nccl.v == verdict::error ? verdict::error
-             : mr.v == verdict::skip && nccl.v == verdict::skip ? verdict::skip
-                                                                : verdict::pass;
-  c.summary = fmt::format("{}; {}", mr.what, nccl.what);
+  auto all = [&](verdict v) { return mr.v == v && nccl.v == v && rdma.v == v; };
+  c.result = mr.v == verdict::error || nccl.v == verdict::error || rdma.v == verdict::error ? verdict::error
+             : all(verdict::skip)                                                           ? verdict::skip
+                                                                                            : verdict::pass;
+  c.summary = fmt::format("{}; {}; {}", mr.what, nccl.what, rdma.what);
   return c;
 }
 

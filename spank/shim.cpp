@@ -255,7 +255,7 @@ extern "C" int mrcheck_option_cb(int val, const char* optarg, int remote) {
 struct spank_option k_option =
     {const_cast<char*>("mr-check"),
      const_cast<char*>("[LIST]"),
-     const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,all,off,verbose"),
+     const_cast<char*>("check RDMA memory registration before the job: LIST of memlock,mr,nccl,rdma,all,off,verbose"),
      2,
      0,
      mrcheck_option_cb};

@@ -3,11 +3,11 @@
 //
 //   mrcheck report           report_selection()   memlock, memory, matrix   (cli/cmd_report.cpp)
 //   mrcheck-prolog           prolog_selection()   matrix, memory            (prolog/main.cpp)
-//   the plugin's task_init   plugin_selection()   memlock; mr, nccl on local task 0  (src/step/plugin_engine.cpp)
+//   the plugin's task_init   plugin_selection()   memlock; mr, nccl, rdma on local task 0  (src/step/plugin_engine.cpp)
 //
 // A group the selection names more than once runs once; the report lists groups in the selection's order and
-// checks in the registry's order within a group. The probe groups (mr, nccl) run in a child process
-// (`mrcheck probe mr|nccl --json`), so their checks have no function here: check_inputs::probe runs the
+// checks in the registry's order within a group. The probe groups (mr, nccl, rdma) run in a child process
+// (`mrcheck probe mr|nccl|rdma --json`), so their checks have no function here: check_inputs::probe runs the
 // group and returns all its checks. Two checks are made outside any selection (check_origin): the plugin's
 // post-exec watcher's `memlock_exec` and mrcheck-prolog's `revalidate`. Every id a verdict can carry is a row
 // here (check_registry_test greps the sources for ids that are not), except the probe group's own name (`mr`,
@@ -40,6 +40,7 @@ enum class check_group : std::uint8_t {
   matrix,        // the driver/firmware matrix under the rules
   mr,            // `mrcheck probe mr`: registrations through libibverbs, as the caller, under its limits
   nccl,          // `mrcheck probe nccl`: two NCCL ranks
+  rdma,          // `mrcheck probe rdma`: an RC queue pair's loopback on each active port (the data plane)
   revalidation,  // mrcheck-prolog's re-validation after a stack change (both probes, as nobody)
 };
 std::string_view to_string(check_group g);
@@ -54,6 +55,7 @@ enum check_need : unsigned {
   need_task = 1u << 5,          // the plugin's prediction for a Slurm task (used instead of chain + config)
   need_verbs = 1u << 6,         // registers memory with the HCA (probe child)
   need_nccl = 1u << 7,          // runs NCCL (probe child)
+  need_qp = 1u << 8,            // connects queue pairs and moves data through the HCA (probe child)
 };
 
 // The plugin's memlock inputs: its prediction for the task and what enforce=yes did.

@@ -15,15 +15,16 @@
 
 namespace mrcheck {
 
-// What `--mr-check=LIST` and `default_checks=` select. Groups: memlock, mr, nccl, all, off; flag: verbose.
+// What `--mr-check=LIST` and `default_checks=` select. Groups: memlock, mr, nccl, rdma, all, off; flag: verbose.
 struct check_groups {
   bool memlock = false;
   bool mr = false;
   bool nccl = false;
+  bool rdma = false;  // the data-plane probe (`mrcheck probe rdma`)
   bool verbose = false;
   bool off = false;  // the user asked for no checks (refused when allow_user_off=no and the site has defaults)
 
-  bool any() const { return memlock || mr || nccl; }
+  bool any() const { return memlock || mr || nccl || rdma; }
   std::string to_string() const;  // canonical "memlock,mr" form; "off"; "" when nothing
   bool operator==(const check_groups&) const = default;
 };

@@ -1,12 +1,12 @@
 // The protocol between the SPANK plugin (src/step/plugin_engine.cpp, real_probe_runner) and the probe it
-// runs, `mrcheck probe GROUP --json` (cli/cmd_probe_mr.cpp, cli/cmd_probe_nccl.cpp). Both ends include it.
+// runs, `mrcheck probe GROUP --json` (cli/cmd_probe_mr.cpp, cli/cmd_probe_nccl.cpp, cli/cmd_probe_rdma.cpp). Both ends include it.
 //
-//   argv    HELPER probe mr --json --verbs-library LIB      |  HELPER probe nccl --json
+//   argv    HELPER probe mr|rdma --json --verbs-library LIB --timeout T  |  HELPER probe nccl --json
 //   env     probe_environment() (memlock_chain.h): no LD_*, only what NCCL, CUDA and verbs read
 //   stdout  one JSON report {"verdict", "checks": [...], ...}; the plugin accepts only the check ids of the group
 //           (probe_check_ids), each once, with bounded fields
 //   exit    k_probe_exit_pass (pass or warn), k_probe_exit_fail, k_probe_exit_error, k_probe_exit_skip (every
-//           check skipped: nothing was tested, `probe mr` only; the report's verdict is "skip"); anything else, a signal or
+//           check skipped: nothing was tested, `probe mr` and `probe rdma`; the report's verdict is "skip"); anything else, a signal or
 //           the timeout is the probe breaking (a hang or crash in the driver is a FAIL about the node)
 //
 // And between the plugin (src/container/enter.cpp, run_ctprobe) and the container helper it runs inside a job's

@@ -91,6 +91,9 @@ const auto k_checks = std::to_array<check_def>({
      check_origin::probe},
     {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr,
      check_origin::probe},
+    {"data_plane", check_group::rdma, need_verbs | need_qp,
+     "an RC queue pair through INIT/RTR/RTS on each active port: send/recv and RDMA write, bytes verified (loopback)",
+     nullptr, check_origin::probe},
     // A task in its container (src/container/, docs/containers.md): the plugin's probe groups come from the
     // container helper instead of `mrcheck probe`.
     {"container", check_group::mr, need_verbs, "the image's rdma-core and devices against the host's kernel", nullptr,
@@ -104,8 +107,9 @@ const auto k_checks = std::to_array<check_def>({
     {"memlock_exec", check_group::memlock, need_task, "the task's RLIMIT_MEMLOCK after its exec, against memlock_min",
      nullptr, check_origin::post_exec},
     // mrcheck-prolog after a stack change (prolog/revalidate.h): both probes as nobody.
-    {"revalidate", check_group::revalidation, need_config | need_verbs | need_nccl,
-     "after a stack change, the registration probe and the NCCL pair as nobody", nullptr, check_origin::prolog},
+    {"revalidate", check_group::revalidation, need_config | need_verbs | need_nccl | need_qp,
+     "after a stack change, the registration probe, the NCCL pair and the data-plane probe as nobody", nullptr,
+     check_origin::prolog},
 });
 
 #undef MRCHECK_RULES_CHECK
@@ -119,6 +123,7 @@ std::string_view to_string(check_group g) {
     case check_group::matrix: return "matrix";
     case check_group::mr: return "mr";
     case check_group::nccl: return "nccl";
+    case check_group::rdma: return "rdma";
     case check_group::revalidation: return "revalidation";
   }
   return "unknown";
@@ -163,6 +168,7 @@ check_selection plugin_selection(const check_groups& g, bool first_task) {
   if (g.memlock) s.groups.push_back(check_group::memlock);
   if (first_task && g.mr) s.groups.push_back(check_group::mr);
   if (first_task && g.nccl) s.groups.push_back(check_group::nccl);
+  if (first_task && g.rdma) s.groups.push_back(check_group::rdma);
   return s;
 }
 
@@ -177,7 +183,7 @@ std::vector<check_group> distinct(const check_selection& s) {
   return out;
 }
 
-bool is_probe(check_group g) { return g == check_group::mr || g == check_group::nccl; }
+bool is_probe(check_group g) { return g == check_group::mr || g == check_group::nccl || g == check_group::rdma; }
 
 // Made by run_checks (itself or through check_inputs::probe); post_exec and prolog checks are made elsewhere.
 bool selectable(const check_def& d) { return d.origin != check_origin::post_exec && d.origin != check_origin::prolog; }

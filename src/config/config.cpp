@@ -134,7 +134,7 @@ status set_revalidate(config& c, std::string_view v) {
 // README.md's table and etc/mrcheck.conf are checked against it by config_keys_docs_test), and the defaults:
 // config's member initializers equal each default applied through its parser (config_test).
 constexpr std::array<config_key_doc, 21> k_keys{{
-    {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)",
+    {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, rdma, all)",
      set_default_checks},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)",
      set_memlock_min},
@@ -146,7 +146,8 @@ constexpr std::array<config_key_doc, 21> k_keys{{
      set_policy<&config::on_error>},
     {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off",
      set_bool<&config::allow_user_off>},
-    {"probe_timeout", "30s", "hard timeout of the registration probe child", set_duration<&config::probe_timeout>},
+    {"probe_timeout", "30s", "hard timeout of the registration probe child, and of the data-plane probe's",
+     set_duration<&config::probe_timeout>},
     {"nccl_timeout", "60s", "hard timeout of the 2-rank NCCL test", set_duration<&config::nccl_timeout>},
     {"verbs_library", "libibverbs.so.1", "libibverbs to dlopen in probes (name or absolute path)", set_verbs_library},
     {"helper", MRCHECK_HELPER_DEFAULT, "absolute path of the mrcheck binary the plugin runs as probe child",
@@ -191,6 +192,7 @@ std::string check_groups::to_string() const {
   add(memlock, "memlock");
   add(mr, "mr");
   add(nccl, "nccl");
+  add(rdma, "rdma");
   add(verbose, "verbose");
   return s;
 }
@@ -222,15 +224,17 @@ result<check_groups> parse_check_groups(std::optional<std::string_view> list) {
       g.mr = true;
     } else if (w == "nccl") {
       g.nccl = true;
+    } else if (w == "rdma") {
+      g.rdma = true;
     } else if (w == "all") {
-      g.memlock = g.mr = g.nccl = true;
+      g.memlock = g.mr = g.nccl = g.rdma = true;
     } else if (w == "off" || w == "none") {
       g.off = true;
     } else if (w == "verbose") {
       g.verbose = true;
     } else {
       return status::error(
-          fmt::format("unknown check '{}' (known: memlock, mr, nccl, all, off, verbose)", escape_line(w, 32)));
+          fmt::format("unknown check '{}' (known: memlock, mr, nccl, rdma, all, off, verbose)", escape_line(w, 32)));
     }
   }
   if (g.off && g.any()) return status::error("'off' cannot be combined with a check");

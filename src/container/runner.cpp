@@ -58,6 +58,9 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
   return [&c, &st, loc, watching, deadline, verbose, killed, stopped,
           host_runner = std::move(host_runner)](const std::string& group, const task_facts& t,
                                                 const memlock_limit& limits) -> std::vector<check_result> {
+    // The data plane is the host's HCA and kernel whatever the image: its probe runs on the host, as without a
+    // container (the image's libibverbs is the `container` check's matter).
+    if (group == "rdma") return host_runner(group, t, limits);
     container_probe_request req;
     req.env = container_environment(t);
     req.memlock_soft = limits.soft;

@@ -75,6 +75,7 @@ result<check_groups> effective_checks(const config& c, const check_request& req)
   g.memlock = g.memlock || user->memlock;
   g.mr = g.mr || user->mr;
   g.nccl = g.nccl || user->nccl;
+  g.rdma = g.rdma || user->rdma;
   g.verbose = g.verbose || user->verbose;
   return g;
 }
@@ -176,15 +177,16 @@ probe_budget plan_probe_budget(const config& c, const check_groups& g, const res
   probe_budget b;
   if (g.mr) b.total += c.probe_timeout;
   if (g.nccl) b.total += c.nccl_timeout;
+  if (g.rdma) b.total += c.probe_timeout;
   std::chrono::seconds unkillable = conf ? conf->unkillable_step_timeout : std::chrono::seconds(60);
   milliseconds limit = unkillable > 2 * k_unkillable_margin ? milliseconds(unkillable - k_unkillable_margin)
                                                             : milliseconds(unkillable) / 2;
   if (b.total > limit) {
     b.warning = fmt::format(
-        "configuration: the probes of a step may take {} s (probe_timeout {} s{}), which could reach "
+        "configuration: the probes of a step may take {} s (probe_timeout {} s{}{}), which could reach "
         "UnkillableStepTimeout={} s: a step cancelled while they run would drain the node; they are cut to {} s "
         "in total (lower probe_timeout/nccl_timeout or raise UnkillableStepTimeout)",
-        b.total.count() / 1000, c.probe_timeout.count() / 1000,
+        b.total.count() / 1000, c.probe_timeout.count() / 1000, g.mr && g.rdma ? " for mr and again for rdma" : "",
         g.nccl ? fmt::format(" + nccl_timeout {} s", c.nccl_timeout.count() / 1000) : std::string(), unkillable.count(),
         limit.count() / 1000);
     b.total = limit;
@@ -255,6 +257,8 @@ std::span<const std::string_view> probe_check_ids(std::string_view group) {
   static const std::vector<std::string_view> nccl = check_ids(check_origin::probe, check_group::nccl);
   if (group == "mr") return mr;
   if (group == "nccl") return nccl;
+  static const std::vector<std::string_view> rdma = check_ids(check_origin::probe, check_group::rdma);
+  if (group == "rdma") return rdma;
   return {};
 }
 
@@ -312,7 +316,7 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
     child_spec spec;
     spec.argv = {c.helper_path(), std::string(k_probe_command), group, std::string(k_probe_json_flag)};
     // The site's verbs_library= must reach the probe child, or it registers through a different library.
-    if (group == "mr") {
+    if (group == "mr" || group == "rdma") {
       spec.argv.push_back(std::string(k_probe_verbs_library_flag));
       spec.argv.push_back(c.verbs_library);
       // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
@@ -430,7 +434,7 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
                                           escape_line(ch.summary, 600)));
     }
   }
-  if (first && (st.checks.mr || st.checks.nccl)) {
+  if (first && (st.checks.mr || st.checks.nccl || st.checks.rdma)) {
     auto b = plan_probe_budget(c, st.checks, st.step_conf);
     if (!b.warning.empty()) v.admin_lines.push_back("mrcheck: " + b.warning);
   }

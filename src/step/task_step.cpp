@@ -12,7 +12,7 @@
 
 namespace mrcheck {
 
-bool task_runs_probes(const node_state& st) { return st.checks.mr || st.checks.nccl; }
+bool task_runs_probes(const node_state& st) { return st.checks.mr || st.checks.nccl || st.checks.rdma; }
 
 task_step_outcome run_task_step(const config& c, const task_facts& t, node_state& st, const task_step_io& io) {
   auto budget = plan_probe_budget(c, st.checks, st.step_conf);

@@ -11,7 +11,7 @@ rm -f "$marker"
 run_user srun --mr-check=bogus touch "$marker"
 show_run "e: srun"
 [[ $RC != 0 ]] && e2e_pass "e: srun exits non-zero" || e2e_fail "e: srun should fail"
-expect_contains "e: clear message" "$ERR" "mrcheck: --mr-check: unknown check 'bogus' (known: memlock, mr, nccl, all, off, verbose)"
+expect_contains "e: clear message" "$ERR" "mrcheck: --mr-check: unknown check 'bogus' (known: memlock, mr, nccl, rdma, all, off, verbose)"
 [[ ! -e $marker ]] && e2e_pass "e: nothing was launched" || e2e_fail "e: the task ran"
 
 run_user srun "--mr-check=memlock,off" true

@@ -11,6 +11,22 @@ show_run "probe: real helper"
 expect_eq "probe: rc" "$RC" "0"
 expect_contains "probe: the probe's own checks are reported" "$ERR" "mrcheck: mr_host: "
 
+# --mr-check=rdma: the data-plane probe as the job user, here on the fake libibverbs' loopback data path (its
+# variables reach the probe in a test build only, src/step/plugin_engine.cpp); a port DOWN ends the task.
+fake_verbs=$MRCHECK_SLURM_DIR/install/lib/fake/libibverbs.so.1  # staged by e2e_stage (tests/e2e/lib.sh)
+if [[ -f $fake_verbs ]]; then
+  plugin_load optional memlock_min=64K verbs_library=$fake_verbs
+  run_user srun --mr-check=rdma,verbose --export=ALL,MRCHECK_FAKE_IBV_DATA=loopback true
+  show_run "probe: rdma on the fake's loopback"
+  expect_eq "probe: rdma: rc" "$RC" "0"
+  expect_contains "probe: rdma: data_plane passes" "$ERR" "mrcheck: data_plane: pass: RC loopback on 1 port(s)"
+  run_user srun --mr-check=rdma --export=ALL,MRCHECK_FAKE_IBV_DATA=loopback,MRCHECK_FAKE_IBV_PORT=down bash -c 'echo ran'
+  show_run "probe: rdma, port down"
+  expect_eq "probe: rdma, port down: the task did not run" "$OUT" ""
+  expect_contains "probe: rdma, port down: named" "$ERR" "mrcheck: data_plane: FAIL: mlx5_0 port 1: port: mlx5_0 port 1 is DOWN"
+  plugin_load optional memlock_min=64K
+fi
+
 # A helper that prints no report: an ERROR line (the checker broke; on_error=warn lets the task run).
 bad=$MRCHECK_SLURM_DIR/install/bin/plugin_probe_bad.sh
 printf '#!/bin/sh\necho "not json"\nexit 1\n' >"$bad"

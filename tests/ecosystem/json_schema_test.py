@@ -96,6 +96,20 @@ check("chain", run([mrcheck, "chain", "--json"], (0,)), "chain")
 # 3: every check skipped, nothing tested (k_probe_exit_skip, include/mrcheck/probe_protocol.h): a node without HCA.
 check("probe-mr", run([mrcheck, "probe", "mr", "--json", "--timeout", "20s"], (0, 1, 3)), "probe mr")
 check("probe-nccl", run([mrcheck, "probe", "nccl", "--json"], (0, 1)), "probe nccl")
+check("probe-rdma", run([mrcheck, "probe", "rdma", "--json", "--timeout", "20s"], (0, 1, 3)), "probe rdma")
+# The data-plane probe on the fake libibverbs' loopback (tests/fakes/fake_ibverbs_data.h): a pass with its sizes,
+# a completion error and a RoCE port without a GID.
+fake_verbs = os.path.join(build, "fakes", "lib", "libibverbs.so.1")
+if os.path.exists(fake_verbs):
+    for what, extra, code in (("pass", {}, 0), ("IBV_WC_RETRY_EXC_ERR", {"MRCHECK_FAKE_IBV_WC": "RETRY_EXC_ERR"}, 1),
+                              ("no GID", {"MRCHECK_FAKE_IBV_PORT": "eth,nogid"}, 1)):
+        env = {**os.environ, "MRCHECK_FAKE_IBV_DATA": "loopback", **extra}
+        p = subprocess.run([mrcheck, "probe", "rdma", "--json", "--verbs-library", fake_verbs, "--sizes", "64,64K",
+                            "--iters", "4"], capture_output=True, text=True, timeout=60, env=env)
+        doc = json.loads(p.stdout) if p.returncode == code and p.stdout else None
+        if doc is None:
+            failures.append(f"probe rdma on the fake ({what}): exit {p.returncode}, wanted {code}: {p.stderr[:300]}")
+        check("probe-rdma", doc, f"probe rdma on the fake ({what})")
 logs = os.path.join(fixtures, "nccl_logs")
 for log in sorted(os.listdir(logs))[:6]:
     check("explain", run([mrcheck, "explain", "--json", "--root", os.path.join(fixtures, "gpu_h200"),

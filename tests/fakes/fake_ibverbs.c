@@ -26,6 +26,8 @@
 #define __GLIBC_USE_C23_STRTOL 0
 #include <infiniband/verbs.h>
 
+#include "fake_ibverbs_data.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -574,6 +576,7 @@ static void fill_port_attr(struct fake_device *d, struct ibv_port_attr *a)
 	a->active_speed = FAKE_SPEED_NDR;
 	a->phys_state = 5; /* LinkUp */
 	a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	fake_dp_port_attr(a);
 }
 
 /* verbs_context->query_port: callers pass sizeof their own struct ibv_port_attr, which is larger in
@@ -606,10 +609,8 @@ static int fake_query_port_op(struct ibv_context *ctx, uint8_t port_num, struct 
 
 static int op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 {
-	(void)cq;
-	(void)num_entries;
-	(void)wc;
-	return 0; /* nothing was ever posted successfully, so nothing completes */
+	/* Without MRCHECK_FAKE_IBV_DATA nothing was ever posted successfully, so nothing completes. */
+	return fake_dp_poll_cq(cq, num_entries, wc);
 }
 
 static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
@@ -619,12 +620,15 @@ static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return 0;
 }
 
-/* The fake moves no data: posting fails at once with a clear errno instead of completing never. */
+/* Without MRCHECK_FAKE_IBV_DATA=loopback the fake moves no data: posting fails at once with a clear errno
+ * instead of completing never. With it, fake_ibverbs_data.c moves the bytes. */
 static int op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
 	struct call_rec r = CALL_REC("ibv_post_send");
 	r.dev = qp ? ctx_devname(qp->context) : "-";
 	int err = inject("post_send", r.dev);
+	if (!err && fake_dp_enabled())
+		return fake_dp_post_send(qp, wr, bad_wr); /* not logged: one line per message would flood the log */
 	if (!err)
 		err = EOPNOTSUPP;
 	if (bad_wr)
@@ -640,6 +644,8 @@ static int op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 	struct call_rec r = CALL_REC("ibv_post_recv");
 	r.dev = qp ? ctx_devname(qp->context) : "-";
 	int err = inject("post_recv", r.dev);
+	if (!err && fake_dp_enabled())
+		return fake_dp_post_recv(qp, wr, bad_wr);
 	if (!err)
 		err = EOPNOTSUPP;
 	if (bad_wr)
@@ -879,6 +885,12 @@ static int gid_for(struct ibv_context *ctx, uint32_t port_num, uint32_t index, u
 	if (ctx == NULL || gid == NULL || port_num != 1 || index >= FAKE_GID_TBL_LEN)
 		return EINVAL;
 	memset(gid, 0, sizeof(*gid));
+	if (fake_dp_roce()) {
+		/* An empty slot reads as the zero GID through ibv_query_gid, as rdma-core reads it from sysfs. */
+		enum ibv_gid_type type;
+		int err = fake_dp_gid(to_fctx(ctx)->fdev->index, index, gid, &type);
+		return err == ENODATA ? 0 : err;
+	}
 	if (index == 0) {
 		/* Default GID of an IB port: link-local subnet prefix + port GUID. */
 		gid->global.subnet_prefix = htobe64(0xfe80000000000000ULL);
@@ -912,6 +924,16 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
 	int err = gid_for(context, port_num, gid_index, &entry->gid);
 	if (err)
 		return err;
+	if (fake_dp_roce()) {
+		enum ibv_gid_type type = IBV_GID_TYPE_ROCE_V1;
+		err = fake_dp_gid(to_fctx(context)->fdev->index, gid_index, &entry->gid, &type);
+		if (err)
+			return err;
+		entry->gid_index = gid_index;
+		entry->port_num = port_num;
+		entry->gid_type = type;
+		return 0;
+	}
 	if (gid_index != 0)
 		return ENODATA; /* empty GID table slot, as the kernel reports it */
 	entry->gid_index = gid_index;
@@ -1669,6 +1691,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		return err;
 	if (cq->channel)
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
+	fake_dp_forget_cq(cq);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(cq);
@@ -1763,10 +1786,13 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 		err = EINVAL;
 	if (!err && (attr_mask & IBV_QP_PORT) && attr->port_num != 1)
 		err = EINVAL;
+	if (!err)
+		err = fake_dp_check_modify(qp, attr, attr_mask);
 	r.err = err;
 	log_call(&r);
 	if (err)
 		return err;
+	fake_dp_modified(qp, attr, attr_mask);
 	struct fake_qp *q = container_of_fake(qp, struct fake_qp, qp);
 	if (attr_mask & IBV_QP_STATE) {
 		q->attr.qp_state = attr->qp_state;
@@ -1832,6 +1858,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	log_call(&r);
 	if (err)
 		return err;
+	fake_dp_forget_qp(qp);
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
 	free(container_of_fake(qp, struct fake_qp, qp));

@@ -95,7 +95,7 @@ TEST(CheckRegistry, IdsAreUniqueAndEqualTheDocumentedOnes) {
     EXPECT_EQ(find_check(d.id), &d);
     EXPECT_FALSE(d.what.empty()) << d.id;
     EXPECT_NE(d.needs, 0u) << d.id;
-    bool probe = d.group == check_group::mr || d.group == check_group::nccl;
+    bool probe = d.group == check_group::mr || d.group == check_group::nccl || d.group == check_group::rdma;
     bool child = d.origin == check_origin::probe || d.origin == check_origin::container;
     EXPECT_EQ(child, probe) << d.id << ": the probe groups' checks, and only they, run in a child";
     EXPECT_EQ(d.run != nullptr, d.origin == check_origin::registry) << d.id << ": run_checks calls only its own";
@@ -148,8 +148,10 @@ TEST(CheckRegistry, ProbeAndContainerIdsComeFromTheRegistry) {
   auto set = [](std::span<const std::string_view> v) { return std::set<std::string>(v.begin(), v.end()); };
   EXPECT_EQ(set(probe_check_ids("mr")), (std::set<std::string>{"mr_host", "dmabuf", "mr_gpu"}));
   EXPECT_EQ(set(probe_check_ids("nccl")), (std::set<std::string>{"nccl_pair"}));
+  EXPECT_EQ(set(probe_check_ids("rdma")), (std::set<std::string>{"data_plane"}));
   EXPECT_TRUE(probe_check_ids("memlock").empty());
-  for (const char* id : {"mr_host", "dmabuf", "mr_gpu", "nccl_pair", "container", "container_mr", "container_nccl"}) {
+  for (const char* id :
+       {"mr_host", "dmabuf", "mr_gpu", "nccl_pair", "data_plane", "container", "container_mr", "container_nccl"}) {
     EXPECT_TRUE(from_job_probe(id)) << id;
   }
   for (const char* id : {"memlock", "memlock_exec", "nccl", "mr", "revalidate", "hca_fw", ""}) {
@@ -183,9 +185,14 @@ TEST(CheckRegistry, FrontEndsSelectTheirGroupsInTheirOrder) {
   EXPECT_EQ(groups_of(selected_ids(prolog_selection())), (std::vector<g>{g::matrix, g::memory}));
   EXPECT_EQ(selected_ids(prolog_selection()), concat({rows_of(g::matrix), rows_of(g::memory)}));
   check_groups all;
-  all.memlock = all.mr = all.nccl = true;
-  EXPECT_EQ(groups_of(selected_ids(plugin_selection(all, true))), (std::vector<g>{g::memlock, g::mr, g::nccl}));
-  EXPECT_EQ(selected_ids(plugin_selection(all, true)), concat({rows_of(g::memlock), rows_of(g::mr), rows_of(g::nccl)}));
+  all.memlock = all.mr = all.nccl = all.rdma = true;
+  EXPECT_EQ(groups_of(selected_ids(plugin_selection(all, true))),
+            (std::vector<g>{g::memlock, g::mr, g::nccl, g::rdma}));
+  EXPECT_EQ(selected_ids(plugin_selection(all, true)),
+            concat({rows_of(g::memlock), rows_of(g::mr), rows_of(g::nccl), rows_of(g::rdma)}));
+  check_groups rdma_only;
+  rdma_only.rdma = true;
+  EXPECT_EQ(selected_ids(plugin_selection(rdma_only, true)), (std::vector<std::string_view>{"data_plane"}));
   EXPECT_EQ(selected_ids(plugin_selection(all, false)), rows_of(g::memlock));
   check_groups mr_only;
   mr_only.mr = true;
@@ -247,6 +254,7 @@ TEST(CheckRegistry, PluginNodeTaskRunsWhatItsSelectionNames) {
   st.checks.memlock = true;
   st.checks.mr = true;
   st.checks.nccl = true;
+  st.checks.rdma = true;
   st.required = 8 << 20;
   st.prediction.start = {k_unlimited, k_unlimited};
   std::vector<std::string> asked;
@@ -261,7 +269,7 @@ TEST(CheckRegistry, PluginNodeTaskRunsWhatItsSelectionNames) {
   task_facts t;
   auto v = node_task(c, t, st, probe);
   EXPECT_EQ(ids_of(v.rep), strings(selected_ids(plugin_selection(st.checks, true))));
-  EXPECT_EQ(asked, (std::vector<std::string>{"mr", "nccl"}));
+  EXPECT_EQ(asked, (std::vector<std::string>{"mr", "nccl", "rdma"}));
   EXPECT_EQ(v.rep.checks[0].result, verdict::pass) << v.rep.checks[0].summary;
   asked.clear();
   t.local_task_id = 1;

@@ -25,7 +25,11 @@ TEST(check_groups, lists) {
   EXPECT_TRUE(g->memlock && g->mr && !g->nccl);
   auto all = parse_check_groups("all,verbose");
   ASSERT_TRUE(all.is_ok());
-  EXPECT_TRUE(all->memlock && all->mr && all->nccl && all->verbose);
+  EXPECT_TRUE(all->memlock && all->mr && all->nccl && all->rdma && all->verbose);
+  EXPECT_EQ(all->to_string(), "memlock,mr,nccl,rdma,verbose");
+  auto rdma = parse_check_groups("rdma");
+  ASSERT_TRUE(rdma.is_ok());
+  EXPECT_TRUE(rdma->rdma && !rdma->mr && rdma->any());
   auto bare = parse_check_groups(std::nullopt);
   ASSERT_TRUE(bare.is_ok());
   EXPECT_EQ(bare->to_string(), "memlock,mr");

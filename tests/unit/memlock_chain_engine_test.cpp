@@ -233,6 +233,12 @@ TEST(MemlockChainEngine, ProbeBudgetStaysBelowUnkillableStepTimeout) {
   b = plan_probe_budget(site(), mr_only, conf);
   EXPECT_EQ(b.total, std::chrono::seconds(30));
   EXPECT_TRUE(b.warning.empty()) << b.warning;
+  // The data-plane probe has probe_timeout of its own: mr and rdma, 60 s, are cut to 50 s too.
+  check_groups mr_rdma = mr_only;
+  mr_rdma.rdma = true;
+  b = plan_probe_budget(site(), mr_rdma, conf);
+  EXPECT_EQ(b.total, std::chrono::seconds(50));
+  EXPECT_NE(b.warning.find("probe_timeout 30 s for mr and again for rdma"), std::string::npos) << b.warning;
   f.unkillable_step_timeout = std::chrono::seconds(120);
   b = plan_probe_budget(site(), both, result<slurm_conf_facts>(f));
   EXPECT_EQ(b.total, std::chrono::seconds(90));

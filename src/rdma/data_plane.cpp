@@ -1,0 +1,251 @@
+// The data-plane probe (include/mrcheck/rdma_probe.h): which ports, and for each the connected pair through
+// INIT/RTR/RTS. The traffic is dp_traffic.cpp, the verbs' loading dp_verbs.cpp.
+#include <mrcheck/rdma_probe.h>
+
+#include <mrcheck/diagnosis.h>
+#include <mrcheck/mr_probe.h>
+#include <mrcheck/units.h>
+
+#include "rdma/dp_session.h"
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace mrcheck {
+
+int rdma_iterations(const rdma_probe_request& req, std::uint64_t size) {
+  if (req.iters > 0) return req.iters;
+  std::uint64_t n = size == 0 ? 1000 : k_rdma_default_bytes / size;
+  return static_cast<int>(std::clamp<std::uint64_t>(n, 4, 1000));
+}
+
+#if MRCHECK_HAVE_DP_VERBS
+
+namespace dp {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string gid_text(const ibv_gid& g) {
+  static constexpr unsigned char k_v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(g.raw, k_v4_prefix, 12) == 0) {
+    return fmt::format("::ffff:{}.{}.{}.{}", g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
+  }
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (inet_ntop(AF_INET6, g.raw, buf, sizeof buf) == nullptr) return "?";
+  return buf;
+}
+
+bool gid_empty(const ibv_gid& g) {
+  return std::all_of(std::begin(g.raw), std::end(g.raw), [](unsigned char c) { return c == 0; });
+}
+
+// The GID the pair uses on a RoCE port: RoCE v2 before v1, an IPv4-mapped address before any other (NCCL's
+// default: NCCL_IB_ROCE_VERSION_NUM 2, NCCL_IB_ADDR_FAMILY AF_INET); empty slots skipped.
+std::optional<failure> choose_gid(session& s, const ibv_port_attr& pa, rdma_port_result& r, ibv_gid& out) {
+  int best = -1;
+  int best_score = -1;
+  const int n = std::min(pa.gid_tbl_len, 256);
+  for (int i = 0; i < n; ++i) {
+    ibv_gid g{};
+    std::string type;
+    if (s.v->query_gid_ex != nullptr) {
+      ibv_gid_entry e{};
+      int rc = s.v->query_gid_ex(s.ctx, s.port, static_cast<std::uint32_t>(i), &e, 0, sizeof e);
+      if (rc != 0) continue;  // ENODATA: an empty slot
+      g = e.gid;
+      type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB";
+    } else if (s.v->query_gid(s.ctx, s.port, i, &g) != 0) {
+      continue;
+    }
+    if (gid_empty(g)) continue;
+    const std::string text = gid_text(g);
+    const int score = (type == "RoCE v2" ? 4 : 0) + (text.rfind("::ffff:", 0) == 0 ? 2 : 0) + (type.empty() ? 0 : 1);
+    if (score > best_score) {
+      best = i;
+      best_score = score;
+      out = g;
+      r.gid = text;
+      r.gid_type = type;
+    }
+  }
+  if (best < 0) {
+    return failure{"gid", "no_gid", 0, "",
+                   fmt::format("the RoCE GID table of {} port {} is empty ({} slots): the port's network device has "
+                               "no IP address",
+                               r.device, r.port, pa.gid_tbl_len)};
+  }
+  r.gid_index = best;
+  return std::nullopt;
+}
+
+std::optional<failure> setup(session& s, std::uint64_t max_size) {
+  log(*s.log, log_level::verbose, "probe rdma: calling ibv_alloc_pd");
+  if ((s.pd = s.v->alloc_pd(s.ctx)) == nullptr) return call_failed("alloc_pd", "ibv_alloc_pd", errno);
+  s.region = (max_size + 4095) / 4096 * 4096;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, 3 * s.region) != 0) return failure{"alloc", "errno", ENOMEM, "", "out of memory"};
+  s.buf = static_cast<unsigned char*>(p);
+  std::memset(s.buf, 0, 3 * s.region);
+  log(*s.log, log_level::verbose, "probe rdma: calling ibv_reg_mr {} bytes", 3 * s.region);
+  s.mr = s.v->reg_mr(s.pd, s.buf, 3 * s.region, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (s.mr == nullptr) return call_failed("reg_mr", fmt::format("ibv_reg_mr of {}", format_bytes(3 * s.region)), errno);
+  for (int side = 0; side < 2; ++side) {
+    log(*s.log, log_level::verbose, "probe rdma: calling ibv_create_cq");
+    s.cq[side] = s.v->create_cq(s.ctx, 2 * k_queue_depth + 2, nullptr, nullptr, 0);
+    if (s.cq[side] == nullptr) return call_failed("create_cq", "ibv_create_cq", errno);
+  }
+  for (int side = 0; side < 2; ++side) {
+    ibv_qp_init_attr init{};
+    init.send_cq = s.cq[side];
+    init.recv_cq = s.cq[side];
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = k_queue_depth;
+    init.cap.max_recv_wr = k_queue_depth;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    log(*s.log, log_level::verbose, "probe rdma: calling ibv_create_qp RC");
+    s.qp[side] = s.v->create_qp(s.pd, &init);
+    if (s.qp[side] == nullptr) return call_failed("create_qp", "ibv_create_qp (RC)", errno);
+  }
+  return std::nullopt;
+}
+
+// RESET -> INIT -> RTR -> RTS for both QPs, each the other's destination; what ibv_rc_pingpong sets.
+std::optional<failure> connect(session& s, const ibv_port_attr& pa, const rdma_port_result& r, const ibv_gid& gid) {
+  const char* names[] = {"INIT", "RTR", "RTS"};
+  for (int state = 0; state < 3; ++state) {
+    for (int side = 0; side < 2; ++side) {
+      ibv_qp_attr a{};
+      int mask = IBV_QP_STATE;
+      if (state == 0) {
+        a.qp_state = IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = s.port;
+        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      } else if (state == 1) {
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = pa.active_mtu;
+        a.dest_qp_num = s.qp[1 - side]->qp_num;
+        a.rq_psn = 0;
+        a.max_dest_rd_atomic = 1;
+        a.min_rnr_timer = 12;
+        a.ah_attr.dlid = pa.lid;
+        a.ah_attr.port_num = s.port;
+        if (r.gid_index >= 0) {
+          a.ah_attr.is_global = 1;
+          a.ah_attr.grh.dgid = gid;
+          a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(r.gid_index);
+          a.ah_attr.grh.hop_limit = 1;
+        }
+        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                IBV_QP_MIN_RNR_TIMER;
+      } else {
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a lost packet ends as RETRY_EXC_ERR within 0.5 s
+        a.retry_cnt = 7;
+        a.rnr_retry = 3;
+        a.sq_psn = 0;
+        a.max_rd_atomic = 1;
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+      }
+      log(*s.log, log_level::verbose, "probe rdma: calling ibv_modify_qp {}", names[state]);
+      if (int rc = s.v->modify_qp(s.qp[side], &a, mask); rc != 0) {
+        failure f = call_failed(fmt::format("modify_qp {}", names[state]),
+                                fmt::format("ibv_modify_qp to {}", names[state]), rc > 0 ? rc : errno);
+        if (state == 1) {
+          f.message += fmt::format(" (path MTU {}, {})", 128 << pa.active_mtu,
+                                   r.gid_index >= 0 ? fmt::format("GID index {} {}", r.gid_index, r.gid)
+                                                    : fmt::format("LID {}", pa.lid));
+        }
+        return f;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void apply(rdma_port_result& r, const failure& f) {
+  r.ok = false;
+  r.step = f.step;
+  r.cause = f.cause;
+  r.err = f.err;
+  r.wc_status = f.wc_status;
+  r.message = f.message;
+}
+
+}  // namespace
+
+void session::release() {
+  auto note = [&](int rc, const char* what) {
+    if (rc != 0 && cleanup_error.empty()) cleanup_error = fmt::format("{}: {}", what, errno_name(rc > 0 ? rc : errno));
+  };
+  for (auto* q : qp) {
+    if (q != nullptr) note(v->destroy_qp(q), "ibv_destroy_qp");
+  }
+  for (auto* c : cq) {
+    if (c != nullptr) note(v->destroy_cq(c), "ibv_destroy_cq");
+  }
+  if (mr != nullptr) note(v->dereg_mr(mr), "ibv_dereg_mr");
+  if (pd != nullptr) note(v->dealloc_pd(pd), "ibv_dealloc_pd");
+  std::free(buf);
+  qp[0] = qp[1] = nullptr;
+  cq[0] = cq[1] = nullptr;
+  mr = nullptr;
+  pd = nullptr;
+  buf = nullptr;
+}
+
+// One ACTIVE port: the pair, then every size.
+void run_port(const verbs& v, ibv_context* ctx, const ibv_port_attr& pa, const rdma_probe_request& req, log_sink& lg,
+              rdma_port_result& r) {
+  auto t0 = clock::now();
+  r.tested = true;
+  r.mtu = 128 << pa.active_mtu;
+  r.lid = pa.lid;
+  session s;
+  s.v = &v;
+  s.ctx = ctx;
+  s.port = static_cast<std::uint8_t>(r.port);
+  s.log = &lg;
+  s.wait = req.wait;
+  ibv_gid gid{};
+  std::optional<failure> f;
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    f = choose_gid(s, pa, r, gid);
+  } else if (pa.lid == 0) {
+    f = failure{"port", "no_lid", 0, "",
+                fmt::format("{} port {} is ACTIVE without a LID: no subnet manager has configured it", r.device,
+                            r.port)};
+  }
+  std::uint64_t max_size = *std::max_element(req.sizes.begin(), req.sizes.end());
+  if (!f) f = setup(s, max_size);
+  if (!f) f = connect(s, pa, r, gid);
+  for (std::uint64_t size : req.sizes) {
+    if (f) break;
+    rdma_size_result sr;
+    f = run_size(s, size, rdma_iterations(req, size), sr);
+    r.sizes.push_back(sr);
+  }
+  s.release();
+  if (f) {
+    apply(r, *f);
+  } else if (!s.cleanup_error.empty()) {
+    apply(r, failure{"cleanup", "errno", 0, "", s.cleanup_error});
+  } else {
+    r.ok = true;
+  }
+  r.elapsed_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+}
+
+}  // namespace dp
+#endif
+
+}  // namespace mrcheck
