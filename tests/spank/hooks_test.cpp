@@ -212,7 +212,9 @@ TEST(SpankHooks, TheAdapterReadsTheItemsIntoPlainData) {
   h.job_id = 77;
   h.step_id = 0xfffffffb;  // SLURM_BATCH_SCRIPT
   h.task_id = 3;
-  h.job_env["SLURMD_NODENAME"] = "node7";
+  // B6 (SECURITY.md): the node's name is slurmstepd's own SLURMD_NODENAME, never the job's copy.
+  h.job_env["SLURMD_NODENAME"] = "the-users-choice";
+  ::setenv("SLURMD_NODENAME", "node7", 1);
   h.job_env["SLURM_JOB_NODELIST"] = "node[1-7]";
   h.job_env["MRCHECK_SUBMIT"] = std::string(5000, 'x');  // more than the old job_info buffer (4096)
   h.job_env["MRCHECK_CHECKS"] = "memlock";
@@ -224,6 +226,7 @@ TEST(SpankHooks, TheAdapterReadsTheItemsIntoPlainData) {
   EXPECT_EQ(it.submit_raw, std::optional<std::string>(std::string(5000, 'x')));
   auto t = mrcheck::spank_glue::make_task_facts(it, nullptr, false);
   EXPECT_EQ(t.node, "node7");
+  ::unsetenv("SLURMD_NODENAME");
   EXPECT_EQ(t.job_id, 77u);
   EXPECT_EQ(t.local_task_id, 3);
   EXPECT_EQ(t.request.env_checks, std::optional<std::string>("memlock"));
