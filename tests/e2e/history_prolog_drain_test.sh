@@ -66,25 +66,26 @@ expect_contains "first run: no history yet" "$out" "no history yet for $node"
 expect_eq "first run: nothing re-validated" "$(calls)" 0
 run "$TMP/after" prolog
 expect_contains "second run: the change line" "$out" "mrcheck: changed: mlx5_0 fw 28.39.1002 -> 28.43.1014 first seen at "
-expect_eq "re-validation ran both probes once" "$(calls)" 2
+expect_eq "re-validation ran the three probes once" "$(calls)" 3
 expect_contains "probes ran as nobody" "$(cat "$TMP/calls")" "nobody mr"
 expect_contains "one GPU: the NCCL pair is local-pair" "$(cat "$TMP/calls")" "nobody nccl local-pair"
+expect_contains "the data-plane probe ran as nobody" "$(cat "$TMP/calls")" "nobody rdma"
 expect_eq "failing re-validation: prolog exits 1" "$rc" 1
 reason=$(node_reason)
 expect_contains "drain reason names the change" "$reason" "mrcheck: revalidate: mlx5_0 fw 28.39.1002 -> 28.43.1014 since "
 expect_contains "drain reason names the probe" "$reason" "mr_host: ibv_reg_mr 8 MiB: ENOMEM"
 run "$TMP/after" healthcheck
-expect_eq "still failing: tried again" "$(calls)" 4
+expect_eq "still failing: tried again" "$(calls)" 6
 expect_eq "still failing: still drained" "$(node_usable)" drained
 echo pass >"$TMP/verdict"
 run "$TMP/after" healthcheck
-expect_eq "passing re-validation ran" "$(calls)" 6
+expect_eq "passing re-validation ran" "$(calls)" 9
 expect_contains "passing re-validation resumes" "$out" "resumed node $node"
 # slurmctld applies the resume asynchronously: sinfo may show the drain for a moment after the prolog returned.
 for _ in $(seq 1 50); do [[ "$(node_usable)" == usable ]] && break; sleep 0.2; done
 expect_eq "node usable again" "$(node_usable)" usable
 run "$TMP/after" prolog
-expect_eq "after the pass: not repeated" "$(calls)" 6
+expect_eq "after the pass: not repeated" "$(calls)" 9
 expect_eq "after the pass: prolog exits 0" "$rc" 0
 
 # The write-up's case: a kernel upgrade; OFED modules replaced by inbox ones under the OFED user space.
