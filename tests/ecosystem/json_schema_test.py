@@ -110,8 +110,12 @@ if os.path.exists(fake_verbs):
         if doc is None:
             failures.append(f"probe rdma on the fake ({what}): exit {p.returncode}, wanted {code}: {p.stderr[:300]}")
         check("probe-rdma", doc, f"probe rdma on the fake ({what})")
+# Six of the fake-verbs logs, and every real H100 log (healthy with a path note, the new causes, unknown ones).
 logs = os.path.join(fixtures, "nccl_logs")
-for log in sorted(os.listdir(logs))[:6]:
+explained = [log for log in sorted(os.listdir(logs)) if log.endswith(".log")][:6]
+explained += [os.path.join("gpu_h100", log) for log in sorted(os.listdir(os.path.join(logs, "gpu_h100")))
+              if log.endswith(".log")]
+for log in explained:
     check("explain", run([mrcheck, "explain", "--json", "--root", os.path.join(fixtures, "gpu_h200"),
                           os.path.join(logs, log)]), f"explain {log}")
 
