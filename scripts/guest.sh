@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # A cluster of Debian 12 guests with real kernels and Soft-RoCE (rdma_rxe), for the tests that need a real
-# verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where /dev/kvm works),
+# verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where a `-cpu host` vCPU starts),
 # puts 10.77.0.N on its virtio NIC, adds rxe0 on it, and installs mrcheck from the project's .deb. The guests'
 # network joins the guests only: one vde_switch in hub mode over a unix socket (no host interface, no multicast).
 #
@@ -18,6 +18,8 @@
 #                         none: no mrcheck in the guests)
 #   MRCHECK_GUEST_FILES   a directory copied onto every guest's share (/mnt/host/files), e.g. another build's programs
 #   MRCHECK_GUEST_MEM     MiB per guest (default 768)   MRCHECK_GUEST_CPUS  vCPUs per guest (default 1)
+#   MRCHECK_GUEST_ACCEL   tcg or kvm (default: kvm where a `-cpu host` vCPU starts, else tcg)
+#   MRCHECK_GUEST_APPEND  more kernel command line (e.g. module_blacklist=rdma_rxe: the leg's own failure test)
 #   MRCHECK_GUEST_TIMEOUT seconds `up` waits for a guest (default 180)  MRCHECK_DEBIAN_MIRROR (as scripts/slurm-release.sh)
 set -euo pipefail
 
@@ -141,18 +143,27 @@ make_share() {
   fi
   [[ -z ${MRCHECK_GUEST_FILES:-} ]] || cp -a "$MRCHECK_GUEST_FILES" "$share/files"
   [[ -z ${MRCHECK_GUEST_SETUP:-} ]] || install -m 755 "$MRCHECK_GUEST_SETUP" "$share/node-setup.sh"
-  mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" ||
+  mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" >/dev/null ||
     die "mkfs.ext4 -d of the share failed"
 }
 
+# KVM only where a vCPU of `-cpu host` really starts: on some hosts /dev/kvm opens and `-machine none` starts, but
+# the first vCPU aborts QEMU ("failed to set MSR 0x10a"). A paused pc machine creates its vCPUs, then the monitor's
+# quit ends it: exit 0 is a working KVM, an abort is not. MRCHECK_GUEST_ACCEL=tcg|kvm overrides.
 accel() {
-  if [[ -w /dev/kvm ]] && qemu-system-x86_64 -accel kvm -machine none -display none -S -monitor none \
-    -daemonize -pidfile "$work/kvm.pid" 2>/dev/null; then
-    kill "$(cat "$work/kvm.pid")" 2>/dev/null
-    echo "-accel kvm -cpu host"
-  else
-    echo "-accel tcg,thread=multi -cpu max"
-  fi
+  local tcg="-accel tcg,thread=multi -cpu max" kvm="-accel kvm -cpu host"
+  case ${MRCHECK_GUEST_ACCEL:-auto} in
+    tcg) echo "$tcg" ;;
+    kvm) echo "$kvm" ;;
+    *)
+      if [[ -w /dev/kvm ]] && echo quit | timeout 20 qemu-system-x86_64 -accel kvm -cpu host -machine pc -nodefaults \
+        -no-user-config -display none -S -monitor stdio >/dev/null 2>&1; then
+        echo "$kvm"
+      else
+        echo "$tcg"
+      fi
+      ;;
+  esac
 }
 
 boot_node() { # boot_node N NODES ACCEL
@@ -165,7 +176,7 @@ boot_node() { # boot_node N NODES ACCEL
   # shellcheck disable=SC2086 # ACCEL is several words on purpose
   qemu-system-x86_64 $3 -m "$mem" -smp "$cpus" -display none -monitor none -no-reboot \
     -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 quiet init=/sbin/mrcheck-guest-init mrcheck.node=$n mrcheck.nodes=$nodes" \
+    -append "root=/dev/vda rw console=ttyS0 quiet panic=5 init=/sbin/mrcheck-guest-init mrcheck.node=$n mrcheck.nodes=$nodes${MRCHECK_GUEST_APPEND:+ $MRCHECK_GUEST_APPEND}" \
     -drive "file=$image/root.img,format=raw,if=virtio,snapshot=on" \
     -drive "file=$work/share.img,format=raw,if=virtio,readonly=on" \
     -netdev "vde,id=net0,sock=$work/switch" -device "virtio-net-pci,netdev=net0,mac=52:54:00:77:00:0$n" \
@@ -203,8 +214,11 @@ up() {
   local a n t0=$SECONDS
   a=$(accel)
   echo "$nodes" >"$work/nodes"
+  # A guest that fails stops them all (its console log stays): TCG guests left running would eat the machine.
+  trap 'down_quiet' EXIT
   for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a"; done
   for ((n = 1; n <= nodes; n++)); do wait_ready "$n" "$t0"; done
+  trap - EXIT
   say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
 }
 
