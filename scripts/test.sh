@@ -4,6 +4,7 @@
 # the unit tests with clang under ASan+UBSan and runs them again.
 #   MRCHECK_BUILD_DIR   main build tree (default: build)
 #   MRCHECK_SKIP_ASAN=1 skip the sanitizer pass (for quick local runs)
+#   MRCHECK_SKIP_GUEST=1 skip the guest leg (tests/guest/: QEMU guests with Soft-RoCE, scripts/guest.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 src=$(pwd)
