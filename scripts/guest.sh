@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # A cluster of Debian 12 guests with real kernels and Soft-RoCE (rdma_rxe), for the tests that need a real
-# verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where /dev/kvm works),
+# verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where a `-cpu host` vCPU starts),
 # puts 10.77.0.N on its virtio NIC, adds rxe0 on it, and installs mrcheck from the project's .deb. The guests'
 # network joins the guests only: one vde_switch in hub mode over a unix socket (no host interface, no multicast).
 #
@@ -9,6 +9,8 @@
 #   build            make (or reuse) the guest image in the cache
 #   up N             build, then boot N guests (1-3) and wait until each is ready or says why not
 #   run NODE CMD...  run CMD (a bash command line) as root on guest NODE (1-N); its stdout, stderr and status
+#   reboot NODE [main|new]  boot NODE again on the main archive's kernel (6.1) or the newer one (backports)
+#   kernels          the two kernel releases in the image
 #   down             stop the guests and the switch
 #   console NODE     print NODE's console log
 # Environment:
@@ -18,6 +20,9 @@
 #                         none: no mrcheck in the guests)
 #   MRCHECK_GUEST_FILES   a directory copied onto every guest's share (/mnt/host/files), e.g. another build's programs
 #   MRCHECK_GUEST_MEM     MiB per guest (default 768)   MRCHECK_GUEST_CPUS  vCPUs per guest (default 1)
+#   MRCHECK_GUEST_ACCEL   tcg or kvm (default: kvm where a `-cpu host` vCPU starts, else tcg)
+#   MRCHECK_GUEST_APPEND  more kernel command line (e.g. module_blacklist=rdma_rxe: the leg's own failure test)
+#   MRCHECK_GUEST_KERNEL  main (default: bookworm's main archive) or new (bookworm-backports) for `up`
 #   MRCHECK_GUEST_TIMEOUT seconds `up` waits for a guest (default 180)  MRCHECK_DEBIAN_MIRROR (as scripts/slurm-release.sh)
 set -euo pipefail
 
@@ -52,7 +57,11 @@ stub_init='#!/bin/sh
 mkdir -p /mnt/host
 mount -o ro /dev/vdb /mnt/host || { echo "MRCHECK-GUEST-FAIL: no share disk /dev/vdb" >/dev/ttyS0; sleep 5; echo o >/proc/sysrq-trigger; }
 exec /bin/bash /mnt/host/init.sh'
-key=$(printf '%s\n' bookworm "${packages[@]}" "${initramfs_modules[@]}" "$stub_init" | sha256sum | cut -c1-16)
+# The second kernel (the kernel-change tests): the newer one bookworm-backports ships, beside the main archive's
+# 6.1 under the same user space. `up`/`reboot` boot the main one unless MRCHECK_GUEST_KERNEL=new.
+new_kernel_suite=bookworm-backports
+key=$(printf '%s\n' bookworm "${packages[@]}" "${initramfs_modules[@]}" "$stub_init" "$new_kernel_suite" |
+  sha256sum | cut -c1-16)
 image=$cache/$key
 
 # --- the image -----------------------------------------------------------------------------------------------
@@ -78,7 +87,10 @@ build_image() {
   local rc=0
   chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
     bash -c 'apt-get -o Acquire::Retries=3 update -qq && apt-get -o Acquire::Retries=3 install -y -qq \
-      --no-install-recommends "$@" && useradd -m -u 1000 -s /bin/bash mrtest' bash "${packages[@]}" \
+      --no-install-recommends "${@:3}" && useradd -m -u 1000 -s /bin/bash mrtest &&
+      echo "deb $1 $2 main" >/etc/apt/sources.list.d/new-kernel.list && apt-get -o Acquire::Retries=3 update -qq &&
+      apt-get -o Acquire::Retries=3 install -y -qq --no-install-recommends -t "$2" linux-image-amd64' \
+    bash "$mirror" "$new_kernel_suite" "${packages[@]}" \
     >>"$cache/build.log" 2>&1 || rc=$?
   umount "$root/proc" 2>/dev/null || umount -l "$root/proc"
   ((rc == 0)) || { tail -n 15 "$cache/build.log" >&2; die "apt-get in the guest root failed ($cache/build.log)"; }
@@ -87,8 +99,17 @@ build_image() {
   printf '%s\n' "$stub_init" >"$root/sbin/mrcheck-guest-init"
   chmod 755 "$root/sbin/mrcheck-guest-init"
   mkdir -p "$image.tmp"
-  cp "$root"/boot/vmlinuz-* "$image.tmp/vmlinuz"
-  cp "$root"/boot/initrd.img-* "$image.tmp/initrd.img"
+  # Two kernels: the main archive's (the lowest version) boots by default, the newer one as "new".
+  local main_v new_v
+  main_v=$(cd "$root/boot" && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | head -n1)
+  new_v=$(cd "$root/boot" && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | tail -n1)
+  [[ -n $main_v && $new_v != "$main_v" ]] || die "the guest root has no second kernel from $new_kernel_suite ($cache/build.log)"
+  cp "$root/boot/vmlinuz-$main_v" "$image.tmp/vmlinuz"
+  cp "$root/boot/initrd.img-$main_v" "$image.tmp/initrd.img"
+  cp "$root/boot/vmlinuz-$new_v" "$image.tmp/vmlinuz.new"
+  cp "$root/boot/initrd.img-$new_v" "$image.tmp/initrd.img.new"
+  printf '%s\n' "$main_v" >"$image.tmp/kernel"
+  printf '%s\n' "$new_v" >"$image.tmp/kernel.new"
   local mb
   mb=$(du -sm "$root" | cut -f1)
   mkfs.ext4 -q -F -L mrcheck-guest -d "$root" "$image.tmp/root.img" "$((mb * 13 / 10 + 256))M" >>"$cache/build.log" 2>&1 ||
@@ -141,22 +162,32 @@ make_share() {
   fi
   [[ -z ${MRCHECK_GUEST_FILES:-} ]] || cp -a "$MRCHECK_GUEST_FILES" "$share/files"
   [[ -z ${MRCHECK_GUEST_SETUP:-} ]] || install -m 755 "$MRCHECK_GUEST_SETUP" "$share/node-setup.sh"
-  mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" ||
+  mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" >/dev/null ||
     die "mkfs.ext4 -d of the share failed"
 }
 
+# KVM only where a vCPU of `-cpu host` really starts: on some hosts /dev/kvm opens and `-machine none` starts, but
+# the first vCPU aborts QEMU ("failed to set MSR 0x10a"). A paused pc machine creates its vCPUs, then the monitor's
+# quit ends it: exit 0 is a working KVM, an abort is not. MRCHECK_GUEST_ACCEL=tcg|kvm overrides.
 accel() {
-  if [[ -w /dev/kvm ]] && qemu-system-x86_64 -accel kvm -machine none -display none -S -monitor none \
-    -daemonize -pidfile "$work/kvm.pid" 2>/dev/null; then
-    kill "$(cat "$work/kvm.pid")" 2>/dev/null
-    echo "-accel kvm -cpu host"
-  else
-    echo "-accel tcg,thread=multi -cpu max"
-  fi
+  local tcg="-accel tcg,thread=multi -cpu max" kvm="-accel kvm -cpu host"
+  case ${MRCHECK_GUEST_ACCEL:-auto} in
+    tcg) echo "$tcg" ;;
+    kvm) echo "$kvm" ;;
+    *)
+      if [[ -w /dev/kvm ]] && echo quit | timeout 20 qemu-system-x86_64 -accel kvm -cpu host -machine pc -nodefaults \
+        -no-user-config -display none -S -monitor stdio >/dev/null 2>&1; then
+        echo "$kvm"
+      else
+        echo "$tcg"
+      fi
+      ;;
+  esac
 }
 
-boot_node() { # boot_node N NODES ACCEL
-  local n=$1 nodes=$2 dir=$work/node$1 p ports=()
+boot_node() { # boot_node N NODES ACCEL KERNEL (main or new)
+  local n=$1 nodes=$2 dir=$work/node$1 p ports=() suffix=''
+  [[ $4 == new ]] && suffix=.new
   mkdir -p "$dir"
   for p in 0 1 2 3; do
     ports+=(-chardev "socket,id=ctl$p,path=$dir/ctl$p.sock,server=on,wait=off"
@@ -164,8 +195,8 @@ boot_node() { # boot_node N NODES ACCEL
   done
   # shellcheck disable=SC2086 # ACCEL is several words on purpose
   qemu-system-x86_64 $3 -m "$mem" -smp "$cpus" -display none -monitor none -no-reboot \
-    -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 quiet init=/sbin/mrcheck-guest-init mrcheck.node=$n mrcheck.nodes=$nodes" \
+    -kernel "$image/vmlinuz$suffix" -initrd "$image/initrd.img$suffix" \
+    -append "root=/dev/vda rw console=ttyS0 quiet panic=5 init=/sbin/mrcheck-guest-init mrcheck.node=$n mrcheck.nodes=$nodes${MRCHECK_GUEST_APPEND:+ $MRCHECK_GUEST_APPEND}" \
     -drive "file=$image/root.img,format=raw,if=virtio,snapshot=on" \
     -drive "file=$work/share.img,format=raw,if=virtio,readonly=on" \
     -netdev "vde,id=net0,sock=$work/switch" -device "virtio-net-pci,netdev=net0,mac=52:54:00:77:00:0$n" \
@@ -203,9 +234,36 @@ up() {
   local a n t0=$SECONDS
   a=$(accel)
   echo "$nodes" >"$work/nodes"
-  for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a"; done
+  # A guest that fails stops them all (its console log stays): TCG guests left running would eat the machine.
+  trap 'down_quiet' EXIT
+  for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a" "$(kernel_choice)"; done
   for ((n = 1; n <= nodes; n++)); do wait_ready "$n" "$t0"; done
+  trap - EXIT
   say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
+}
+
+kernel_choice() {
+  case ${MRCHECK_GUEST_KERNEL:-main} in
+    main | new) echo "${MRCHECK_GUEST_KERNEL:-main}" ;;
+    *) die "MRCHECK_GUEST_KERNEL is main or new, not ${MRCHECK_GUEST_KERNEL}" ;;
+  esac
+}
+
+# reboot NODE [main|new]: power NODE off and boot it again, on the main archive's kernel or the newer one; its root
+# starts from the image again (snapshot=on), so what must survive a reboot is carried by the caller.
+reboot_node() {
+  local n=${1:-} kernel=${2:-main} nodes a t0=$SECONDS
+  [[ $n =~ ^[1-3]$ && ($kernel == main || $kernel == new) ]] || usage
+  [[ -f $work/node$n/qemu.pid ]] || die "node$n is not up (scripts/guest.sh up N)"
+  nodes=$(cat "$work/nodes")
+  local pid _
+  pid=$(cat "$work/node$n/qemu.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  rm -f "$work/node$n/qemu.pid" "$work/node$n"/ctl*.sock
+  a=$(accel)
+  boot_node "$n" "$nodes" "$a" "$kernel"
+  wait_ready "$n" "$t0"
 }
 
 run_cmd() {
@@ -236,6 +294,8 @@ case ${1:-} in
   build) build ;;
   up) up "${2:-}" ;;
   run) shift && run_cmd "$@" ;;
+  reboot) shift && reboot_node "$@" ;;
+  kernels) build && printf 'main %s\nnew %s\n' "$(cat "$image/kernel")" "$(cat "$image/kernel.new")" ;;
   down) down_quiet && say "down" ;;
   console) tr -d '\r' <"$work/node${2:?}/console.log" ;;
   *) usage ;;

@@ -4,6 +4,7 @@
 # the unit tests with clang under ASan+UBSan and runs them again.
 #   MRCHECK_BUILD_DIR   main build tree (default: build)
 #   MRCHECK_SKIP_ASAN=1 skip the sanitizer pass (for quick local runs)
+#   MRCHECK_SKIP_GUEST=1 skip the guest leg (tests/guest/: QEMU guests with Soft-RoCE, scripts/guest.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 src=$(pwd)
@@ -103,6 +104,14 @@ source scripts/cmake-args.sh
 main_flags=("${test_sh_cmake_args[@]}")
 export MRCHECK_DEB_CMAKE_ARGS="-DMRCHECK_WERROR=ON;-DCMAKE_C_FLAGS=-O2 -D_FORTIFY_SOURCE=3;-DCMAKE_CXX_FLAGS=-O2 -D_FORTIFY_SOURCE=3"
 
+# The guest image (scripts/guest.sh build: debootstrap and apt, cached in /var/cache/mrcheck/guest) is made beside
+# the main build too; the guest leg below boots it. MRCHECK_SKIP_GUEST=1 leaves that leg out of a quick local run.
+guest_image_job=''
+if [[ ${MRCHECK_SKIP_GUEST:-0} != 1 ]]; then
+  nice -n 10 bash scripts/guest.sh build >"${TMPDIR:-/tmp}/mrcheck-guest-image.log" 2>&1 &
+  guest_image_job=$!
+fi
+
 # The other supported Slurm releases run in Debian roots of their suites (scripts/slurm-release.sh,
 # docs/slurm-releases.md). Making a root is download and dpkg work: both start now, beside the main build.
 # MRCHECK_RELEASES="" leaves them out of a quick local run.
@@ -170,6 +179,21 @@ if [[ ${MRCHECK_SKIP_PACKAGE:-0} != 1 && -n $releases ]] && command -v rpmbuild 
   bg_start "the RPM build" 0 "$rpm_work/build-rpm.out" nice -n 19 bash packaging/build-rpm.sh "$rpm_work/build"
   rpm_job=$BG_PID
 fi
+# The guest leg (tests/guest/, label guest): the .deb (the main build's compiler cache: only what the install
+# layout changes compiles), then two guests with real kernels and Soft-RoCE and the tests on them, niced beside the
+# release legs like the ASan build and the RPM: under TCG the guests are CPU work that the release legs' waiting
+# end-to-end tests leave free. guest.sh build waits on the image the job above makes (the cache's lock).
+guest_job='' guest_out=$build/guest.out
+if [[ -n $guest_image_job ]]; then
+  (renice -n 19 -p "$BASHPID" >/dev/null &&
+    t0=$SECONDS &&
+    bash scripts/guest.sh build &&
+    deb=$(bash packaging/build-deb.sh "$build-deb" 2>"$build/guest-deb.log" | tail -n1) &&
+    echo "guest leg: image and .deb after $((SECONDS - t0)) s" &&
+    MRCHECK_GUEST_DEB=$deb ctest --test-dir "$build" --output-on-failure -L '^guest$' &&
+    echo "guest leg: $((SECONDS - t0)) s") >"$guest_out" 2>&1 &
+  guest_job=$!
+fi
 for rel in $releases; do
   echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"
   leg "Slurm $rel leg: wait for its root, build in it, e2e, .deb"
@@ -216,7 +240,13 @@ export MRCHECK_BUILD_DIR=$build MRCHECK_SOURCE_DIR=$src
 # 23-33 minutes on 2 cores, most of it the two package builds and debootstrap's download (the root test
 # skips, saying why, without a route to the Debian mirror). MRCHECK_SKIP_PACKAGE=1 leaves them out of a quick local run.
 leg "ctest: unit, fakes, man, e2e on Slurm 22.05"
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" -LE '^package$' || status=1
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$jobs" -LE '^(package|guest)$' || status=1
+# Before the package leg, which builds the .deb in the same directory.
+if [[ -n $guest_job ]]; then
+  leg "waiting for the guest leg (real kernels, Soft-RoCE; started beside the release legs)"
+  wait "$guest_job" || { cat "$guest_out"; echo "test.sh: the guest leg failed (above)" >&2; status=1; }
+  grep -E '^guest leg:|tests passed|tests failed' "$guest_out" || true
+fi
 if [[ -n $rpm_job ]]; then
   leg "waiting for the RPM build (started beside the release legs)"
   if wait "$rpm_job"; then

@@ -55,18 +55,22 @@ fi
 [[ -x /mnt/host/node-setup.sh ]] && { /mnt/host/node-setup.sh "$node" "$nodes" || fail "node-setup.sh failed"; }
 
 # The command channel: each port serves one command at a time, answered with "RC B64(STDOUT) B64(STDERR)".
+# The port stays open for good: a read without a host connected returns at once (EOF), and a request that arrives
+# while the guest has the port closed is lost, so closing it between connections would drop commands. The idle
+# loop forks nothing (bash's read, and a wait on a FIFO nobody writes as the pause): under TCG a `head` and a
+# `sleep` ten times a second on four ports kept the guest's one vCPU busy and every command took seconds.
+mkfifo /run/mrcheck-idle
+exec 4<>/run/mrcheck-idle
 serve() {
   local dev=$1 req out
+  exec 3<>"$dev" || { console "MRCHECK-GUEST-FAIL node=$node: cannot open $dev"; return; }
   while true; do
-    exec 3<>"$dev" || { sleep 1; continue; }
-    while req=$(head -n1 <&3) && [[ -n $req ]]; do
-      out=$(mktemp -d)
-      (cd /root && setsid bash -c "$(base64 -d <<<"$req")" </dev/null >"$out/o" 2>"$out/e")
-      printf '%s %s %s\n' "$?" "$(base64 -w0 "$out/o")" "$(base64 -w0 "$out/e")" >&3
-      rm -rf "$out"
-    done
-    exec 3>&-
-    sleep 0.2
+    IFS= read -r -u 3 req || [[ -n $req ]] || { read -r -t 0.2 -u 4 _; continue; }
+    [[ -n $req ]] || continue
+    out=$(mktemp -d)
+    (cd /root && setsid bash -c "$(base64 -d <<<"$req")" </dev/null >"$out/o" 2>"$out/e" 3<&- 4<&-)
+    printf '%s %s %s\n' "$?" "$(base64 -w0 "$out/o")" "$(base64 -w0 "$out/e")" >&3
+    rm -rf "$out"
   done
 }
 for p in /sys/class/virtio-ports/*; do
