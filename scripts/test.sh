@@ -108,8 +108,8 @@ export MRCHECK_DEB_CMAKE_ARGS="-DMRCHECK_WERROR=ON;-DCMAKE_C_FLAGS=-O2 -D_FORTIF
 # the main build too; the guest leg below boots it. MRCHECK_SKIP_GUEST=1 leaves that leg out of a quick local run.
 guest_image_job=''
 if [[ ${MRCHECK_SKIP_GUEST:-0} != 1 ]]; then
-  nice -n 10 bash scripts/guest.sh build >"${TMPDIR:-/tmp}/mrcheck-guest-image.log" 2>&1 &
-  guest_image_job=$!
+  bg_start "the guest image" 1 "${TMPDIR:-/tmp}/mrcheck-guest-image.log" nice -n 10 bash scripts/guest.sh build
+  guest_image_job=$BG_PID
 fi
 
 # The other supported Slurm releases run in Debian roots of their suites (scripts/slurm-release.sh,
@@ -185,14 +185,17 @@ fi
 # end-to-end tests leave free. guest.sh build waits on the image the job above makes (the cache's lock).
 guest_job='' guest_out=$build/guest.out
 if [[ -n $guest_image_job ]]; then
-  (renice -n 19 -p "$BASHPID" >/dev/null &&
-    t0=$SECONDS &&
-    bash scripts/guest.sh build &&
-    deb=$(bash packaging/build-deb.sh "$build-deb" 2>"$build/guest-deb.log" | tail -n1) &&
-    echo "guest leg: image and .deb after $((SECONDS - t0)) s" &&
-    MRCHECK_GUEST_DEB=$deb ctest --test-dir "$build" --output-on-failure -L '^guest$' &&
-    echo "guest leg: $((SECONDS - t0)) s") >"$guest_out" 2>&1 &
-  guest_job=$!
+  guest_leg() {
+    renice -n 19 -p "$BASHPID" >/dev/null &&
+      t0=$SECONDS &&
+      bash scripts/guest.sh build &&
+      deb=$(bash packaging/build-deb.sh "$build-deb" 2>"$build/guest-deb.log" | tail -n1) &&
+      echo "guest leg: image and .deb after $((SECONDS - t0)) s" &&
+      MRCHECK_GUEST_DEB=$deb ctest --test-dir "$build" --output-on-failure -L '^guest$' &&
+      echo "guest leg: $((SECONDS - t0)) s"
+  }
+  bg_start "the guest leg" 0 "$guest_out" guest_leg
+  guest_job=$BG_PID
 fi
 for rel in $releases; do
   echo "== Slurm $rel (scripts/slurm-release.sh $rel test, then deb)"
