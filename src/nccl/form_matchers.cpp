@@ -203,6 +203,11 @@ bool m_system_error(const form_row&, const prefix& p, match& out) {
   return true;
 }
 
+bool m_library_error(const form_row& r, const prefix& p, match& out) {
+  if (p.info) return false;
+  return open_world_event(p, out) || m_system_error(r, p, out);
+}
+
 bool m_registration(const form_row&, const prefix& p, match& out) {
   std::string_view msg = p.message;
   failure& f = out.what;

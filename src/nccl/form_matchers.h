@@ -30,6 +30,9 @@ bool m_kernel_dev(const form_row& r, const prefix& p, match& out);
 bool m_mlx5_cmd(const form_row& r, const prefix& p, match& out);
 bool m_nccl_call(const form_row& r, const prefix& p, match& out);
 bool m_system_error(const form_row& r, const prefix& p, match& out);
+// A library's error level or a tool's fatal statement: the failed call when the open-world reader reads one in the
+// line (line_forms.h), else the program's word that it failed (m_system_error).
+bool m_library_error(const form_row& r, const prefix& p, match& out);
 bool m_registration(const form_row& r, const prefix& p, match& out);
 bool m_verbs_call(const form_row& r, const prefix& p, match& out);
 bool m_dmabuf(const form_row& r, const prefix& p, match& out);

@@ -108,9 +108,10 @@ std::optional<std::string> failed_object(std::string_view msg) {
   return std::nullopt;
 }
 
+// "ret=-22": a negative return printed as such (libfabric's fabtests, FT_PRINTERR) says the call failed.
 bool failure_word(std::string_view m) {
   return icontains(m, "fail") || icontains(m, "unable") || icontains(m, "couldn't") || icontains(m, "could not") ||
-         icontains(m, "cannot") || icontains(m, "error");
+         icontains(m, "cannot") || icontains(m, "error") || contains(m, "ret=-");
 }
 
 }  // namespace
