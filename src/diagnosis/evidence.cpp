@@ -20,6 +20,62 @@ std::optional<std::uint64_t> opt_from(const result<std::uint64_t>& r) {
   return std::nullopt;
 }
 
+// The kernel RDMA stack: MLNX/DOCA-OFED or inbox mlx5_core.
+void kernel_stack_from(const node_facts& facts, node_evidence& e) {
+  if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
+    const kmodule_fact& m = it->second;
+    const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
+    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
+    // OFED keeps its own and is out of tree (taint O).
+    const bool out_of_tree = m.taint.find('O') != std::string::npos;
+    const bool own_version = m.version && !m.version->empty() && *m.version != release;
+    if (out_of_tree || own_version) {
+      e.kernel_stack = rdma_flavour::ofed;
+      e.kernel_stack_detail = fmt::format("mlx5_core {}{}", m.version ? escape_line(*m.version, 64) : "?",
+                                          out_of_tree ? " (out of tree)" : "");
+    } else {
+      e.kernel_stack = rdma_flavour::inbox;
+      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree"
+                                              : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
+    }
+  }
+}
+
+// The peer-memory module and its nv_mem client.
+void peer_memory_from(const node_facts& facts, node_evidence& e) {
+  bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
+                                                 [](const std::string& c) { return c.starts_with("nv_mem"); }) !=
+                                        facts.memory_peer_clients.end();
+  if (facts.memory_peers || facts.modules.count("nvidia_peermem") != 0) e.peer_memory_client = peer;
+  for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
+    if (auto it = facts.modules.find(name); it != facts.modules.end() && it->second.loaded) peer = true;
+  }
+  // Only claim "no peer memory" when the module facts were actually read.
+  if (peer || facts.modules.count("nvidia_peermem") != 0) e.peer_memory = peer;
+}
+
+// The NVIDIA driver and user-space rdma-core.
+void driver_and_user_space_from(const node_facts& facts, node_evidence& e) {
+  if (facts.nvidia.is_ok()) {
+    e.driver_flavour = facts.nvidia->flavour;
+    e.driver_version = facts.nvidia->version;
+  }
+  if (facts.libibverbs.is_ok()) {
+    const library_fact& lib = facts.libibverbs.value();
+    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
+    std::string_view v = lib.version;
+    std::size_t first = v.find('.');
+    std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);
+    e.rdma_core_version = second == std::string_view::npos ? std::string(v) : std::string(v.substr(second + 1));
+    for (const auto& [sym, present] : lib.symbols) {
+      if (sym.find("IBVERBS_1.8") != std::string::npos && sym.starts_with("ibv_reg_mr_iova2")) e.has_iova2 = present;
+      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr"))
+        e.has_dmabuf_mr = present;
+    }
+    if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
+  }
+}
+
 }  // namespace
 
 node_evidence evidence_from_facts(const node_facts& facts) {
@@ -60,51 +116,9 @@ node_evidence evidence_from_facts(const node_facts& facts) {
     }
   }
 
-  if (auto it = facts.modules.find("mlx5_core"); it != facts.modules.end() && it->second.loaded) {
-    const kmodule_fact& m = it->second;
-    const std::string release = facts.kernel_release.is_ok() ? facts.kernel_release.value() : "";
-    // docs/facts/kernel-and-drivers.md §3: inbox mlx5_core has no version file (or one equal to the kernel release);
-    // OFED keeps its own and is out of tree (taint O).
-    const bool out_of_tree = m.taint.find('O') != std::string::npos;
-    const bool own_version = m.version && !m.version->empty() && *m.version != release;
-    if (out_of_tree || own_version) {
-      e.kernel_stack = rdma_flavour::ofed;
-      e.kernel_stack_detail = fmt::format("mlx5_core {}{}", m.version ? escape_line(*m.version, 64) : "?",
-                                          out_of_tree ? " (out of tree)" : "");
-    } else {
-      e.kernel_stack = rdma_flavour::inbox;
-      e.kernel_stack_detail = release.empty() ? "mlx5_core in tree"
-                                              : fmt::format("mlx5_core of kernel {}", escape_line(release, 64));
-    }
-  }
-  bool peer = facts.memory_peers && std::find_if(facts.memory_peer_clients.begin(), facts.memory_peer_clients.end(),
-                                                 [](const std::string& c) { return c.starts_with("nv_mem"); }) !=
-                                        facts.memory_peer_clients.end();
-  if (facts.memory_peers || facts.modules.count("nvidia_peermem") != 0) e.peer_memory_client = peer;
-  for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
-    if (auto it = facts.modules.find(name); it != facts.modules.end() && it->second.loaded) peer = true;
-  }
-  // Only claim "no peer memory" when the module facts were actually read.
-  if (peer || facts.modules.count("nvidia_peermem") != 0) e.peer_memory = peer;
-
-  if (facts.nvidia.is_ok()) {
-    e.driver_flavour = facts.nvidia->flavour;
-    e.driver_version = facts.nvidia->version;
-  }
-  if (facts.libibverbs.is_ok()) {
-    const library_fact& lib = facts.libibverbs.value();
-    // "1.14.44.0" -> rdma-core "44.0" (SONAME . ABI . PACKAGE_VERSION, docs/facts/verbs-and-nccl.md §1).
-    std::string_view v = lib.version;
-    std::size_t first = v.find('.');
-    std::size_t second = first == std::string_view::npos ? first : v.find('.', first + 1);
-    e.rdma_core_version = second == std::string_view::npos ? std::string(v) : std::string(v.substr(second + 1));
-    for (const auto& [sym, present] : lib.symbols) {
-      if (sym.find("IBVERBS_1.8") != std::string::npos && sym.starts_with("ibv_reg_mr_iova2")) e.has_iova2 = present;
-      if (sym.find("IBVERBS_1.12") != std::string::npos && sym.starts_with("ibv_reg_dmabuf_mr"))
-        e.has_dmabuf_mr = present;
-    }
-    if (lib.version.find("mlnx") != std::string::npos) e.user_stack = rdma_flavour::ofed;
-  }
+  kernel_stack_from(facts, e);
+  peer_memory_from(facts, e);
+  driver_and_user_space_from(facts, e);
   return e;
 }
 
