@@ -30,6 +30,19 @@ bool ends_with_word(std::string_view s, std::string_view w) {
   return s.size() == w.size() || !is_ident(s[s.size() - w.size() - 1]);
 }
 
+// The first errno name ("ENOMEM") of t, as a whole word; 0 when none.
+int errno_name_in(std::string_view t) {
+  for (std::size_t e = t.find('E'); e != std::string_view::npos; e = t.find('E', e + 1)) {
+    if (e > 0 && is_ident(t[e - 1])) continue;
+    std::size_t n = 0;
+    while (e + n < t.size() && n < 16 && is_ident(t[e + n])) ++n;
+    if (n >= 4) {
+      if (auto v = errno_from_name(t.substr(e, n))) return *v;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int errno_in(std::string_view t) {
@@ -105,14 +118,6 @@ int errno_in(std::string_view t) {
   if (int e = errno_message_in(t); e != 0) return e;
   if (return_e) return return_e;
   if (keyword_e) return keyword_e;
-  for (std::size_t e = t.find('E'); e != std::string_view::npos; e = t.find('E', e + 1)) {
-    if (e > 0 && is_ident(t[e - 1])) continue;
-    std::size_t n = 0;
-    while (e + n < t.size() && n < 16 && is_ident(t[e + n])) ++n;
-    if (n >= 4) {
-      if (auto v = errno_from_name(t.substr(e, n))) return *v;
-    }
-  }
-  return 0;
+  return errno_name_in(t);
 }
 }  // namespace mrcheck::forms

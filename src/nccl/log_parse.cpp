@@ -89,6 +89,31 @@ std::optional<nccl_init_timing> parse_timings(std::string_view rest) {
   return t;
 }
 
+// "NET/IB : Using [0]mlx5_0:1/IB [RO] [1]mlx5_1:1/IB [RO]; OOB ...": one entry per "[n]" device into `out`.
+void add_ib_devices(std::string_view devs, std::vector<std::string>& out) {
+  devs = devs.substr(0, devs.find("; OOB"));
+  while (!devs.empty()) {
+    std::size_t start = devs.find('[');
+    if (start == std::string_view::npos) break;
+    std::size_t close = devs.find(']', start);
+    if (close == std::string_view::npos) break;
+    // A "[RO]" tag belongs to the previous device; device entries start with a digit.
+    if (close > start + 1 && std::isdigit(static_cast<unsigned char>(devs[start + 1]))) {
+      std::size_t next = devs.find('[', close);
+      while (next != std::string_view::npos && next + 1 < devs.size() &&
+             !std::isdigit(static_cast<unsigned char>(devs[next + 1]))) {
+        next = devs.find('[', next + 1);
+      }
+      std::string_view entry = trim(
+          devs.substr(close + 1, next == std::string_view::npos ? std::string_view::npos : next - close - 1));
+      add_distinct(out, escape_line(entry, 128));
+      devs = next == std::string_view::npos ? std::string_view{} : devs.substr(next);
+    } else {
+      devs = devs.substr(close + 1);
+    }
+  }
+}
+
 }  // namespace
 
 nccl_log_facts parse_nccl_log(std::string_view text) {
@@ -120,29 +145,7 @@ nccl_log_facts parse_nccl_log(std::string_view text) {
     } else if (rest.starts_with("NET/IB : No device found")) {
       f.ib_no_device = true;
     } else if (rest.starts_with("NET/IB : Using ")) {
-      std::string_view devs = rest.substr(15);
-      devs = devs.substr(0, devs.find("; OOB"));
-      // "[0]mlx5_0:1/IB [RO] [1]mlx5_1:1/IB [RO]" -> one entry per "[n]"
-      while (!devs.empty()) {
-        std::size_t start = devs.find('[');
-        if (start == std::string_view::npos) break;
-        std::size_t close = devs.find(']', start);
-        if (close == std::string_view::npos) break;
-        // A "[RO]" tag belongs to the previous device; device entries start with a digit.
-        if (close > start + 1 && std::isdigit(static_cast<unsigned char>(devs[start + 1]))) {
-          std::size_t next = devs.find('[', close);
-          while (next != std::string_view::npos && next + 1 < devs.size() &&
-                 !std::isdigit(static_cast<unsigned char>(devs[next + 1]))) {
-            next = devs.find('[', next + 1);
-          }
-          std::string_view entry = trim(
-              devs.substr(close + 1, next == std::string_view::npos ? std::string_view::npos : next - close - 1));
-          add_distinct(f.ib_devices, escape_line(entry, 128));
-          devs = next == std::string_view::npos ? std::string_view{} : devs.substr(next);
-        } else {
-          devs = devs.substr(close + 1);
-        }
-      }
+      add_ib_devices(rest.substr(15), f.ib_devices);
     } else if (rest.starts_with("NET/Socket : Using ")) {
       f.socket_devices = escape_line(trim(rest.substr(19)), 200);
     } else if (rest.find("GPU Direct RDMA Enabled") != std::string_view::npos) {
