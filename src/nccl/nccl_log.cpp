@@ -3,6 +3,7 @@
 #include <mrcheck/nccl_log.h>
 
 #include "line_forms.h"
+#include "text.h"
 
 #include <mrcheck/units.h>
 
@@ -23,14 +24,8 @@ namespace {
 constexpr std::size_t k_max_examined = 64 * 1024;
 constexpr std::size_t k_text_max = 300;
 
-bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
-
-bool icontains(std::string_view hay, std::string_view needle) {
-  if (needle.size() > hay.size()) return false;
-  return std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-         }) != hay.end();
-}
+using forms::text::contains;  // src/nccl/text.h: the readers' shared helpers
+using forms::text::icontains;
 
 // The text between the first pair of single quotes: NCCL's "Cuda failure 'out of memory'".
 std::string quoted(std::string_view s) {
