@@ -6,6 +6,7 @@
 // hangs or a library that crashes becomes a verdict here too, as the plugin's child runner does from slurmstepd.
 // --timeout bounds it; without it the config's probe_timeout (30 s by default) less a tenth does.
 #include "commands.h"
+#include "isolated_child.h"
 
 #include <mrcheck/probe_protocol.h>
 
@@ -189,24 +190,7 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
 
 // The probe in a child with a timeout: a hang or a crash inside libibverbs/libcuda is reported, not suffered.
 int run_isolated(const options& opt, const args& original) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return usage_error("cannot find my own executable (/proc/self/exe) for --timeout");
-  self[n] = '\0';
-  child_spec spec;
-  spec.argv = {self, "probe", "mr"};
-  for (std::size_t i = 0; i < original.size(); ++i) {
-    if (original[i] == "--timeout") {
-      ++i;
-      continue;
-    }
-    spec.argv.push_back(original[i]);
-  }
-  spec.argv.push_back("--isolated-child");
-  spec.env = current_environment();
-  spec.timeout = *opt.timeout;
-  spec.reset_oom_score_adj = false;
-  auto out = run_child(spec);
+  auto out = run_self_isolated("mr", original, *opt.timeout);
   if (!out) return usage_error(out.error().message());
   const child_outcome& c = *out;
   if (c.exited && c.exit_code != 127) {
@@ -226,16 +210,7 @@ int run_isolated(const options& opt, const args& original) {
     return c.exit_code;
   }
   // Hung or crashed: the last "calling" line says where.
-  std::string where;
-  {
-    std::string_view err = c.err;
-    auto pos = err.rfind(": calling ");
-    if (pos != std::string_view::npos) {
-      auto end = err.find('\n', pos);
-      where = std::string(
-          err.substr(pos + 10, end == std::string_view::npos ? std::string_view::npos : end - pos - 10));
-    }
-  }
+  std::string where = last_call(c.err);
   check_result res;
   res.id = "mr_host";
   res.result = verdict::fail;

@@ -5,6 +5,7 @@
 // Like `probe mr` it runs the verbs in a child of its own (this binary again, --isolated-child), so a call that
 // hangs in a driver or a library that crashes is a verdict too, naming the last call it made.
 #include "commands.h"
+#include "isolated_child.h"
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/check.h>
@@ -123,33 +124,8 @@ int run_here(const options& opt, const std::string& library) {
   return exit_code(c.result);
 }
 
-// The last "calling ..." line of the child's stderr: where it hung or crashed.
-std::string last_call(std::string_view err) {
-  auto pos = err.rfind(": calling ");
-  if (pos == std::string_view::npos) return "";
-  auto end = err.find('\n', pos);
-  return std::string(err.substr(pos + 10, end == std::string_view::npos ? std::string_view::npos : end - pos - 10));
-}
-
 int run_isolated(const options& opt, const args& original) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return usage_error("cannot find my own executable (/proc/self/exe)");
-  self[n] = '\0';
-  child_spec spec;
-  spec.argv = {self, "probe", "rdma"};
-  for (std::size_t i = 0; i < original.size(); ++i) {
-    if (original[i] == "--timeout") {
-      ++i;
-      continue;
-    }
-    spec.argv.push_back(original[i]);
-  }
-  spec.argv.push_back("--isolated-child");
-  spec.env = current_environment();
-  spec.timeout = *opt.timeout;
-  spec.reset_oom_score_adj = false;
-  auto out = run_child(spec);
+  auto out = run_self_isolated("rdma", original, *opt.timeout);
   if (!out) return usage_error(out.error().message());
   if (out->exited && out->exit_code != 127) {
     fmt::print("{}", out->out);
