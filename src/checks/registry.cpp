@@ -6,6 +6,7 @@
 
 #include <mrcheck/checks.h>
 #include <mrcheck/config.h>
+#include <mrcheck/limit_chain.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/memlock_chain.h>
 
@@ -35,6 +36,26 @@ check_result run_memlock(const check_inputs& in) {
   return check_memlock(*in.facts, *in.cfg);
 }
 
+// stack and nofile: the plugin's prediction for the task, else the calling process's chain.
+template <check_result (*F)(const node_facts&, const config&)>
+check_result run_limit(const check_inputs& in, rlimit_kind k) {
+  const auto id = rlimit_info(k).id;
+  if (in.task) {
+    const limit_prediction* p = k == rlimit_kind::stack ? in.task->stack : in.task->nofile;
+    if (!p || !p->made || p->kind != k) {
+      // The plugin predicts both whenever it predicts memlock (node_privileged); a caller that gave memlock's
+      // prediction alone asked for memlock alone.
+      check_result r = missing(id, "the task's prediction");
+      r.result = verdict::skip;
+      return r;
+    }
+    if (!in.cfg) return missing(id, "the config");
+    return judge_task_limit(*p, *in.cfg);
+  }
+  if (!in.facts || !in.cfg) return missing(id, "the process chain and the config");
+  return F(*in.facts, *in.cfg);
+}
+
 // The rule-judged checks read node_facts and the rules; rdma_stack and propagate_limits may also read the
 // matrix facts.
 template <check_result (*F)(const node_facts&, const matrix_rules&)>
@@ -62,6 +83,14 @@ const auto k_checks = std::to_array<check_def>({
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
      run_memlock},
+    {"stack", check_group::memlock, need_chain | need_config | need_task,
+     "soft RLIMIT_STACK of the caller (or of the Slurm task) within stack_max; names the hop that set it and its "
+     "owner",
+     [](const check_inputs& in) { return run_limit<check_stack>(in, rlimit_kind::stack); }},
+    {"nofile", check_group::memlock, need_chain | need_config | need_task,
+     "soft RLIMIT_NOFILE of the caller (or of the Slurm task) at least nofile_min; names the hop that set it and "
+     "its owner",
+     [](const check_inputs& in) { return run_limit<check_nofile>(in, rlimit_kind::nofile); }},
     {"rdma_stack", check_group::matrix, k_matrix | need_matrix_facts,
      "kernel mlx5_core/ib_core (inbox or OFED) and user-space rdma-core agree", run_rdma_stack},
     {"hca_fw", check_group::matrix, k_matrix, "HCA firmware at least the minimum of its family",

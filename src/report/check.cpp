@@ -26,6 +26,23 @@ std::optional<verdict> parse_verdict(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(fix_owner o) {
+  switch (o) {
+    case fix_owner::none: return "";
+    case fix_owner::job: return "job";
+    case fix_owner::node: return "node";
+    case fix_owner::site: return "site";
+  }
+  return "";
+}
+
+std::optional<fix_owner> parse_fix_owner(std::string_view s) {
+  for (fix_owner o : {fix_owner::job, fix_owner::node, fix_owner::site}) {
+    if (s == to_string(o)) return o;
+  }
+  return std::nullopt;
+}
+
 int severity(verdict v) {
   switch (v) {
     case verdict::pass: return 0;
@@ -127,6 +144,7 @@ void to_json(nlohmann::json& j, const check_result& c) {
                      {"detail", c.detail},
                      {"hint", c.hint}};
   if (!c.device.empty()) j["device"] = c.device;
+  if (c.owner != fix_owner::none) j["owner"] = std::string(to_string(c.owner));
 }
 
 void from_json(const nlohmann::json& j, check_result& c) {
@@ -138,6 +156,12 @@ void from_json(const nlohmann::json& j, check_result& c) {
   c.detail = j.value("detail", "");
   c.hint = j.value("hint", "");
   c.device = j.value("device", "");
+  c.owner = fix_owner::none;
+  if (j.contains("owner")) {
+    auto o = parse_fix_owner(j.at("owner").get<std::string>());
+    if (!o) throw nlohmann::json::other_error::create(501, "unknown owner", &j);
+    c.owner = *o;
+  }
 }
 
 nlohmann::json report_to_json(const report& r) {
