@@ -41,7 +41,7 @@ struct check_result {
   // The one device the finding is about ("mlx5_0", "0000:3b:00.0"); "" when none or several. Drain reasons carry
   // it as their <device> part (docs/drain-reasons.md); JSON has it only when set.
   std::string device = {};
-  // Who fixes it, when the verdict names it (stack, nofile); JSON has it only when set.
+  // Who fixes it, when the verdict names it (stack, nofile, the plugin's memlock); else owner_of() (owner.h).
   fix_owner owner = fix_owner::none;
   // Made by the step's probe runner for a probe that did not finish (killed, or not run once the step's probe
   // time was used up or the step was being ended: src/step/plugin_engine.cpp). In memory only, never in JSON: a

@@ -43,6 +43,7 @@ struct config {
   std::uint64_t nofile_min = 1024;                   // nofile_min= open files a task may start with
   fail_policy on_fail = fail_policy::fail;           // on_fail=fail|warn
   fail_policy on_error = fail_policy::warn;          // on_error=fail|warn: when the checker itself breaks
+  bool drain_site = false;                           // drain_site=yes|no: mrcheck-prolog drains for `site` fails too
   bool allow_user_off = true;                        // allow_user_off=yes|no
   std::chrono::milliseconds probe_timeout{30000};    // probe_timeout=30s
   std::chrono::milliseconds nccl_timeout{60000};     // nccl_timeout=60s

@@ -30,8 +30,28 @@ check_result missing(std::string_view id, std::string_view what) {
   return r;
 }
 
+// The owner of the hop that lowered the task's memlock (memlock_hop.h): the submit side is the job's, slurmd and
+// slurmstepd the node's, the task's setup (another plugin, a runtime) the site's. none: the check's own.
+fix_owner memlock_hop_owner(memlock_hop h) {
+  switch (h) {
+    case memlock_hop::submit_host:
+    case memlock_hop::job_script:
+    case memlock_hop::submit_unknown: return fix_owner::job;
+    case memlock_hop::slurmd:
+    case memlock_hop::step_daemon: return fix_owner::node;
+    case memlock_hop::task_setup: return fix_owner::site;
+    case memlock_hop::none:
+    case memlock_hop::enforced: return fix_owner::none;
+  }
+  return fix_owner::none;
+}
+
 check_result run_memlock(const check_inputs& in) {
-  if (in.task && in.task->prediction) return judge_memlock(*in.task->prediction, in.task->required, in.task->enf);
+  if (in.task && in.task->prediction) {
+    check_result r = judge_memlock(*in.task->prediction, in.task->required, in.task->enf);
+    if (r.result == verdict::fail || r.result == verdict::warn) r.owner = memlock_hop_owner(in.task->prediction->hop);
+    return r;
+  }
   if (!in.facts || !in.cfg) return missing("memlock", "the process chain and the config");
   return check_memlock(*in.facts, *in.cfg);
 }

@@ -154,7 +154,7 @@ status set_revalidate(config& c, std::string_view v) {
 // The one table of keys: the parser (apply_config_item), the docs (--help, the man pages through man/mangen.cpp;
 // README.md's table and etc/mrcheck.conf are checked against it by config_keys_docs_test), and the defaults:
 // config's member initializers equal each default applied through its parser (config_test).
-constexpr std::array<config_key_doc, 23> k_keys{{
+constexpr std::array<config_key_doc, 24> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, all)",
      set_default_checks},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)",
@@ -171,6 +171,9 @@ constexpr std::array<config_key_doc, 23> k_keys{{
      set_policy<&config::on_fail>},
     {"on_error", "warn", "what to do when the checker itself breaks (probe crash, unreadable facts): fail or warn",
      set_policy<&config::on_error>},
+    {"drain_site", "no",
+     "mrcheck-prolog also drains for a fail the site fixes (slurm.conf); node fails always drain, job fails never",
+     set_bool<&config::drain_site>},
     {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off",
      set_bool<&config::allow_user_off>},
     {"probe_timeout", "30s", "hard timeout of the registration probe child", set_duration<&config::probe_timeout>},

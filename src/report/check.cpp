@@ -1,4 +1,5 @@
 #include <mrcheck/check.h>
+#include <mrcheck/owner.h>
 #include <mrcheck/verdict_schema.h>
 
 #include <fmt/format.h>
@@ -144,7 +145,7 @@ void to_json(nlohmann::json& j, const check_result& c) {
                      {"detail", c.detail},
                      {"hint", c.hint}};
   if (!c.device.empty()) j["device"] = c.device;
-  if (c.owner != fix_owner::none) j["owner"] = std::string(to_string(c.owner));
+  if (fix_owner o = owner_of(c); o != fix_owner::none) j["owner"] = std::string(to_string(o));
 }
 
 void from_json(const nlohmann::json& j, check_result& c) {
