@@ -40,8 +40,8 @@ void predict_task_limits(const config& c, const task_facts& t, const memlock_inp
   in.slurmd = &m.slurmd;
   in.task_chain = &m.task_chain;
   in.submit_host = t.submit_host;
-  in.propagate_setting =
-      m.conf ? m.conf->propagate_setting : std::string("PropagateResourceLimits not read (default ALL)");
+  in.propagate_setting = m.conf ? m.conf->propagate_setting
+                                : std::string("PropagateResourceLimits not read (default ALL)");
   in.kind = rlimit_kind::stack;
   in.propagated = t.rlimit_stack;
   in.conf_propagates = !m.conf || m.conf->stack_propagated;

@@ -87,8 +87,8 @@ TEST(LimitChain, UnlimitedStackFromTheSubmitShellIsTheJobsViaSrunsPropagation) {
   report rep;
   rep.checks.push_back(r);
   EXPECT_EQ(failure_lines(rep).at(0).rfind("mrcheck: stack: FAIL: task will start with stack soft unlimited (above "
-                                            "stack_max 1 GiB); set at srun's propagation (job): ",
-                                            0),
+                                           "stack_max 1 GiB); set at srun's propagation (job): ",
+                                           0),
             0u);
 }
 
@@ -172,7 +172,8 @@ TEST(LimitChain, CallingShellsUlimitIsTheJobsAndRootsIsTheNodes) {
   auto r = judge_chain_limit(rlimit_kind::stack, chain, c);
   EXPECT_EQ(r.result, verdict::fail);
   EXPECT_EQ(r.owner, fix_owner::job);
-  EXPECT_NE(r.summary.find("set at pid 4242 (bash) (job), its parent pid 4000 (sshd) had soft 8 MiB"), std::string::npos)
+  EXPECT_NE(r.summary.find("set at pid 4242 (bash) (job), its parent pid 4000 (sshd) had soft 8 MiB"),
+            std::string::npos)
       << r.summary;
   for (auto& p : chain) p.uid = 0;
   EXPECT_EQ(judge_chain_limit(rlimit_kind::stack, chain, c).owner, fix_owner::node);
