@@ -1,12 +1,15 @@
 // mrcheck chain [--pid PID] [--json] [--root DIR]: RLIMIT_MEMLOCK of PID (default: mrcheck's parent, i.e. the
-// shell that ran it) and of each ancestor up to pid 1, marking the process where the limit dropped.
+// shell that ran it) and of each ancestor up to pid 1, marking the process where the limit dropped; beside it
+// the soft RLIMIT_STACK and RLIMIT_NOFILE of each (include/mrcheck/limit_chain.h), marking where each changed.
 //
-// JSON: {"chain": [{"pid","ppid","comm","uid","memlock_soft","memlock_hard","lowered"}]}, first entry = PID,
+// JSON: {"chain": [{"pid","ppid","comm","uid","memlock_soft","memlock_hard","stack_soft","stack_hard",
+// "nofile_soft","nofile_hard","lowered"}]}, first entry = PID,
 // limits in bytes or "unlimited", an unreadable limit as {"unknown": "<reason>"}. Exit 0, or 2 when PID
 // cannot be read or on a usage error.
 #include "commands.h"
 
 #include <mrcheck/facts.h>
+#include <mrcheck/limit_chain.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/verdict_schema.h>
 
@@ -26,6 +29,15 @@ constexpr const char* k_chain_usage = "usage: mrcheck chain [--pid PID] [--json]
 std::string show(const result<memlock_limit>& m, bool hard) {
   if (!m) return "unknown";
   return format_bytes(hard ? m->hard : m->soft);
+}
+
+// The soft stack or nofile limit, with `*` where it differs from the parent's (the process that set it).
+std::string other(const process_fact& p, const process_fact* parent, rlimit_kind k) {
+  const auto& v = limit_of(p, k);
+  if (!v) return "?";
+  std::string s = format_limit(k, v->soft);
+  if (parent && limit_of(*parent, k) && limit_of(*parent, k)->soft != v->soft) s += "*";
+  return s;
 }
 
 // Under --root there is no "parent of this mrcheck": the tree's /proc/self is the mrcheck that made the dump,
@@ -101,7 +113,8 @@ int cmd_chain(const args& a) {
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return k_exit_ok;
   }
-  fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}\n", "PID", "COMM", "UID", "SOFT", "HARD");
+  fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}  {:<10}  {:<8}\n", "PID", "COMM", "UID", "SOFT", "HARD", "STACK",
+             "NOFILE");
   for (std::size_t i = 0; i < chain->size(); ++i) {
     const auto& p = (*chain)[i];
     std::string mark;
@@ -110,8 +123,10 @@ int cmd_chain(const args& a) {
       mark = fmt::format("  <- lowered here (parent {}: soft {} hard {})", parent.pid, show(parent.memlock, false),
                          show(parent.memlock, true));
     }
-    fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}{}\n", p.pid, escape_line(p.comm, 16),
-               p.uid ? std::to_string(*p.uid) : "?", show(p.memlock, false), show(p.memlock, true), mark);
+    const process_fact* parent = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
+    fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}  {:<10}  {:<8}{}\n", p.pid, escape_line(p.comm, 16),
+               p.uid ? std::to_string(*p.uid) : "?", show(p.memlock, false), show(p.memlock, true),
+               other(p, parent, rlimit_kind::stack), other(p, parent, rlimit_kind::nofile), mark);
     if (!p.memlock) fmt::print("{:>8}  limits unreadable: {}\n", "", p.memlock.error().message());
   }
   if (chain->back().pid != 1 && chain->back().ppid > 0) {

@@ -35,10 +35,10 @@ history_step begin_history(const std::string& dir, const std::string& node, cons
   return h;
 }
 
-void name_change_in_reason(desired_action& want, const report& rep, const history_step& h) {
+void name_change_in_reason(desired_action& want, const report& rep, const history_step& h, bool drain_site) {
   if (want.what != desired_action::kind::drain || !h.history) return;
   for (const auto& c : rep.checks) {
-    if (c.result != verdict::fail) continue;
+    if (!drains_for(c, drain_site)) continue;
     const stack_change_item* item = nullptr;
     const stack_change* change = change_for_check(*h.history, c.id, &item);
     if (!change) return;

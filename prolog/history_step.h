@@ -29,8 +29,8 @@ struct history_step {
 // Loads, compares and records. `dir` is a state_dir state_store::open accepted.
 history_step begin_history(const std::string& dir, const std::string& node, const stack_fingerprint& fp,
                            const report& rep, std::int64_t now, uid_t owner, log_sink& out, const char* mode_name);
-// The drain reason names the latest change a failing check depends on.
-void name_change_in_reason(desired_action& want, const report& rep, const history_step& h);
+// The drain reason names the latest change the draining check (drains_for) depends on.
+void name_change_in_reason(desired_action& want, const report& rep, const history_step& h, bool drain_site);
 // Saves when dirty; a failure is one error line.
 void finish_history(history_step& h, log_sink& out, const char* mode_name);
 // {"state", "changes": [{"key","before","after","line"}], "last_change": {...}, "revalidated": {...}}

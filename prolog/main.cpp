@@ -429,8 +429,8 @@ int run(int argc, char** argv) {
     t.mark("revalidate");
   }
 
-  desired_action want = plan_action(rep, setup->cfg.on_error);
-  prolog::name_change_in_reason(want, rep, hist);
+  desired_action want = plan_action(rep, setup->cfg.on_error, setup->cfg.drain_site);
+  prolog::name_change_in_reason(want, rep, hist, setup->cfg.drain_site);
   bool fails = want.what == desired_action::kind::drain;
   nlohmann::json j;
   if (o.json) j = report_to_json(rep);

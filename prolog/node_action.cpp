@@ -1,5 +1,6 @@
 #include "prolog/node_action.h"
 
+#include <mrcheck/owner.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
@@ -65,7 +66,9 @@ std::string_view trim(std::string_view s) {
 namespace {
 
 bool device_part_ok(std::string_view d) {
-  if (d.empty() || d.size() > 64 || d.front() == ':' || d.back() == ':' || d.find("::") != std::string_view::npos)
+  // A leading '(' would read as the owner part.
+  if (d.empty() || d.size() > 64 || d.front() == ':' || d.front() == '(' || d.back() == ':' ||
+      d.find("::") != std::string_view::npos)
     return false;
   return std::all_of(d.begin(), d.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
 }
@@ -88,7 +91,9 @@ std::string drain_reason(const check_result& c) {
       }
     }
   }
-  return escape_line(fmt::format("{} {}{}: {}", k_reason_prefix, c.id, device, text), k_max_reason);
+  fix_owner o = owner_of(c);
+  std::string owner = o == fix_owner::none ? std::string() : fmt::format(" ({})", to_string(o));
+  return escape_line(fmt::format("{} {}{}{}: {}", k_reason_prefix, c.id, device, owner, text), k_max_reason);
 }
 
 bool is_mrcheck_reason(std::string_view reason) { return reason.starts_with(k_reason_prefix); }
@@ -115,9 +120,20 @@ std::string_view to_string(apply_outcome::kind k) {
   return "failed";
 }
 
-desired_action plan_action(const report& r, fail_policy on_error) {
+bool drains_for(const check_result& c, bool drain_site) {
+  if (c.result != verdict::fail) return false;
+  switch (owner_of(c)) {
+    case fix_owner::job: return false;
+    case fix_owner::site: return drain_site;
+    case fix_owner::node:
+    case fix_owner::none: return true;  // an id without an owner: as before owners, it drains
+  }
+  return true;
+}
+
+desired_action plan_action(const report& r, fail_policy on_error, bool drain_site) {
   for (const auto& c : r.checks) {
-    if (c.result == verdict::fail) return {desired_action::kind::drain, drain_reason(c)};
+    if (drains_for(c, drain_site)) return {desired_action::kind::drain, drain_reason(c)};
   }
   for (const auto& c : r.checks) {
     if (c.result != verdict::error) continue;

@@ -24,7 +24,7 @@ inline constexpr std::string_view k_prolog_error_reason = "Prolog error";
 // Slurm stores any length, but sinfo -R / scontrol show node must stay one readable line.
 inline constexpr std::size_t k_max_reason = 200;
 
-// "mrcheck: <check>: <summary>" escaped (no control bytes, no non-ASCII) and cut to k_max_reason.
+// "mrcheck: <check> [<device>] (<owner>): <summary>" (docs/drain-reasons.md) escaped (no control bytes, no non-ASCII) and cut to k_max_reason.
 std::string drain_reason(const check_result& c);
 bool is_mrcheck_reason(std::string_view reason);
 
@@ -39,7 +39,10 @@ std::string_view to_string(desired_action::kind k);
 // fail -> drain with the first failing check's reason. error -> drain only with on_error=fail (reason says
 // "checker error"), otherwise nothing: a broken checker proves neither a bad nor a good node. Everything
 // else (pass, warn, skip) -> resume, which apply_action() narrows to "only if mrcheck drained it".
-desired_action plan_action(const report& r, fail_policy on_error);
+// Only a fail the node's to fix drains (owner_of(), include/mrcheck/owner.h), and one the site's to fix when
+// `drain_site`; a job's fail goes to the user and the record, never to a drain.
+bool drains_for(const check_result& c, bool drain_site);
+desired_action plan_action(const report& r, fail_policy on_error, bool drain_site = false);
 
 // A node as slurmctld sees it.
 struct node_status {

@@ -74,6 +74,8 @@ spank_items read_spank_items(spank_t sp) {
   if (const char* me = std::getenv("SLURMD_NODENAME"); me && *me) it.nodename = std::string(me);
   it.env_checks = job_getenv(sp, "MRCHECK_CHECKS");
   it.rlimit_memlock = job_getenv(sp, "SLURM_RLIMIT_MEMLOCK");
+  it.rlimit_stack = job_getenv(sp, "SLURM_RLIMIT_STACK");
+  it.rlimit_nofile = job_getenv(sp, "SLURM_RLIMIT_NOFILE");
   it.submit_raw = job_getenv(sp, "MRCHECK_SUBMIT");
   if (auto h = job_getenv(sp, "SLURM_SUBMIT_HOST")) it.submit_host = *h;
   // The task's command, to know a container launcher (`srun apptainer exec IMAGE cmd`, docs/containers.md).
@@ -99,6 +101,8 @@ task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env) {
   t.task_pid = ::getpid();  // S_TASK_PID is 0 in the task child (docs/facts/slurm-spank.md §1)
   t.request.env_checks = it.env_checks;
   t.rlimit_memlock = it.rlimit_memlock;
+  t.rlimit_stack = it.rlimit_stack;
+  t.rlimit_nofile = it.rlimit_nofile;
   t.submit_raw = it.submit_raw;
   t.submit_host = it.submit_host;
   // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.

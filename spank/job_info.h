@@ -33,6 +33,8 @@ struct spank_items {
   std::optional<std::string> nodename;        // SLURMD_NODENAME of the job env
   std::optional<std::string> env_checks;      // MRCHECK_CHECKS
   std::optional<std::string> rlimit_memlock;  // SLURM_RLIMIT_MEMLOCK
+  std::optional<std::string> rlimit_stack;    // SLURM_RLIMIT_STACK
+  std::optional<std::string> rlimit_nofile;   // SLURM_RLIMIT_NOFILE
   std::optional<std::string> submit_raw;      // MRCHECK_SUBMIT
   std::string submit_host;                    // SLURM_SUBMIT_HOST
   std::vector<std::string> argv;  // S_JOB_ARGV, its first 8 words: a container launcher (docs/containers.md)

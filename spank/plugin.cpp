@@ -11,7 +11,8 @@
 //   init_post_opt   srun/sbatch      refuse `off` when the site forbids it; record the submit chain
 //                                    (MRCHECK_SUBMIT) and, for sbatch/salloc, MRCHECK_CHECKS for inner sruns
 //   task_init_privileged  task, root predict the task's limit; enforce=yes raises hard+soft and rewrites
-//                                    SLURM_RLIMIT_MEMLOCK (set_user_limits() re-applies it after us)
+//                                    SLURM_RLIMIT_MEMLOCK, and SLURM_RLIMIT_STACK/NOFILE with a `U` for
+//                                    stack_max/nofile_min (set_user_limits() applies them after us)
 //   task_init       task, job user   verdicts, probes as the user, one line per node; post-exec watcher
 //   init_post_opt, task_init, task_exit, exit  the admins' record: AdminComment + report_dir through a root
 //                                    collector (include/mrcheck/admin_collector.h says which hook does what)
@@ -208,6 +209,10 @@ int on_task_init_privileged(spank_t sp, int, char**) {
     spank_err_t rc = spank_setenv(sp, "SLURM_RLIMIT_MEMLOCK", env->c_str(), 1);
     if (rc != ESPANK_SUCCESS)
       slurm_error("mrcheck: memlock: cannot rewrite SLURM_RLIMIT_MEMLOCK: %s", spank_strerror(rc));
+  }
+  for (const auto& [name, value] : s.node.limit_env) {  // enforce=yes for stack and nofile (task_limits.cpp)
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) slurm_error("mrcheck: cannot rewrite %s: %s", name.c_str(), spank_strerror(rc));
   }
   if (s.node.active) prepare_container_state(s.ct, s.cfg.helper_path(), sysroot{});  // before any plugin's task_init
   return 0;

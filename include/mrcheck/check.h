@@ -4,6 +4,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,12 @@ std::optional<verdict> parse_verdict(std::string_view s);
 int severity(verdict v);
 verdict worst(verdict a, verdict b);
 
+// Who fixes a finding: the job (its script, environment, options, container), the node (its stack: driver,
+// firmware, modules, slurmd's unit, sysctls) or the site (slurm.conf, plugstack, a site image). `none`: not said.
+enum class fix_owner : std::uint8_t { none, job, node, site };
+std::string_view to_string(fix_owner o);  // "", "job", "node", "site"
+std::optional<fix_owner> parse_fix_owner(std::string_view s);
+
 struct check_result {
   std::string id;  // stable id: memlock, mr_host, rdma_stack, ... (config, logs, JSON, fixture names)
   verdict result = verdict::skip;
@@ -34,6 +41,8 @@ struct check_result {
   // The one device the finding is about ("mlx5_0", "0000:3b:00.0"); "" when none or several. Drain reasons carry
   // it as their <device> part (docs/drain-reasons.md); JSON has it only when set.
   std::string device = {};
+  // Who fixes it, when the verdict names it (stack, nofile, the plugin's memlock); else owner_of() (owner.h).
+  fix_owner owner = fix_owner::none;
   // Made by the step's probe runner for a probe that did not finish (killed, or not run once the step's probe
   // time was used up or the step was being ended: src/step/plugin_engine.cpp). In memory only, never in JSON: a
   // cancelled step's record leaves these out (cancelled_step_record, src/step/task_step.cpp).
@@ -48,7 +57,8 @@ struct report {
   const check_result* find(std::string_view id) const;
 };
 
-// One line per check that is not pass/skip: "mrcheck: <id>: FAIL: <summary> (fix: <hint>)".
+// One line per check that is not pass/skip: "mrcheck: <id>: FAIL: <summary> (fix: <hint>)". The owner is not
+// added here (these lines are parsed as they are); stack and nofile say it in their summary.
 std::vector<std::string> failure_lines(const report& r);
 // Human text: a table of all checks.
 std::string to_text(const report& r);

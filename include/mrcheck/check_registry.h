@@ -33,9 +33,11 @@ struct matrix_rules;
 struct matrix_facts;
 struct memlock_prediction;
 struct enforcement;
+struct limit_prediction;
 
 enum class check_group : std::uint8_t {
-  memlock,       // RLIMIT_MEMLOCK against memlock_min: the calling process's chain, or the plugin's task prediction
+  memlock,       // RLIMIT_MEMLOCK against memlock_min (and RLIMIT_STACK, RLIMIT_NOFILE against stack_max, nofile_min):
+                 // the calling process's chain, or the plugin's task prediction
   memory,        // the node's memory settings under the rules (vm.max_map_count, hugepages)
   matrix,        // the driver/firmware matrix under the rules
   mr,            // `mrcheck probe mr`: registrations through libibverbs, as the caller, under its limits
@@ -63,6 +65,9 @@ struct task_memlock {
   const memlock_prediction* prediction = nullptr;
   std::uint64_t required = 0;
   const enforcement* enf = nullptr;
+  // The task's RLIMIT_STACK and RLIMIT_NOFILE (include/mrcheck/limit_chain.h), judged with check_inputs::cfg.
+  const limit_prediction* stack = nullptr;
+  const limit_prediction* nofile = nullptr;
 };
 
 // What the checks of a selection may read. A check whose inputs are missing reports `error` naming them.

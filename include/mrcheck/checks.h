@@ -19,6 +19,11 @@ struct matrix_rules;
 // task's final limit); this one is for login shells and nodes, whose soft limit srun propagates.
 check_result check_memlock(const node_facts& f, const config& c);
 
+// stack and nofile: the same for the soft RLIMIT_STACK (above config.stack_max fails) and RLIMIT_NOFILE (below
+// config.nofile_min fails), naming the process that set it and who fixes it (include/mrcheck/limit_chain.h).
+check_result check_stack(const node_facts& f, const config& c);
+check_result check_nofile(const node_facts& f, const config& c);
+
 // vm.max_map_count below this warns. 65530 is the kernel default (DEFAULT_MAX_MAP_COUNT); see max_map_count.cpp.
 inline constexpr std::uint64_t k_max_map_count_min = 262144;
 

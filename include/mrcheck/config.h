@@ -40,8 +40,11 @@ struct config {
   check_groups default_checks;                       // default_checks=
   std::uint64_t memlock_min = UINT64_MAX;            // memlock_min= bytes or unlimited (default: unlimited)
   bool enforce = false;                              // enforce=yes|no
+  std::uint64_t stack_max = 1ull << 30;              // stack_max= bytes, finite (limit_chain.h); default 1G
+  std::uint64_t nofile_min = 1024;                   // nofile_min= open files a task may start with
   fail_policy on_fail = fail_policy::fail;           // on_fail=fail|warn
   fail_policy on_error = fail_policy::warn;          // on_error=fail|warn: when the checker itself breaks
+  bool drain_site = false;                           // drain_site=yes|no: mrcheck-prolog drains for `site` fails too
   bool allow_user_off = true;                        // allow_user_off=yes|no
   std::chrono::milliseconds probe_timeout{30000};    // probe_timeout=30s
   std::chrono::milliseconds nccl_timeout{60000};     // nccl_timeout=60s

@@ -32,6 +32,9 @@ struct process_fact {
   std::string comm;          // from /proc/PID/stat, escaped when printed
   std::optional<uid_t> uid;  // real uid from /proc/PID/status
   result<memlock_limit> memlock = status::error("not read");
+  // RLIMIT_STACK (bytes) and RLIMIT_NOFILE (descriptors), the same soft/hard pair (include/mrcheck/limit_chain.h).
+  result<memlock_limit> stack = status::error("not read");
+  result<memlock_limit> nofile = status::error("not read");
   bool lowered = false;  // soft or hard limit lower than its parent's: the hop that dropped it
 };
 
@@ -187,6 +190,10 @@ node_facts collect_facts(const sysroot& root, const collect_options& opts);
 // The "Max locked memory  <soft> <hard> bytes" line of /proc/PID/limits; "unlimited" -> k_unlimited. Any
 // spacing; a missing line, a line without its "bytes" column (truncated) or a bad number is an error.
 result<memlock_limit> parse_memlock_from_limits(std::string_view limits_file);
+// The same for any line of /proc/PID/limits: `name` ("Max stack size", "Max open files") and the units column
+// it must carry ("bytes", "files").
+result<memlock_limit> parse_rlimit_from_limits(std::string_view limits_file, std::string_view name,
+                                               std::string_view units);
 struct stat_fields {
   pid_t pid = 0;
   std::string comm;
@@ -265,7 +272,8 @@ void libraries_from_json(const nlohmann::json& j, node_facts& f);
 
 // Limits in bytes or "unlimited"; unknown as {"unknown": "<reason>"}.
 nlohmann::json memlock_to_json(const result<memlock_limit>& m, bool hard);
-// {"pid","ppid","comm","uid","memlock_soft","memlock_hard","lowered"}.
+// {"pid","ppid","comm","uid","memlock_soft","memlock_hard","stack_soft","stack_hard","nofile_soft","nofile_hard",
+// "lowered"} (stack in bytes, nofile in files).
 nlohmann::json process_to_json(const process_fact& p);
 void to_json(nlohmann::json& j, const node_facts& f);
 

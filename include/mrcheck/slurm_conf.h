@@ -60,12 +60,16 @@ struct memlock_propagation {
 result<memlock_propagation> memlock_propagation_of(const slurm_conf_settings& conf);
 // The rule above for one value. `except`: the value of PropagateResourceLimitsExcept.
 result<bool> memlock_propagated_by(std::string_view list, bool except);
+// The same rule for another limit's name ("STACK", "NOFILE"); the list's errors are the same.
+result<bool> limit_propagated_by(std::string_view list, bool except, std::string_view name);
 
 // ---- the keys that decide a task's memlock limit -------------------------------------------------------
 
 // The few slurm.conf keys that decide the task's limit, as the compute node's slurmstepd reads them.
 struct slurm_conf_facts {
   bool memlock_propagated = true;  // Slurm's default is PropagateResourceLimits=ALL
+  bool stack_propagated = true;    // the same for STACK and NOFILE (include/mrcheck/limit_chain.h)
+  bool nofile_propagated = true;
   std::string propagate_setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
   std::string task_prolog;                                                          // TaskProlog= ("" = none)
   std::string slurmd_pid_file = "/run/slurmd.pid";                                  // SlurmdPidFile= (may hold %n / %h)
@@ -95,7 +99,8 @@ struct propagated_limit {
 // 10 with nothing after the number, so "" and "U" are 0, leading blanks and a sign are allowed, "-1" wraps to
 // RLIM_INFINITY, "-18446744073709486080" is 64 KiB and an overflow is RLIM_INFINITY. Error exactly where
 // slurmstepd ignores the variable ("64K", "0x10", "65536 ", " ").
-result<propagated_limit> parse_propagated_limit(std::string_view text);
+// `name` only names the variable in the error (SLURM_RLIMIT_STACK, ...: slurmstepd reads them all alike).
+result<propagated_limit> parse_propagated_limit(std::string_view text, std::string_view name = "SLURM_RLIMIT_MEMLOCK");
 // The decimal form slurmstepd parses with strtoul (RLIM_INFINITY as its unsigned value).
 std::string format_propagated_limit(std::uint64_t value);
 

@@ -6,6 +6,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/limit_chain.h>
 #include <mrcheck/memlock_chain.h>
 #include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
@@ -21,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mrcheck {
@@ -69,6 +71,8 @@ struct task_facts {
   pid_t task_pid = 0;  // getpid() in the task child (S_TASK_PID is 0 there)
   check_request request;
   std::optional<std::string> rlimit_memlock;  // SLURM_RLIMIT_MEMLOCK of the job env
+  std::optional<std::string> rlimit_stack;    // SLURM_RLIMIT_STACK of the job env (limit_chain.h)
+  std::optional<std::string> rlimit_nofile;   // SLURM_RLIMIT_NOFILE of the job env
   std::optional<std::string> submit_raw;      // MRCHECK_SUBMIT of the job env
   std::string submit_host;                    // SLURM_SUBMIT_HOST of the job env
   std::string slurm_conf_path;                // this slurmstepd's SLURM_CONF (or /etc/slurm/slurm.conf)
@@ -84,6 +88,10 @@ struct node_state {
   std::string conf_problem;     // the plugin's own config was bad (set by the caller)
   memlock_prediction prediction;
   std::optional<enforcement> enf;
+  limit_prediction stack;  // RLIMIT_STACK and RLIMIT_NOFILE of the task (limit_chain.h)
+  limit_prediction nofile;
+  // enforce=yes: SLURM_RLIMIT_STACK / SLURM_RLIMIT_NOFILE values to write into the job env (predict_task_limits).
+  std::vector<std::pair<std::string, std::string>> limit_env;
   std::uint64_t required = k_unlimited;
   std::string task_prolog;
   // Facts that are the same for every task of the step: slurm.conf and slurmd's limits. Read once per step
@@ -99,8 +107,13 @@ struct node_state {
 void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path, const std::string& node,
                          const std::string& host, node_state& st);
 
+// RLIMIT_STACK and RLIMIT_NOFILE of the task from the chain read for memlock (`m`) into st.stack, st.nofile;
+// under enforce=yes, the SLURM_RLIMIT_<X>=U<value> that brings each within its rule into st.limit_env.
+void predict_task_limits(const config& c, const task_facts& t, const memlock_inputs& m, node_state& st);
+
 // task_init_privileged (root): predict, enforce. Returns the SLURM_RLIMIT_MEMLOCK value to write into the job
 // env (enforce=yes), if any.
+// (st.limit_env: the SLURM_RLIMIT_STACK / SLURM_RLIMIT_NOFILE values.)
 std::optional<std::string> node_privileged(const config& c, const task_facts& t, const sysroot& root, rlimit_ops& ops,
                                            node_state& st);
 

@@ -194,6 +194,14 @@ node_record make_node_record(std::uint32_t node_id, std::string_view node, const
       if (ch.result != verdict::pass && ch.result != verdict::skip && !cause.empty()) {
         c.token += fmt::format(" ({})", cause);
       }
+    } else if ((c.id == "stack" || c.id == "nofile") && st.active &&
+               (ch.result == verdict::fail || ch.result == verdict::warn)) {
+      // "stack=unlimited (srun's propagation, job)": the value, the hop that set it and who fixes it.
+      const limit_prediction& p = c.id == "stack" ? st.stack : st.nofile;
+      std::string v = format_limit(p.kind, p.start.soft);
+      v.erase(std::remove(v.begin(), v.end(), ' '), v.end());
+      c.token = fmt::format("{}={}", c.id, v);
+      if (p.hop) c.token += fmt::format(" ({}, {})", p.hop->hop, to_string(p.hop->owner));
     } else if (ch.result == verdict::pass || ch.result == verdict::skip) {
       c.token = c.id;
     } else {

@@ -6,6 +6,7 @@
 
 #include <mrcheck/checks.h>
 #include <mrcheck/config.h>
+#include <mrcheck/limit_chain.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/memlock_chain.h>
 
@@ -29,10 +30,50 @@ check_result missing(std::string_view id, std::string_view what) {
   return r;
 }
 
+// The owner of the hop that lowered the task's memlock (memlock_hop.h): the submit side is the job's, slurmd and
+// slurmstepd the node's, the task's setup (another plugin, a runtime) the site's. none: the check's own.
+fix_owner memlock_hop_owner(memlock_hop h) {
+  switch (h) {
+    case memlock_hop::submit_host:
+    case memlock_hop::job_script:
+    case memlock_hop::submit_unknown: return fix_owner::job;
+    case memlock_hop::slurmd:
+    case memlock_hop::step_daemon: return fix_owner::node;
+    case memlock_hop::task_setup: return fix_owner::site;
+    case memlock_hop::none:
+    case memlock_hop::enforced: return fix_owner::none;
+  }
+  return fix_owner::none;
+}
+
 check_result run_memlock(const check_inputs& in) {
-  if (in.task && in.task->prediction) return judge_memlock(*in.task->prediction, in.task->required, in.task->enf);
+  if (in.task && in.task->prediction) {
+    check_result r = judge_memlock(*in.task->prediction, in.task->required, in.task->enf);
+    if (r.result == verdict::fail || r.result == verdict::warn) r.owner = memlock_hop_owner(in.task->prediction->hop);
+    return r;
+  }
   if (!in.facts || !in.cfg) return missing("memlock", "the process chain and the config");
   return check_memlock(*in.facts, *in.cfg);
+}
+
+// stack and nofile: the plugin's prediction for the task, else the calling process's chain.
+template <check_result (*F)(const node_facts&, const config&)>
+check_result run_limit(const check_inputs& in, rlimit_kind k) {
+  const auto id = rlimit_info(k).id;
+  if (in.task) {
+    const limit_prediction* p = k == rlimit_kind::stack ? in.task->stack : in.task->nofile;
+    if (!p || !p->made || p->kind != k) {
+      // The plugin predicts both whenever it predicts memlock (node_privileged); a caller that gave memlock's
+      // prediction alone asked for memlock alone.
+      check_result r = missing(id, "the task's prediction");
+      r.result = verdict::skip;
+      return r;
+    }
+    if (!in.cfg) return missing(id, "the config");
+    return judge_task_limit(*p, *in.cfg);
+  }
+  if (!in.facts || !in.cfg) return missing(id, "the process chain and the config");
+  return F(*in.facts, *in.cfg);
 }
 
 // The rule-judged checks read node_facts and the rules; rdma_stack and propagate_limits may also read the
@@ -62,6 +103,14 @@ const auto k_checks = std::to_array<check_def>({
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
      run_memlock},
+    {"stack", check_group::memlock, need_chain | need_config | need_task,
+     "soft RLIMIT_STACK of the caller (or of the Slurm task) within stack_max; names the hop that set it and its "
+     "owner",
+     [](const check_inputs& in) { return run_limit<check_stack>(in, rlimit_kind::stack); }},
+    {"nofile", check_group::memlock, need_chain | need_config | need_task,
+     "soft RLIMIT_NOFILE of the caller (or of the Slurm task) at least nofile_min; names the hop that set it and "
+     "its owner",
+     [](const check_inputs& in) { return run_limit<check_nofile>(in, rlimit_kind::nofile); }},
     {"rdma_stack", check_group::matrix, k_matrix | need_matrix_facts,
      "kernel mlx5_core/ib_core (inbox or OFED) and user-space rdma-core agree", run_rdma_stack},
     {"hca_fw", check_group::matrix, k_matrix, "HCA firmware at least the minimum of its family",

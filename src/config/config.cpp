@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 
@@ -97,6 +98,26 @@ status set_memlock_min(config& c, std::string_view v) {
   return status::ok();
 }
 
+// A finite ceiling: `unlimited` is the one value known to break NCCL (include/mrcheck/limit_chain.h).
+status set_stack_max(config& c, std::string_view v) {
+  auto b = parse_bytes(v);
+  if (!b) return b.error();
+  if (*b == k_unlimited) return status::error("must be finite: an unlimited stack is what this check refuses");
+  if (*b < 65536) return status::error("below 64K: no program starts");
+  c.stack_max = *b;
+  return status::ok();
+}
+
+status set_nofile_min(config& c, std::string_view v) {
+  std::uint64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n == 0 || n > (1u << 30)) {
+    return status::error(fmt::format("'{}' is not a number of files from 1 to 1073741824", escape_line(v, 32)));
+  }
+  c.nofile_min = n;
+  return status::ok();
+}
+
 status set_verbs_library(config& c, std::string_view v) {
   if (v.empty() || v.size() > 4096) return status::error("empty or too long");
   if (v.find('/') != std::string_view::npos) {
@@ -133,17 +154,26 @@ status set_revalidate(config& c, std::string_view v) {
 // The one table of keys: the parser (apply_config_item), the docs (--help, the man pages through man/mangen.cpp;
 // README.md's table and etc/mrcheck.conf are checked against it by config_keys_docs_test), and the defaults:
 // config's member initializers equal each default applied through its parser (config_test).
-constexpr std::array<config_key_doc, 21> k_keys{{
+constexpr std::array<config_key_doc, 24> k_keys{{
     {"default_checks", "", "checks run on every step even without --mr-check (memlock, mr, nccl, rdma, all)",
      set_default_checks},
     {"memlock_min", "unlimited", "smallest RLIMIT_MEMLOCK a task may start with (bytes, K/M/G/T, or unlimited)",
      set_memlock_min},
-    {"enforce", "no", "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts",
+    {"enforce", "no",
+     "raise the task's memlock limit (hard and soft) to memlock_min as root before it starts; bring its soft "
+     "stack and open-files limits within stack_max and nofile_min",
      set_bool<&config::enforce>},
+    {"stack_max", "1G",
+     "largest soft RLIMIT_STACK a task may start with (bytes, K/M/G/T; finite: unlimited crashes NCCL 2.27)",
+     set_stack_max},
+    {"nofile_min", "1024", "smallest soft RLIMIT_NOFILE (open files) a task may start with", set_nofile_min},
     {"on_fail", "fail", "fail: a failed check ends the task with one line on stderr; warn: print it and go on",
      set_policy<&config::on_fail>},
     {"on_error", "warn", "what to do when the checker itself breaks (probe crash, unreadable facts): fail or warn",
      set_policy<&config::on_error>},
+    {"drain_site", "no",
+     "mrcheck-prolog also drains for a fail the site fixes (slurm.conf); node fails always drain, job fails never",
+     set_bool<&config::drain_site>},
     {"allow_user_off", "yes", "whether users may turn the site's default_checks off with --mr-check=off",
      set_bool<&config::allow_user_off>},
     {"probe_timeout", "30s", "hard timeout of the registration probe child, and of the data-plane probe's",

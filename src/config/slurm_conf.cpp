@@ -244,6 +244,10 @@ result<slurm_conf_settings> read_slurm_conf_settings(const sysroot& root, const 
 }
 
 result<bool> memlock_propagated_by(std::string_view list, bool except) {
+  return limit_propagated_by(list, except, "MEMLOCK");
+}
+
+result<bool> limit_propagated_by(std::string_view list, bool except, std::string_view wanted) {
   // parse_rlimits(): NONE and ALL are whole values; a list names limits, the rest get the opposite flag.
   std::string whole = lower(trim_space(list));
   if (whole == "all") return !except;
@@ -266,7 +270,7 @@ result<bool> memlock_propagated_by(std::string_view list, bool except) {
                       name == "all" || name == "none" ? " inside a list (ALL and NONE stand alone)" : ""));
     }
     any = true;
-    memlock = memlock || name == "memlock";
+    memlock = memlock || name == lower(wanted);
   }
   if (!any) return status::error("empty list of resource limits");
   return except ? !memlock : memlock;
@@ -297,6 +301,20 @@ result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::s
   slurm_conf_facts f;
   f.memlock_propagated = prop->propagated;
   f.propagate_setting = std::move(prop->setting);
+  // The list was checked above (memlock_propagation_of): the same setting answers for STACK and NOFILE.
+  auto covers = [&](std::string_view name) {
+    if (const auto* ex = conf->find("PropagateResourceLimitsExcept")) {
+      auto v = limit_propagated_by(ex->value, true, name);
+      return !v || *v;
+    }
+    if (const auto* pr = conf->find("PropagateResourceLimits")) {
+      auto v = limit_propagated_by(pr->value, false, name);
+      return !v || *v;
+    }
+    return true;
+  };
+  f.stack_propagated = covers("STACK");
+  f.nofile_propagated = covers("NOFILE");
   if (const auto* s = conf->find("TaskProlog")) f.task_prolog = s->value;
   if (const auto* s = conf->find("SlurmdPidFile")) f.slurmd_pid_file = s->value;
   if (const auto* s = conf->find("UsePAM")) f.use_pam = s->value == "1" || lower(s->value) == "yes";
@@ -336,7 +354,7 @@ std::string expand_slurmd_pid_file(std::string_view pattern, std::string_view no
   return out;
 }
 
-result<propagated_limit> parse_propagated_limit(std::string_view text) {
+result<propagated_limit> parse_propagated_limit(std::string_view text, std::string_view name) {
   // slurmstepd's _get_env_val() (src/slurmd/slurmstepd/ulimits.c, the same in 22.05, 24.11 and 26.05):
   // `U` prefix, then strtoul(val, &p, 10) and the value refused only when *p != '\0'.
   propagated_limit p;
@@ -345,9 +363,7 @@ result<propagated_limit> parse_propagated_limit(std::string_view text) {
     p.user_requested = true;
     text.remove_prefix(1);
   }
-  auto refuse = [&] {
-    return status::error(fmt::format("SLURM_RLIMIT_MEMLOCK '{}' is not a number", escape_line(all, 32)));
-  };
+  auto refuse = [&] { return status::error(fmt::format("{} '{}' is not a number", name, escape_line(all, 32))); };
   std::size_t i = 0;
   // strtoul in the C locale: isspace() blanks, then one optional sign.
   while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;

@@ -38,6 +38,10 @@ json process_to_json(const process_fact& p) {
           {"uid", p.uid ? json(*p.uid) : json(nullptr)},
           {"memlock_soft", memlock_to_json(p.memlock, false)},
           {"memlock_hard", memlock_to_json(p.memlock, true)},
+          {"stack_soft", memlock_to_json(p.stack, false)},
+          {"stack_hard", memlock_to_json(p.stack, true)},
+          {"nofile_soft", memlock_to_json(p.nofile, false)},
+          {"nofile_hard", memlock_to_json(p.nofile, true)},
           {"lowered", p.lowered}};
 }
 

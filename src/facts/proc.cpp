@@ -55,7 +55,11 @@ bool parse_int(std::string_view s, Int& out) {
 }  // namespace
 
 result<memlock_limit> parse_memlock_from_limits(std::string_view limits_file) {
-  constexpr std::string_view k_name = "Max locked memory";
+  return parse_rlimit_from_limits(limits_file, "Max locked memory", "bytes");
+}
+
+result<memlock_limit> parse_rlimit_from_limits(std::string_view limits_file, std::string_view k_name,
+                                               std::string_view units) {
   std::size_t pos = 0;
   while (pos <= limits_file.size()) {
     std::size_t nl = limits_file.find('\n', pos);
@@ -71,19 +75,19 @@ result<memlock_limit> parse_memlock_from_limits(std::string_view limits_file) {
     // The units column is how we know the line is whole: a file cut in the middle of the hard limit would
     // otherwise parse as a smaller, wrong value.
     if (cols.size() < 3) {
-      return status::error(fmt::format("limits: 'Max locked memory' line is truncated: '{}'", escape_line(line, 128)));
+      return status::error(fmt::format("limits: '{}' line is truncated: '{}'", k_name, escape_line(line, 128)));
     }
-    if (cols[2] != "bytes") {
+    if (cols[2] != units) {
       return status::error(
-          fmt::format("limits: 'Max locked memory' units are '{}', expected 'bytes'", escape_line(cols[2], 32)));
+          fmt::format("limits: '{}' units are '{}', expected '{}'", k_name, escape_line(cols[2], 32), units));
     }
     auto soft = parse_limit_value(cols[0]);
-    if (!soft) return soft.error().with_context("limits: soft 'Max locked memory'");
+    if (!soft) return soft.error().with_context(fmt::format("limits: soft '{}'", k_name));
     auto hard = parse_limit_value(cols[1]);
-    if (!hard) return hard.error().with_context("limits: hard 'Max locked memory'");
+    if (!hard) return hard.error().with_context(fmt::format("limits: hard '{}'", k_name));
     return memlock_limit{*soft, *hard};
   }
-  return status::error("limits: no 'Max locked memory' line (file truncated or not a /proc/PID/limits)");
+  return status::error(fmt::format("limits: no '{}' line (file truncated or not a /proc/PID/limits)", k_name));
 }
 
 result<stat_fields> parse_proc_stat(std::string_view stat_line) {
@@ -169,11 +173,18 @@ result<process_fact> read_process(const sysroot& root, pid_t pid) {
   p.comm = st->comm;
   auto limits = root.read(fmt::format("/proc/{}/limits", pid), 64 * 1024);
   if (limits) {
-    auto m = parse_memlock_from_limits(*limits);
-    p.memlock = m ? result<memlock_limit>(*m)
-                  : result<memlock_limit>(m.error().with_context(fmt::format("/proc/{}", pid)));
+    auto one = [&](std::string_view name, std::string_view units) {
+      auto m = parse_rlimit_from_limits(*limits, name, units);
+      return m ? result<memlock_limit>(*m)
+               : result<memlock_limit>(m.error().with_context(fmt::format("/proc/{}", pid)));
+    };
+    p.memlock = one("Max locked memory", "bytes");
+    p.stack = one("Max stack size", "bytes");
+    p.nofile = one("Max open files", "files");
   } else {
     p.memlock = limits.error();
+    p.stack = limits.error();
+    p.nofile = limits.error();
   }
   auto status_text = root.read(fmt::format("/proc/{}/status", pid), 64 * 1024);
   if (status_text) {

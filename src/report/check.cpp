@@ -1,4 +1,5 @@
 #include <mrcheck/check.h>
+#include <mrcheck/owner.h>
 #include <mrcheck/verdict_schema.h>
 
 #include <fmt/format.h>
@@ -22,6 +23,23 @@ std::string_view to_string(verdict v) {
 std::optional<verdict> parse_verdict(std::string_view s) {
   for (verdict v : {verdict::pass, verdict::warn, verdict::fail, verdict::skip, verdict::error}) {
     if (s == to_string(v)) return v;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(fix_owner o) {
+  switch (o) {
+    case fix_owner::none: return "";
+    case fix_owner::job: return "job";
+    case fix_owner::node: return "node";
+    case fix_owner::site: return "site";
+  }
+  return "";
+}
+
+std::optional<fix_owner> parse_fix_owner(std::string_view s) {
+  for (fix_owner o : {fix_owner::job, fix_owner::node, fix_owner::site}) {
+    if (s == to_string(o)) return o;
   }
   return std::nullopt;
 }
@@ -127,6 +145,7 @@ void to_json(nlohmann::json& j, const check_result& c) {
                      {"detail", c.detail},
                      {"hint", c.hint}};
   if (!c.device.empty()) j["device"] = c.device;
+  if (fix_owner o = owner_of(c); o != fix_owner::none) j["owner"] = std::string(to_string(o));
 }
 
 void from_json(const nlohmann::json& j, check_result& c) {
@@ -138,6 +157,12 @@ void from_json(const nlohmann::json& j, check_result& c) {
   c.detail = j.value("detail", "");
   c.hint = j.value("hint", "");
   c.device = j.value("device", "");
+  c.owner = fix_owner::none;
+  if (j.contains("owner")) {
+    auto o = parse_fix_owner(j.at("owner").get<std::string>());
+    if (!o) throw nlohmann::json::other_error::create(501, "unknown owner", &j);
+    c.owner = *o;
+  }
 }
 
 nlohmann::json report_to_json(const report& r) {

@@ -161,6 +161,7 @@ std::optional<std::string> node_privileged(const config& c, const task_facts& t,
   in.submit_raw = t.submit_raw;
   in.submit_host = t.submit_host;
   st.prediction = predict_task_memlock(in, st.required);
+  predict_task_limits(c, t, in, st);
   // enforce=yes holds for every step the plugin checks, whichever groups: an `mr` or `nccl` step runs its probes
   // (and its task) under the enforced limit, not under the one the site's policy is there to replace
   // (tests/container/container_test.sh found probes at 8 MiB under memlock_min=128M enforce=yes when only `mr`
@@ -384,9 +385,10 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   if (!st.active) return v;
   bool first = t.local_task_id == 0;
   memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
-  task_memlock tm{&st.prediction, st.required, st.enf ? &*st.enf : nullptr};
+  task_memlock tm{&st.prediction, st.required, st.enf ? &*st.enf : nullptr, &st.stack, &st.nofile};
   check_inputs in;
   in.task = &tm;
+  in.cfg = &c;
   in.probe = [&](check_group g) { return probe(std::string(to_string(g)), t, start); };
   v.rep = run_checks(plugin_selection(st.checks, first), in);
   for (auto& ch : v.rep.checks) {
@@ -401,6 +403,9 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
       v.user_lines.push_back(fmt::format("mrcheck: memlock: chain on {} ({}), required {}:", escape_line(t.node, 64),
                                          who, format_bytes(st.required)));
       for (auto& l : chain_table_lines(st.prediction)) v.user_lines.push_back(std::move(l));
+      for (const auto* p : {&st.stack, &st.nofile}) {
+        for (auto& l : limit_table_lines(*p)) v.user_lines.push_back(std::move(l));
+      }
       if (st.enf) {
         v.user_lines.push_back(
             fmt::format("mrcheck: memlock: enforce=yes: process soft {} hard {} -> soft {} hard {}{}",

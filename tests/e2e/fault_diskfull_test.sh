@@ -37,7 +37,7 @@ prolog_run() {  # prolog_run FIXTURE MODE: sets out, rc
   rc=$?
   set -e
 }
-reason="mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"
+reason="mrcheck: hca_fw mlx5_0 (node): ConnectX-7 fw 28.33.0800 < 28.35.1012"
 
 # Full twice over: first every block (a new file can be created but not written), then every inode too.
 { head -c 16384 /dev/zero >"$mnt/fill"; } 2>/dev/null || true

@@ -47,11 +47,11 @@ replay "$TMP/after"
 expect_eq "after the change: fails" "$rc" 1
 expect_contains "change line for mlx5_core" "$out" "mrcheck: changed: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since boot at "
 expect_contains "change line for the kernel" "$out" "mrcheck: changed: kernel 6.1.0-18-amd64 -> 6.1.0-28-amd64"
-expect_contains "drain reason names the change" "$out" "would drain node017 with reason 'mrcheck: rdma_stack: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since reboot"
+expect_contains "drain reason names the change" "$out" "would drain node017 with reason 'mrcheck: rdma_stack (node): mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since reboot"
 replay "$TMP/after" --json
 json=$(printf '%s\n' "$out" | sed -n '/^{/,$p')
 expect_eq "JSON: history state and stack" "$(printf '%s' "$json" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["history"]["state"], j["stack"]["items"]["mlx5_core"], len(j["history"]["last_change"]["lines"]) > 0)')" "unchanged 6.1.0-28-amd64 (inbox) True"
-expect_contains "JSON: the drain reason still names the change" "$json" '"reason": "mrcheck: rdma_stack: mlx5_core 24.10-1.1.4 (OFED)'
+expect_contains "JSON: the drain reason still names the change" "$json" '"reason": "mrcheck: rdma_stack (node): mlx5_core 24.10-1.1.4 (OFED)'
 # The textfile carries the change time and the stack's versions.
 replay "$TMP/after" --textfile "$TMP/node.prom"
 expect_contains "textfile: change timestamp" "$(cat "$TMP/node.prom")" "mrcheck_stack_changed_timestamp_seconds "

@@ -72,7 +72,7 @@ expect_contains "one GPU: the NCCL pair is local-pair" "$(cat "$TMP/calls")" "no
 expect_contains "the data-plane probe ran as nobody" "$(cat "$TMP/calls")" "nobody rdma"
 expect_eq "failing re-validation: prolog exits 1" "$rc" 1
 reason=$(node_reason)
-expect_contains "drain reason names the change" "$reason" "mrcheck: revalidate: mlx5_0 fw 28.39.1002 -> 28.43.1014 since "
+expect_contains "drain reason names the change" "$reason" "mrcheck: revalidate (node): mlx5_0 fw 28.39.1002 -> 28.43.1014 since "
 expect_contains "drain reason names the probe" "$reason" "mr_host: ibv_reg_mr 8 MiB: ENOMEM"
 run "$TMP/after" healthcheck
 expect_eq "still failing: tried again" "$(calls)" 6
@@ -96,5 +96,5 @@ rm -f "$TMP/inbox/sys/module/mlx5_core/version"
 run "$TMP/inbox" prolog
 expect_eq "inbox under OFED: exits 1" "$rc" 1
 expect_contains "inbox under OFED: change line" "$out" "mrcheck: changed: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox)"
-expect_contains "inbox under OFED: drain reason" "$(node_reason)" "mrcheck: rdma_stack: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since "
+expect_contains "inbox under OFED: drain reason" "$(node_reason)" "mrcheck: rdma_stack (node): mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since "
 e2e_done

@@ -52,22 +52,23 @@ expect_eq "node starts usable" "$(node_usable)" "usable"
 
 # --- every misalignment drains with its reason; the aligned tree then resumes it ------------------------------
 declare -A expected=(
-  [matrix_inbox_under_ofed]="mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4"
-  [matrix_ofed_under_inbox]="mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"
-  [matrix_hca_fw_old]="mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"
-  [matrix_no_gpudirect]="mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"
-  [matrix_gpu_driver_old]="mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"
-  [matrix_slurmd_memlock_8m]="mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"
-  [matrix_hugepages_hog]="mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"
+  [matrix_inbox_under_ofed]="mrcheck: rdma_stack (node): inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space OFED-internal-24.10-1.1.4"
+  [matrix_ofed_under_inbox]="mrcheck: rdma_stack (node): OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"
+  [matrix_hca_fw_old]="mrcheck: hca_fw mlx5_0 (node): ConnectX-7 fw 28.33.0800 < 28.35.1012"
+  [matrix_no_gpudirect]="mrcheck: gpudirect (node): no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"
+  [matrix_gpu_driver_old]="mrcheck: gpu_driver (node): driver proprietary 470.223.02 < 525"
+  [matrix_slurmd_memlock_8m]="mrcheck: slurmd_memlock (node): slurmd hard memlock 8 MiB < unlimited"
+  [matrix_hugepages_hog]="mrcheck: hugepages (node): 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"
 )
 for fixture in "${!expected[@]}"; do
   run_prolog "$fixture" prolog
   expect_eq "$fixture: prolog exits 1" "$rc" "1"
   # The reason's parts (docs/drain-reasons.md): the FAIL line has the check, then the device (when the reason
-  # has one) and the text.
-  [[ ${expected[$fixture]} =~ ^mrcheck:\ ([a-z0-9_]+)(\ ([^\ :]+(:[^\ :]+)*))?:\ (.*)$ ]] ||
+  # has one) and the text; the owner is only in the reason, and a drain's is the node's.
+  [[ ${expected[$fixture]} =~ ^mrcheck:\ ([a-z0-9_]+)(\ ([^\ :\(][^\ :]*(:[^\ :]+)*))?\ \((job|node|site)\):\ (.*)$ ]] ||
     e2e_fail "$fixture: expected reason does not follow the grammar"
-  fail_line="mrcheck: ${BASH_REMATCH[1]}: FAIL: ${BASH_REMATCH[3]:+${BASH_REMATCH[3]} }${BASH_REMATCH[5]}"
+  expect_eq "$fixture: the owner is the node" "${BASH_REMATCH[5]}" "node"
+  fail_line="mrcheck: ${BASH_REMATCH[1]}: FAIL: ${BASH_REMATCH[3]:+${BASH_REMATCH[3]} }${BASH_REMATCH[6]}"
   expect_contains "$fixture: FAIL line on stderr" "$out" "$fail_line"
   expect_eq "$fixture: drain reason" "$(node_reason)" "${expected[$fixture]}"
   expect_contains "$fixture: node drained" "$(node_state)" "drain"

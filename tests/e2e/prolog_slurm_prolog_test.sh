@@ -70,7 +70,7 @@ job=$($MRCHECK_AS_USER sbatch --parsable -N1 -w "$node" -o /dev/null --wrap true
 jobs+=("$job")
 requeued() { [[ "$(job_state "$job")" == *"held"* ]]; }
 if wait_for 30 requeued; then e2e_pass "misaligned: job requeued held ($(job_state "$job"))"; else e2e_fail "misaligned: job state '$(job_state "$job")'"; fi
-expect_eq "misaligned: Slurm kept mrcheck's reason" "$(node_reason)" "mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"
+expect_eq "misaligned: Slurm kept mrcheck's reason" "$(node_reason)" "mrcheck: hca_fw mlx5_0 (node): ConnectX-7 fw 28.33.0800 < 28.35.1012"
 expect_contains "misaligned: node drained" "$(node_state)" "drain"
 scancel "$job"
 

@@ -75,7 +75,7 @@ resume_node
 run --config "$cfg" --mode prolog --node "$node" --root "$fixtures/matrix_max_map_count_low"
 expect_eq "max_map_count_low: prolog exits 1" "$rc" "1"
 expect_contains "max_map_count_low: FAIL line" "$out" "mrcheck: max_map_count: FAIL: vm.max_map_count 16384 < 65530"
-expect_eq "max_map_count_low: drain reason" "$(node_reason)" "mrcheck: max_map_count: vm.max_map_count 16384 < 65530"
+expect_eq "max_map_count_low: drain reason" "$(node_reason)" "mrcheck: max_map_count (node): vm.max_map_count 16384 < 65530"
 expect_eq "max_map_count_low: gauge is fail (2)" "$(gauge max_map_count)" "2"
 expect_eq "max_map_count_low: hugepages gauge is pass (0)" "$(gauge hugepages)" "0"
 run --config "$cfg" --mode healthcheck --node "$node" --root "$fixtures/matrix_aligned"

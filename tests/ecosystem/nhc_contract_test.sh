@@ -58,9 +58,9 @@ run matrix_hca_fw_old
 if [[ $RET == 1 && ${#DIED[@]} == 1 ]]; then ok "old firmware: die once, return 1"; else bad "old firmware: rc=$RET died=${DIED[*]}"; fi
 # The state dir keeps the node's stack history across the two runs, so mrcheck's reason names the firmware change
 # (include/mrcheck/history.h) before the rule's text.
-expected='^1[|]mrcheck: hca_fw mlx5_0: fw 28[.]39[.]1002 -> 28[.]33[.]0800 since [0-9T:-]+Z: mlx5_0 ConnectX-7 fw 28[.]33[.]0800 < 28[.]35[.]1012$'
+expected='^1[|]mrcheck: hca_fw mlx5_0 [(]node[)]: fw 28[.]39[.]1002 -> 28[.]33[.]0800 since [0-9T:-]+Z: mlx5_0 ConnectX-7 fw 28[.]33[.]0800 < 28[.]35[.]1012$'
 [[ ${DIED[0]:-} =~ $expected ]] && ok "the reason is mrcheck's drain reason" || bad "reason [${DIED[0]:-}] !~ [$expected]"
-[[ ${DIED[0]} =~ ^1\|mrcheck:\ [a-z0-9_]+(\ [^ ]+)?:\ .+$ ]] && ok "the reason follows docs/drain-reasons.md" ||
+[[ ${DIED[0]} =~ ^1\|mrcheck:\ [a-z0-9_]+(\ [^\ :\(][^\ ]*)?(\ \((job|node|site)\))?:\ .+$ ]] && ok "the reason follows docs/drain-reasons.md" ||
   bad "reason outside the grammar: ${DIED[0]}"
 
 printf 'no_such_key = 1\n' >"$tmp/bad.rules"

@@ -149,7 +149,7 @@ TEST(History, KernelUpgradeReplacesOfedModulesWithInbox) {
   r.summary = change_words(*named, *item) + ": " + r.summary;
   std::string reason = drain_reason(r);
   EXPECT_TRUE(
-      reason.starts_with("mrcheck: rdma_stack: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since "
+      reason.starts_with("mrcheck: rdma_stack (node): mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since "
                          "reboot 2025-11-30T10:43Z: inbox mlx5_core"))
       << reason;
   EXPECT_LE(reason.size(), k_max_reason);

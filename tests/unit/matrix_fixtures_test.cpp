@@ -63,20 +63,23 @@ INSTANTIATE_TEST_SUITE_P(
     Trees, MatrixFixture,
     ::testing::Values(
         fixture_case{"matrix_inbox_under_ofed", "rdma_stack",
-                     "mrcheck: rdma_stack: inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space "
+                     "mrcheck: rdma_stack (node): inbox mlx5_core (kernel 6.1.0-18-amd64) under OFED user space "
                      "OFED-internal-24.10-1.1.4"},
         fixture_case{"matrix_ofed_under_inbox", "rdma_stack",
-                     "mrcheck: rdma_stack: OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"},
-        fixture_case{"matrix_hca_fw_old", "hca_fw", "mrcheck: hca_fw mlx5_0: ConnectX-7 fw 28.33.0800 < 28.35.1012"},
-        fixture_case{"matrix_no_gpudirect", "gpudirect",
-                     "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"},
-        fixture_case{"matrix_gpu_driver_old", "gpu_driver", "mrcheck: gpu_driver: driver proprietary 470.223.02 < 525"},
+                     "mrcheck: rdma_stack (node): OFED mlx5_core 24.10-1.1.4 under distro rdma-core 44.0"},
+        fixture_case{"matrix_hca_fw_old", "hca_fw",
+                     "mrcheck: hca_fw mlx5_0 (node): ConnectX-7 fw 28.33.0800 < 28.35.1012"},
+        fixture_case{
+            "matrix_no_gpudirect", "gpudirect",
+            "mrcheck: gpudirect (node): no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"},
+        fixture_case{"matrix_gpu_driver_old", "gpu_driver",
+                     "mrcheck: gpu_driver (node): driver proprietary 470.223.02 < 525"},
         fixture_case{"matrix_slurmd_memlock_8m", "slurmd_memlock",
-                     "mrcheck: slurmd_memlock: slurmd hard memlock 8 MiB < unlimited"},
+                     "mrcheck: slurmd_memlock (node): slurmd hard memlock 8 MiB < unlimited"},
         fixture_case{"matrix_max_map_count_low", "max_map_count",
-                     "mrcheck: max_map_count: vm.max_map_count 16384 < 65530"},
+                     "mrcheck: max_map_count (node): vm.max_map_count 16384 < 65530"},
         fixture_case{"matrix_hugepages_hog", "hugepages",
-                     "mrcheck: hugepages: 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
+                     "mrcheck: hugepages (node): 1920 hugepages (1.9 TiB) reserved = 95% of memory > 90%"}));
 
 // Nodes of other RDMA families are seen and judged by their own rules, not mlx5's (docs/transports.md).
 TEST(MatrixFixtureTrees, EfaAndRoceNodesAreJudgedByTheirFamily) {

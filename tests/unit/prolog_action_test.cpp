@@ -83,9 +83,9 @@ check_result failing(std::string id, std::string summary) {
 
 TEST(PrologReason, PrefixEscapeAndBound) {
   EXPECT_EQ(drain_reason(failing("hca_fw", "mlx5_0 ConnectX-7 fw 28.33.1000 < 28.35.1012")),
-            "mrcheck: hca_fw: mlx5_0 ConnectX-7 fw 28.33.1000 < 28.35.1012");
+            "mrcheck: hca_fw (node): mlx5_0 ConnectX-7 fw 28.33.1000 < 28.35.1012");
   std::string evil = drain_reason(failing("rdma_stack", "ver \n\x1b[2Jx\xff"));
-  EXPECT_EQ(evil, "mrcheck: rdma_stack: ver \\x0a\\x1b[2Jx\\xff");
+  EXPECT_EQ(evil, "mrcheck: rdma_stack (node): ver \\x0a\\x1b[2Jx\\xff");
   std::string long_reason = drain_reason(failing("bar1", std::string(500, 'a')));
   EXPECT_EQ(long_reason.size(), k_max_reason);
   EXPECT_TRUE(long_reason.ends_with("..."));
@@ -112,11 +112,31 @@ TEST(PrologPlan, FailDrainsErrorDependsOnPolicyElseResume) {
   EXPECT_EQ(plan_action(r, fail_policy::warn).what, desired_action::kind::none);
   auto on_error = plan_action(r, fail_policy::fail);
   EXPECT_EQ(on_error.what, desired_action::kind::drain);
-  EXPECT_EQ(on_error.reason, "mrcheck: slurmd_memlock: checker error: slurmd pid 7 limits unreadable");
+  EXPECT_EQ(on_error.reason, "mrcheck: slurmd_memlock (node): checker error: slurmd pid 7 limits unreadable");
   r.checks.push_back(failing("gpudirect", "no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)"));
   auto d = plan_action(r, fail_policy::warn);
   EXPECT_EQ(d.what, desired_action::kind::drain);
-  EXPECT_EQ(d.reason, "mrcheck: gpudirect: no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)");
+  EXPECT_EQ(d.reason,
+            "mrcheck: gpudirect (node): no nvidia_peermem and no DMA-BUF (driver is not the open kernel module)");
+}
+
+// Only the node's fails drain; the site's with drain_site=yes; the job's never (docs/drain-reasons.md).
+TEST(PrologPlan, DrainsOnlyForTheNodeAndTheSiteWhenAsked) {
+  report r;
+  r.checks = {failing("propagate_limits", "PropagateResourceLimits sends MEMLOCK")};
+  EXPECT_EQ(plan_action(r, fail_policy::warn).what, desired_action::kind::resume);
+  auto site = plan_action(r, fail_policy::warn, true);
+  EXPECT_EQ(site.what, desired_action::kind::drain);
+  EXPECT_EQ(site.reason, "mrcheck: propagate_limits (site): PropagateResourceLimits sends MEMLOCK");
+  check_result job = failing("hca_fw", "fw old");
+  job.owner = fix_owner::job;  // a verdict that names its owner overrides the check's
+  r.checks = {job};
+  EXPECT_EQ(plan_action(r, fail_policy::warn, true).what, desired_action::kind::resume);
+  // The node's fail drains even after a site's and a job's that come first.
+  r.checks = {failing("propagate_limits", "x"), job, failing("bar1", "BAR1 256 MiB < memory 141 GiB")};
+  auto d = plan_action(r, fail_policy::warn);
+  EXPECT_EQ(d.what, desired_action::kind::drain);
+  EXPECT_EQ(d.reason, "mrcheck: bar1 (node): BAR1 256 MiB < memory 141 GiB");
 }
 
 desired_action drain_want() {
