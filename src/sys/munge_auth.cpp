@@ -4,9 +4,13 @@
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 
+#include <mrcheck/build_config.h>
+
 #include <fmt/format.h>
 
+#if MRCHECK_HAVE_MUNGE
 #include <munge.h>
+#endif
 #include <sys/random.h>
 
 #include <cstdlib>
@@ -19,6 +23,7 @@ namespace {
 
 constexpr std::size_t k_body_max = 64 * 1024;
 
+#if MRCHECK_HAVE_MUNGE
 struct ctx_deleter {
   void operator()(munge_ctx_t c) const { munge_ctx_destroy(c); }
 };
@@ -33,6 +38,8 @@ result<ctx_ptr> make_ctx(const munge_settings& s) {
   }
   return ctx;
 }
+
+#endif
 
 // AuthInfo=socket=PATH[,ttl=...]: the socket part, as Slurm's auth/munge plugin reads it.
 std::string auth_info_socket(std::string_view v) {
@@ -87,6 +94,7 @@ std::string munge_session::header(std::string_view from, std::string_view from_n
                      b_.cluster, b_.job, b_.step, from, from_nonce, to, to_nonce, seq);
 }
 
+#if MRCHECK_HAVE_MUNGE
 result<std::string> munge_session::seal(std::string_view body) {
   if (body.size() > k_body_max) return status::error("munge channel: message too long");
   auto ctx = make_ctx(s_);
@@ -156,5 +164,22 @@ result<std::string> munge_session::open(std::string_view credential) {
   ++received_;
   return std::string(payload.substr(want.size()));
 }
+
+#else  // MRCHECK_HAVE_MUNGE: built with -DMRCHECK_WITH_MUNGE=OFF (CMakeLists.txt): nothing between nodes is trusted
+
+namespace {
+const char* const k_no_munge =
+    "could not authenticate: this mrcheck was built without libmunge (-DMRCHECK_WITH_MUNGE=OFF), so no message "
+    "between nodes is accepted";
+}  // namespace
+
+result<std::string> munge_session::seal(std::string_view body) {
+  if (body.size() > k_body_max) return status::error("munge channel: message too long");
+  return status::error(k_no_munge);
+}
+
+result<std::string> munge_session::open(std::string_view) { return status::error(k_no_munge); }
+
+#endif  // MRCHECK_HAVE_MUNGE
 
 }  // namespace mrcheck
