@@ -262,6 +262,9 @@ std::string library_version_from_path(std::string_view path);
 // dlopen(name, RTLD_LAZY|RTLD_LOCAL), realpath of the loaded file, and for each "sym@VERSION" in `symbols`
 // whether dlvsym finds it. The handle is closed again. Host only.
 result<library_fact> load_library(const std::string& name, const std::vector<std::string>& symbols);
+// The file the loader really opened for a dlopen handle (a bare name is searched as NCCL's dlopen searches it),
+// its links resolved; "" when the loader does not say. The probes' verbs loaders name their library with it.
+std::string loaded_library_path(void* handle);
 
 // The library facts (dlopen results) as a dump records them in DIR/.mrcheck/libraries.json, and back.
 inline constexpr std::string_view k_libraries_json = "/.mrcheck/libraries.json";

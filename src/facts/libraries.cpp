@@ -25,7 +25,9 @@ std::string dl_error() {
   return e ? escape_line(e, 200) : std::string("unknown dlopen error");
 }
 
-std::string loaded_path(void* handle) {
+}  // namespace
+
+std::string loaded_library_path(void* handle) {
   struct link_map* lm = nullptr;
   if (::dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == nullptr || lm->l_name == nullptr) return "";
   char buf[PATH_MAX];
@@ -33,15 +35,13 @@ std::string loaded_path(void* handle) {
   return buf;
 }
 
-}  // namespace
-
 result<library_fact> load_library(const std::string& name, const std::vector<std::string>& symbols) {
   ::dlerror();
   void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (h == nullptr) return status::error(fmt::format("dlopen {}: {}", escape_line(name, 128), dl_error()));
   library_fact f;
   f.requested = name;
-  f.path = loaded_path(h);
+  f.path = loaded_library_path(h);
   f.version = library_version_from_path(f.path);
   for (const auto& s : symbols) {
     auto at = s.find('@');
@@ -63,7 +63,7 @@ result<int> call_version(const std::string& name, const char* fn_name, library_f
   if (h == nullptr) return status::error(fmt::format("dlopen {}: {}", name, dl_error()));
   if (lib_out) {
     lib_out->requested = name;
-    lib_out->path = loaded_path(h);
+    lib_out->path = loaded_library_path(h);
     lib_out->version = library_version_from_path(lib_out->path);
   }
   using version_fn = int (*)(int*);

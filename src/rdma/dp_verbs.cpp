@@ -1,6 +1,8 @@
 // Loading the data-plane probe's verbs (dp_verbs.h).
 #include "rdma/dp_verbs.h"
 
+#include <mrcheck/facts.h>
+
 #if MRCHECK_HAVE_DP_VERBS
 
 #include <fmt/format.h>
@@ -17,13 +19,8 @@ namespace mrcheck::dp {
 namespace {
 
 std::string resolved_path(void* h, const std::string& fallback) {
-  link_map* lm = nullptr;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != nullptr && lm->l_name != nullptr && lm->l_name[0] != '\0') {
-    char buf[PATH_MAX];
-    if (realpath(lm->l_name, buf) != nullptr) return buf;
-    return lm->l_name;
-  }
-  return fallback;
+  std::string p = loaded_library_path(h);
+  return p.empty() ? fallback : p;
 }
 
 }  // namespace

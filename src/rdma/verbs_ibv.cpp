@@ -6,6 +6,7 @@
 // <infiniband/verbs.h> is used for struct layouts only. ibv_reg_mr and ibv_query_port are macros/inlines
 // there (docs/facts/verbs-and-nccl.md §1), so every call below goes through a dlvsym'd pointer, never through the
 // header.
+#include <mrcheck/facts.h>
 #include <mrcheck/verbs.h>
 
 #include <fmt/format.h>
@@ -258,13 +259,8 @@ class ibv_verbs final : public verbs_api {
 
   // The file the loader really opened (a bare name is searched the way NCCL's dlopen searches it).
   static std::string resolved_path(void* h, const std::string& fallback) {
-    link_map* lm = nullptr;
-    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != nullptr && lm->l_name != nullptr && lm->l_name[0] != '\0') {
-      char buf[PATH_MAX];
-      if (realpath(lm->l_name, buf) != nullptr) return buf;
-      return lm->l_name;
-    }
-    return fallback;
+    std::string p = loaded_library_path(h);
+    return p.empty() ? fallback : p;
   }
 
   void* handle_ = nullptr;
