@@ -16,14 +16,7 @@
  * verbs_context->query_port and context->ops.post_send directly.
  */
 #define _GNU_SOURCE
-/* The pre-C23 strtol, strtoul and sscanf: glibc 2.38 and later bind them to __isoc23_* (GLIBC_2.38) under
- * _GNU_SOURCE, and a fake built in the Slurm 26.05 root (sid) would then not load in the container tests'
- * bookworm image (glibc 2.36; tests/container/apptainer_test.sh). Nothing here parses 0b numbers. */
-#include <features.h>
-#undef __GLIBC_USE_C2X_STRTOL
-#define __GLIBC_USE_C2X_STRTOL 0
-#undef __GLIBC_USE_C23_STRTOL
-#define __GLIBC_USE_C23_STRTOL 0
+#include "pre_c23_strtol.h" /* before any libc header */
 #include <infiniband/verbs.h>
 
 #include "fake_ibverbs_data.h"

@@ -7,14 +7,7 @@
  * never answers: the sender gets IBV_WC_RETRY_EXC_ERR, as after a real HCA's retries. No rkey is checked.
  */
 #define _GNU_SOURCE
-/* The pre-C23 strtoul and atoi, as in fake_ibverbs.c: glibc 2.38 and later bind them to __isoc23_* (GLIBC_2.38)
- * under _GNU_SOURCE, and a fake built in the Slurm 24.11 or 26.05 root would not load in the container tests'
- * bookworm image (glibc 2.36). */
-#include <features.h>
-#undef __GLIBC_USE_C2X_STRTOL
-#define __GLIBC_USE_C2X_STRTOL 0
-#undef __GLIBC_USE_C23_STRTOL
-#define __GLIBC_USE_C23_STRTOL 0
+#include "pre_c23_strtol.h" /* before any libc header */
 #include "fake_ibverbs_data.h"
 
 #include <errno.h>

@@ -2,6 +2,7 @@
  * checks that depend on them (fake_ibverbs_data.h: MRCHECK_FAKE_IBV_PORT, MRCHECK_FAKE_IBV_MODIFY).
  */
 #define _GNU_SOURCE
+#include "pre_c23_strtol.h" /* before any libc header */
 #include "fake_ibverbs_data.h"
 
 #include <errno.h>
