@@ -43,6 +43,21 @@ e2e_slurm_up() {
 
 # Copies the built binaries where the job user can execute them (the build tree may sit under a
 # root-only directory): $MRCHECK_SLURM_DIR/install/{bin,sbin,lib/slurm,lib/fake}.
+# A node's drain reason without its "[user@time]" tail ("" when none), whether it is usable (idle, mixed,
+# allocated or completing: other tests may run jobs on it), and resuming it until it is usable again (10 s at most).
+e2e_node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p'; }
+e2e_node_usable() {
+  case "$(sinfo -h -N -n "$1" -o '%T' | head -n1)" in idle | mixed | allocated | completing) echo usable ;; *) echo no ;; esac
+}
+e2e_resume_node() {
+  scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+  local _
+  for _ in $(seq 1 50); do
+    [[ "$(e2e_node_usable "$1")" == usable ]] && return 0
+    sleep 0.2
+  done
+}
+
 e2e_stage() {
   local d=$MRCHECK_SLURM_DIR/install
   mkdir -p "$d/bin" "$d/sbin" "$d/lib/slurm" "$d/lib/fake"

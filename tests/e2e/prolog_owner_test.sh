@@ -14,18 +14,9 @@ work=$(mktemp -d /tmp/mrcheck-prolog-owner.XXXXXX)  # root-owned 0700, as state_
 chmod 0700 "$work"
 mkdir -m 0700 "$work/state"
 
-node_reason() { scontrol show node "$node" | sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p'; }
-node_usable() {
-  case "$(sinfo -h -N -n "$node" -o '%T' | head -n1)" in idle | mixed | allocated | completing) echo usable ;; *) echo no ;; esac
-}
-resume_node() {
-  scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
-  local _
-  for _ in $(seq 1 50); do
-    [[ "$(node_usable)" == usable ]] && return 0
-    sleep 0.2
-  done
-}
+node_reason() { e2e_node_reason "$node"; }
+node_usable() { e2e_node_usable "$node"; }
+resume_node() { e2e_resume_node "$node"; }
 cleanup() {
   resume_node
   rm -rf "$work"
