@@ -4,6 +4,7 @@
 # logs for tests/fixtures/nccl_logs/. Everything lands in $OUT/nccl.tar.gz (+ summary.txt).
 # Usage (repo root): bash bench/nccl/device_run.sh [RUNS]
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-5}
 OUT=${OUT:-/tmp/nccl-out}
 W=/tmp/ncclrun
@@ -19,7 +20,7 @@ log "== machine"
 
 log "== build"
 t=$(now)
-cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
+cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
 log "mrcheck build rc=$? $(ms_since $t) ms"; tail -5 "$W/ninja.log" >>"$S"
 cmake -S tests/fakes -B /tmp/fk -G Ninja >"$W/fk.log" 2>&1 && ninja -C /tmp/fk fake_ibverbs >>"$W/fk.log" 2>&1
 log "fake_ibverbs build rc=$?"; FAKEDIR=$(dirname "$(find /tmp/fk -name 'libibverbs.so.1' | head -1)"); log "fake dir $FAKEDIR"

@@ -6,6 +6,7 @@
 # might cut work a smoke test does not need. Everything lands in $OUT/floor.txt.
 # Usage: bash bench/nccl/floor_run.sh [RUNS]
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-9}
 OUT=${OUT:-/tmp/floor-out}
 W=/tmp/floorrun
@@ -15,7 +16,7 @@ log() { echo "$*" | tee -a "$S"; }
 now() { date +%s%N; }
 ms_since() { echo $((($(now) - $1) / 1000000)); }
 log "== machine: $(nvidia-smi -L 2>&1 | head -1)"
-cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
+cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
 log "mrcheck build rc=$?"
 cc="g++ -O2 -std=c++17 -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64"
 $cc bench/nccl/minimal_pair.cpp -lcudart -lnccl -o "$W/minimal" && $cc bench/nccl/floor.cpp -lcudart -lnccl -o "$W/floor"

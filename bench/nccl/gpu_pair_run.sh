@@ -5,6 +5,7 @@
 # Writes $OUT/gpu_pair.tar.gz + summary.
 # Usage (repo root): bash bench/nccl/gpu_pair_run.sh [RUNS]
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-5}
 OUT=${OUT:-/tmp/gpu-pair-out}
 W=/tmp/gpupair
@@ -14,7 +15,7 @@ log() { echo "$*" | tee -a "$S"; }
 now() { date +%s%N; }
 ms_since() { echo $((($(now) - $1) / 1000000)); }
 log "== machine"; nvidia-smi -L >>"$S" 2>&1; nvidia-smi topo -m >>"$S" 2>&1
-PATH=/usr/local/cuda/bin:$PATH cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF >"$W/cmake.log" 2>&1 &&
+PATH=/usr/local/cuda/bin:$PATH cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 &&
   ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
 log "mrcheck build rc=$?"; tail -3 "$W/ninja.log" >>"$S"
 # The baseline in its gpu-pair form: device = rank, no NCCL_HOSTID (one real host), P2P/SHM off via env.

@@ -4,6 +4,7 @@
 # two-process program (bench/nccl/minimal_pair.cpp), interleaved in the same invocation. Writes $OUT/job_nccl.txt.
 # Usage (repo root): bash bench/nccl/job_nccl_run.sh [RUNS]
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-7}
 OUT=${OUT:-/tmp/job-nccl-out}; mkdir -p "$OUT"; S=$OUT/job_nccl.txt
 exec > >(tee -a "$S") 2>&1
@@ -23,7 +24,7 @@ python3 /tmp/maps.py
 D=$(mktemp -d); ln -s "$(ldconfig -p | awk '/libnccl.so.2 /{print $NF; exit}')" "$D/libnccl.so.2"
 echo "-- with LD_LIBRARY_PATH=$D (-> the system NCCL)"; LD_LIBRARY_PATH=$D python3 /tmp/maps.py
 echo "== build"
-t=$(now); cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF -DMRCHECK_BUILD_SPANK=OFF >/tmp/cmake.log 2>&1 &&
+t=$(now); cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" -DMRCHECK_BUILD_SPANK=OFF >/tmp/cmake.log 2>&1 &&
   ninja -C /tmp/b mrcheck >/tmp/ninja.log 2>&1; echo "mrcheck build rc=$? $(ms $t) ms"; tail -3 /tmp/ninja.log
 g++ -O2 -std=c++17 bench/nccl/minimal_pair.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart -lnccl \
   -Wl,-rpath,/usr/local/cuda/lib64 -o /tmp/minimal_pair; echo "minimal_pair build rc=$?"

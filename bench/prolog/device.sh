@@ -14,12 +14,13 @@ out=/tmp/mrcheck-bench-out # scratch; the verdict files are copied to $OUT (when
 mkdir -p "$out"
 rm -f "$out"/root-*.us
 jobs=$(nproc)
+. "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 
 for v in new base; do
   src_var=${v}_src
   b=/tmp/mrcheck-bench-$v
   { cmake -S "${!src_var}" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMRCHECK_BUILD_TESTS=OFF \
-      -DMRCHECK_BUILD_SPANK=OFF && ninja -C "$b" -j"$jobs" mrcheck-prolog; } >"$out/build-$v.log" 2>&1 ||
+      -DMRCHECK_BUILD_SPANK=OFF "${device_cmake_args[@]}" && ninja -C "$b" -j"$jobs" mrcheck-prolog; } >"$out/build-$v.log" 2>&1 ||
     { tail -40 "$out/build-$v.log"; exit 1; }
 done
 new=/tmp/mrcheck-bench-new/prolog/mrcheck-prolog

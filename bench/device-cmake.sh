@@ -1,0 +1,6 @@
+# shellcheck shell=bash disable=SC2034
+# Sourced by the scripts that build mrcheck on the GPU machine (device `run`: Ubuntu 24.04, CUDA, no libmunge-dev).
+# Without munge.h the build asks for MRCHECK_WITH_MUNGE=OFF (CMakeLists.txt): the checks between nodes then refuse
+# to run, saying why; everything these scripts measure runs on one node.
+device_cmake_args=()
+[[ -e /usr/include/munge.h ]] || device_cmake_args+=(-DMRCHECK_WITH_MUNGE=OFF)
