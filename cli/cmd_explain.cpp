@@ -2,7 +2,7 @@
 //
 // The work is one call, explain_log() (include/mrcheck/explain.h, src/explain/explain_log.cpp); this file parses the
 // options and prints. It reads FILE (or stdin for "-" or no FILE when stdin is not a terminal) line by line in
-// bounded memory, groups repeated failures, and diagnoses each group with the shared diagnosis (src/diagnosis)
+// bounded memory, groups repeated failures, and diagnoses each group with the shared diagnosis (src/explain/causes)
 // using this node's facts, or those of a `mrcheck dump` tree given with --root. For each finding it prints, in this order: the call and
 // errno, why (limits first, then versions, then max_map_count/hugepages), the fix, and the TCP fallback
 // (NCCL_IB_DISABLE=1) last with its cost.

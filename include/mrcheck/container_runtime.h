@@ -1,6 +1,6 @@
 // The container runtime a task runs in, guessed from what each runtime leaves behind, and the one-line fixes
 // for it (docs/containers.md). Below the container probe (container.h) because the diagnosis names the
-// runtime's fix too (diagnosis.h); implemented in src/diagnosis/container_runtime.cpp.
+// runtime's fix too (diagnosis.h); implemented in src/explain/causes/container_runtime.cpp.
 #pragma once
 
 #include <mrcheck/sysroot.h>

@@ -111,7 +111,7 @@ struct node_evidence {
   std::optional<bool> in_container;
   std::string container_why;  // what in_container rests on, or why a marker file alone was not counted
   container_runtime runtime =
-      container_runtime::none;  // which one, for the fix text (src/diagnosis/container_runtime.cpp)
+      container_runtime::none;  // which one, for the fix text (src/explain/causes/container_runtime.cpp)
 
   // Pinning resources.
   std::optional<std::uint64_t> max_map_count;
@@ -159,7 +159,7 @@ struct evidence_inputs {
   // RLIMIT_MEMLOCK, euid and CAP_IPC_LOCK (read_own_process, facts.h) replace chain[0]'s. nullptr: not the subject.
   const own_process_facts* own = nullptr;
 };
-// The one builder of node_evidence (src/diagnosis/evidence.cpp).
+// The one builder of node_evidence (src/explain/causes/evidence.cpp).
 node_evidence build_evidence(const evidence_inputs& in);
 // Whether this node's shell (or a --root tree) is in a container, and which runtime: sets in_container, runtime
 // and container_why, for `mrcheck probe mr` and `explain` alike. The runtimes' signs (guess_runtime,

@@ -1,4 +1,4 @@
-// The container launchers' table by program name (src/diagnosis/container_runtime.cpp), for the watcher that
+// The container launchers' table by program name (src/explain/causes/container_runtime.cpp), for the watcher that
 // follows a host task's processes (src/container/enter.cpp). Apart from container_runtime.h, which most of the
 // diagnosis includes, so that this lookup stays next to the table without touching them.
 #pragma once

@@ -1,6 +1,6 @@
 // One model of "which hop lowered RLIMIT_MEMLOCK", used by every path that names one: the
 // memlock check (src/checks/memlock.cpp), the plugin's prediction (src/step/predict.cpp), the diagnosis
-// evidence (src/diagnosis/diagnosis.cpp), the probe's report (src/checks/mr_report.cpp) and the admins' record
+// evidence (src/explain/causes/diagnosis.cpp), the probe's report (src/checks/mr_report.cpp) and the admins' record
 // (src/admin/admin_record.cpp).
 //
 // Picking: the NEAREST drop whose value is still in force. From the process that runs with the limit, walk

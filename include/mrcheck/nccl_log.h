@@ -122,7 +122,7 @@ class nccl_log_scanner {
   std::uint64_t dropped_events() const { return dropped_; }  // events past max_groups
   const limits& caps() const { return limits_; }
   // What the cheap rejection found on the last line fed: anchors of the container evidence
-  // (src/diagnosis/container_runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
+  // (src/explain/causes/container_runtime.cpp), "NET/IB". scan_fd() shows its observer only such lines.
   bool last_line_container() const { return (last_class_ & 8u) != 0; }
   bool last_line_net_ib() const { return (last_class_ & 16u) != 0; }
   // "RDMA ", "DMA-BUF is": NCCL's GPUDirect lines, which the path note reads (src/explain/path_note.cpp).
@@ -183,7 +183,7 @@ class nccl_log_scanner {
 // truncated_lines()). EINTR is retried. Error status with the errno if read() fails; the lines read before it stay
 // in the scanner. `also` sees, with its 1-based number, each line whose cheap rejection found an anchor of the
 // container evidence, "NET/IB" or a GPUDirect line (last_line_container(), last_line_net_ib(), last_line_path());
-// src/diagnosis/container_runtime.cpp and src/explain/path_note.cpp read them.
+// src/explain/causes/container_runtime.cpp and src/explain/path_note.cpp read them.
 using line_observer = std::function<void(std::string_view line, std::size_t number)>;
 status scan_fd(int fd, nccl_log_scanner& scanner, const line_observer& also = {});
 

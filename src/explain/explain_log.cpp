@@ -10,7 +10,7 @@ namespace mrcheck {
 
 namespace {
 
-// The container evidence of the log (src/diagnosis/container_runtime.cpp): which runtime, and what its libraries said.
+// The container evidence of the log (src/explain/causes/container_runtime.cpp): which runtime, and what its libraries said.
 std::string container_notes_text(const container_log_scan& c) {
   std::string out;
   for (const auto& n : c.notes) {

@@ -2,7 +2,7 @@
 # Containers with a real runtime: `srun --mr-check=mr apptainer exec --userns IMAGE cmd`, the commonest
 # way to run Apptainer under Slurm. The task's program is the launcher, so at mrcheck's task_init the task is on
 # the host and no container plugin is loaded: mrcheck recognises the launcher (launcher_runtime,
-# src/diagnosis/container_runtime.cpp) and its watcher probes inside once a child of the task runs the job's program in the
+# src/explain/causes/container_runtime.cpp) and its watcher probes inside once a child of the task runs the job's program in the
 # image (docs/containers.md). The image is tests/container/make-images.sh's bookworm root, run as a sandbox
 # directory; the fake libibverbs (tests/fakes) stands in for an HCA, and Apptainer binds /tmp, where the staged
 # fake is, into the container by default.

@@ -1,4 +1,4 @@
-// The container verdicts (src/container/judge.cpp) and runtime recognition (src/diagnosis/container_runtime.cpp) over
+// The container verdicts (src/container/judge.cpp) and runtime recognition (src/explain/causes/container_runtime.cpp) over
 // helper outputs as src/container/ctprobe.c prints them.
 #include <mrcheck/container.h>
 #include <mrcheck/container_runner.h>

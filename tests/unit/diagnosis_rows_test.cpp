@@ -1,7 +1,7 @@
-// The cause rows behind diagnose() (src/diagnosis/cause_rows.h): every failure kind ends in a row that takes
+// The cause rows behind diagnose() (src/explain/causes/cause_rows.h): every failure kind ends in a row that takes
 // whatever the rows before it left, so diagnose() never runs off the end of its tables; and a row's columns narrow
 // the match the way the header says.
-#include "diagnosis/cause_rows.h"
+#include "explain/causes/cause_rows.h"
 
 #include <gtest/gtest.h>
 

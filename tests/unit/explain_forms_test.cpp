@@ -1,7 +1,7 @@
-// The table of line forms (src/nccl/form_table.cpp): every row's real sample is recognised, the one errno reader
+// The table of line forms (src/explain/read/form_table.cpp): every row's real sample is recognised, the one errno reader
 // reads every notation, the one prefix reader every launcher/collector/library header, and the lines a user
 // pastes, as written.
-#include "nccl/line_forms.h"
+#include "explain/read/line_forms.h"
 
 #include <mrcheck/nccl_log.h>
 

@@ -6,15 +6,18 @@
 #   - the front ends (cli/, prolog/, spank/) include no private header of src/;
 #   - src/CMakeLists.txt builds each layer from the table's folders and links exactly the table's "uses".
 # Then it checks itself: the same tree with one upward include added must fail.
-# usage: tests/unit/layers_test.sh SOURCE_DIR        exit 0 pass, 1 fail
+# With BUILD_DIR, the same table against the objects (ctest `layers_objects`): every symbol a layer's archive
+# leaves undefined and another layer's archive defines must be defined in a layer it uses. An include check cannot
+# see a header of one layer declaring a function that a layer above defines; the linker's view can.
+# usage: tests/unit/layers_test.sh SOURCE_DIR [BUILD_DIR]        exit 0 pass, 1 fail
 set -uo pipefail
-src=${1:?usage: layers_test.sh SOURCE_DIR}
+src=${1:?usage: layers_test.sh SOURCE_DIR [BUILD_DIR]}
+build=${2:-}
 
-# check_tree ROOT: prints one line per problem; returns 1 if any.
-check_tree() {
+# read_table ROOT: the table of docs/DESIGN.md into the caller's locals (order, target_layer, dirs_of, layer_of_dir,
+# uses, layer_of_header, allowed: what each layer may use, itself included); prints a problem and returns 1 if any.
+read_table() {
   local root=$1 bad=0
-  local -A layer_of_dir=() layer_of_header=() uses=() allowed=() target_layer=() dirs_of=()
-  local -a order=()
   local line layer target folders use headers name
   # The table: | layer | target | folders | uses | public headers | what |
   while IFS= read -r line; do
@@ -41,9 +44,24 @@ check_tree() {
       allowed[$layer]+="${allowed[$name]} "
     done
   done
+  return $bad
+}
+
+# check_tree ROOT: prints one line per problem; returns 1 if any.
+check_tree() {
+  local root=$1 bad=0
+  local -A layer_of_dir=() layer_of_header=() uses=() allowed=() target_layer=() dirs_of=()
+  local -a order=()
+  local line layer name
+  read_table "$root" || bad=1
+  ((${#order[@]} > 0)) || return 1
   # Every folder and public header has its layer.
-  for name in "$root"/src/*/; do
-    name=$(basename "$name")
+  # Folders by their path below src/ (explain/causes is a folder of its own, not part of explain); those that
+  # hold sources.
+  local -a src_dirs=()
+  mapfile -t src_dirs < <(find "$root/src" -mindepth 2 -maxdepth 3 -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.c' \) \
+    -printf '%h\n' | sed "s|^$root/src/||" | sort -u)
+  for name in "${src_dirs[@]}"; do
     [[ -n ${layer_of_dir[$name]:-} ]] || { echo "src/$name/: in no layer of docs/DESIGN.md"; bad=1; }
   done
   for name in "$root"/include/mrcheck/*.h "$root"/include/mrcheck/*.h.in; do
@@ -55,11 +73,10 @@ check_tree() {
   # which may include any public header but no private one of src/).
   local -A layer_of_file=()
   local file dir n inc h d from to
-  for file in "$root"/src/*/*.cpp "$root"/src/*/*.h "$root"/src/*/*.c; do
-    [[ -e $file ]] || continue
-    dir=${file%/*}
-    dir=${dir##*/}
-    [[ -n ${layer_of_dir[$dir]:-} ]] && layer_of_file[$file]=${layer_of_dir[$dir]}
+  for dir in "${src_dirs[@]}"; do
+    for file in "$root/src/$dir"/*.cpp "$root/src/$dir"/*.h "$root/src/$dir"/*.c; do
+      [[ -e $file && -n ${layer_of_dir[$dir]:-} ]] && layer_of_file[$file]=${layer_of_dir[$dir]}
+    done
   done
   for file in "$root"/include/mrcheck/*.h; do
     name=${file##*/}
@@ -93,7 +110,7 @@ check_tree() {
     elif [[ $inc =~ ^\"\.\./ ]]; then
       echo "$where: includes $inc: reach other folders through include/mrcheck/ or their own path"
       bad=1
-    elif [[ $inc =~ ^\"([a-z_]+)/ ]]; then
+    elif [[ $inc =~ ^\"([a-z_/]+)/ ]]; then
       d=${BASH_REMATCH[1]}
       [[ -n ${layer_of_dir[$d]:-} ]] || continue
       if [[ $from == front ]]; then
@@ -130,6 +147,78 @@ check_tree() {
   return $bad
 }
 
+# check_objects ROOT BUILD [PRETEND]: each layer archive's undefined symbols against the layers that define them
+# (strong definitions only: an inline function or a template is emitted, weak, wherever it is used). PRETEND
+# "LAYER USED" drops USED from what LAYER may use, for the self-check. Prints one line per layer pair.
+check_objects() {
+  local root=$1 build=$2 pretend=${3:-} bad=0
+  local -A layer_of_dir=() layer_of_header=() uses=() allowed=() target_layer=() dirs_of=()
+  local -a order=()
+  local t a layer
+  read_table "$root" >/dev/null || return 1
+  if [[ -n $pretend ]]; then
+    allowed[${pretend% *}]=${allowed[${pretend% *}]/ ${pretend#* } / }
+  fi
+  for t in "${!target_layer[@]}"; do
+    a=$build/src/lib$t.a
+    [[ -f $a ]] || { echo "$a: missing (build the core first)"; return 1; }
+    layer=${target_layer[$t]}
+    # "D layer symbol" for strong definitions, "U layer symbol" for undefined references.
+    nm -g --defined-only -P "$a" 2>/dev/null | awk -v l="$layer" 'NF >= 2 && $2 ~ /^[TDBR]$/ {print "D", l, $1}'
+    nm -u -P "$a" 2>/dev/null | awk -v l="$layer" 'NF >= 2 && $2 == "U" {print "U", l, $1}'
+  done >"$tmp/symbols"
+  for layer in "${order[@]}"; do echo "A $layer ${allowed[$layer]}"; done >"$tmp/allowed"
+  awk '$1 == "A" {for (i = 3; i <= NF; i++) ok[$2 " " $i] = 1; next}
+       $1 == "D" {if (!($3 in def)) def[$3] = $2; next}
+       $1 == "U" && ($3 in def) && def[$3] != $2 && !(($2 " " def[$3]) in ok) {
+         k = $2 " " def[$3]; if (!(k in n)) first[k] = $3; n[k]++ }
+       END {for (k in n) {split(k, p, " "); printf "%s %s %d %s\n", p[1], p[2], n[k], first[k]}}' \
+    "$tmp/allowed" "$tmp/symbols" | sort >"$tmp/upward"
+  while read -r layer to n sym; do
+    echo "layer $layer uses $n symbol(s) that layer $to defines, which it may not use (e.g. $(c++filt "$sym"))"
+    bad=1
+  done <"$tmp/upward"
+  return $bad
+}
+
+# check_declarations ROOT BUILD: every function a layer's archive defines (strong, in namespace mrcheck) and a
+# public header declares is declared in a header of that layer: a header of a lower layer declaring it would let
+# that layer's code call up (and make its reader look for the code in the wrong folder). A declaration is a line
+# of include/mrcheck/*.h, outside a comment, that names the function followed by "(".
+check_declarations() {
+  local root=$1 build=$2 bad=0
+  local -A layer_of_dir=() layer_of_header=() uses=() allowed=() target_layer=() dirs_of=()
+  local -a order=()
+  local t layer q name h own others outer
+  local -a where
+  read_table "$root" >/dev/null || return 1
+  for t in "${!target_layer[@]}"; do
+    nm -g --defined-only -P "$build/src/lib$t.a" 2>/dev/null | awk '$2 == "T" {print $1}' | c++filt |
+      grep -o '^mrcheck::[A-Za-z_0-9:]*(' | sed "s/($//; s/^/${target_layer[$t]} /"
+  done | sort -u >"$tmp/defined"
+  while read -r layer q; do
+    name=${q##*::}
+    own=0 others='' where=()
+    # A member function: the headers that define its class; a free function: those that declare its name.
+    outer=${q%::*}
+    outer=${outer##*::}
+    [[ $q == mrcheck::*::* ]] && mapfile -t where < <(grep -lE "^(struct|class) $outer\b" "$root"/include/mrcheck/*.h)
+    ((${#where[@]})) || mapfile -t where < <(grep -lE "^[^/]*[^A-Za-z0-9_:.>]$name\(" "$root"/include/mrcheck/*.h)
+    for h in "${where[@]}"; do
+      h=${h##*/}
+      if [[ ${layer_of_header[$h]:-} == "$layer" ]]; then own=1; else others+=" $h (${layer_of_header[$h]:-no layer})"; fi
+    done
+    if [[ -n $others ]] && ((own == 0)); then
+      echo "$q: defined in layer $layer, declared in$others"
+      bad=1
+    fi
+  done <"$tmp/defined"
+  return $bad
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
 echo "== the tree"
 out=$(check_tree "$src")
 rc=$?
@@ -138,8 +227,6 @@ rc=$?
 
 # The check itself must catch an upward include: a copy of the tree where util/ includes the step engine.
 echo "== self-check: util/ including <mrcheck/step.h> must fail"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/docs"
 cp -r "$src/src" "$src/include" "$src/cli" "$src/prolog" "$src/spank" "$tmp/" && cp "$src/docs/DESIGN.md" "$tmp/docs/"
 victim=$(ls "$tmp"/src/util/*.cpp | head -n1)
@@ -149,6 +236,29 @@ if [[ $? -ne 0 && $self == *"layer base includes <mrcheck/step.h> of layer step"
   echo "self-check: caught ($self)"
 else
   echo "self-check FAILED: the upward include was not reported (got: ${self:-nothing})"
+  rc=1
+fi
+
+[[ -n $build ]] || exit $rc
+echo "== the objects ($build/src/libmrcheck_*.a)"
+objs=$(check_objects "$src" "$build")
+orc=$?
+[[ -n $objs ]] && echo "$objs"
+((orc == 0)) && echo "layers: every symbol a layer needs from another is defined in a layer it uses"
+((orc == 0)) || rc=1
+echo "== the declarations: each function in a header of the layer that defines it"
+decl=$(check_declarations "$src" "$build")
+drc=$?
+[[ -n $decl ]] && echo "$decl"
+((drc == 0)) && echo "layers: every function is declared in a header of the layer that defines it"
+((drc == 0)) || rc=1
+# The object check must catch a use the table does not allow: checks without probes must report checks -> probes.
+echo "== self-check: the checks layer, pretended not to use probes, must be reported"
+self=$(check_objects "$src" "$build" "checks probes")
+if [[ $? -ne 0 && $self == *"layer checks uses"*"that layer probes defines"* ]]; then
+  echo "self-check: caught ($(head -n1 <<<"$self"))"
+else
+  echo "self-check FAILED: a use of probes by checks was not reported (got: ${self:-nothing})"
   rc=1
 fi
 exit $rc

@@ -1,6 +1,6 @@
-// The cause rows of NCCL's failures that carry no verbs errno (src/diagnosis/cause_rows.h): two ranks on one GPU,
+// The cause rows of NCCL's failures that carry no verbs errno (src/explain/causes/cause_rows.h): two ranks on one GPU,
 // a completion error, a fatal error without a preceding warning, and the fatal warnings of the open-world rows
-// (src/nccl/form_table.cpp, m_fatal_warn): MNNVL, sockets, CUDA limits, file descriptors.
+// (src/explain/read/form_table.cpp, m_fatal_warn): MNNVL, sockets, CUDA limits, file descriptors.
 #include "cause_rows.h"
 
 #include <fmt/format.h>

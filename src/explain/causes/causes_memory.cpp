@@ -1,4 +1,4 @@
-// The cause rows of memory and resource limits (src/diagnosis/cause_rows.h): the HCA's own object limits, ENOMEM
+// The cause rows of memory and resource limits (src/explain/causes/cause_rows.h): the HCA's own object limits, ENOMEM
 // (RLIMIT_MEMLOCK against what pinning ran out of), EPERM (no memlock at all, no CAP_IPC_LOCK) and file descriptors.
 // The rules follow docs/facts/verbs-and-nccl.md §2 and docs/transports.md ("HCA resource limits").
 #include "cause_rows.h"

@@ -1,11 +1,11 @@
-// The cause rows behind diagnose() (src/diagnosis/diagnosis.cpp): each row is
+// The cause rows behind diagnose() (src/explain/causes/diagnosis.cpp): each row is
 //   (failure kind, errno, call class, memory, evidence predicate) -> (evidence lines, cause, confirmed, summary,
 //   fix, fallback)
 // and the first row that matches a failure gives its diagnosis. The rows live by family, one file each:
 // causes_memory.cpp (ENOMEM, EPERM, the HCA's own limits, open files), causes_gpu.cpp (EFAULT, DMA-BUF, the kernel's
 // ENOTSUPP), causes_stack.cpp (EINVAL, EOPNOTSUPP, no device, no errno, the rest), causes_nccl.cpp (NCCL's failures
 // without an errno and its fatal warnings). What the rows share (evidence lines, predicates, fix texts) is in
-// cause_context.cpp. Internal to src/diagnosis/.
+// cause_context.cpp. Internal to src/explain/causes/.
 #pragma once
 
 #include <mrcheck/diagnosis.h>

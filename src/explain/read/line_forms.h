@@ -40,9 +40,9 @@ int errno_in(std::string_view text);
 // Scanner-level classes of lines, set by the cheap rejection.
 enum anchor_class : unsigned {
   k_form = 1u,       // a form of the table may match
-  k_warn = 2u,       // a WARN line (pending warnings, src/nccl/nccl_log.cpp)
+  k_warn = 2u,       // a WARN line (pending warnings, src/explain/read/nccl_log.cpp)
   k_rank = 4u,       // "rank N nranks M" announcements
-  k_container = 8u,  // lines the container evidence reads (src/diagnosis/container_runtime.cpp)
+  k_container = 8u,  // lines the container evidence reads (src/explain/causes/container_runtime.cpp)
   k_net_ib = 16u,    // "NET/IB" (the socket-fallback note needs one)
   k_path = 32u,      // NCCL's GPUDirect RDMA and DMA-BUF lines (the path note, src/explain/path_note.cpp)
   k_env = 64u,       // what the job asked for (NCCL_NET, NCCL_IB_HCA) and NCCL's notes on limits (stack size)
@@ -60,7 +60,7 @@ struct match {
 // Tries the table's rows in order, then the open-world reader; nullopt when neither reads the line.
 std::optional<match> match_line(const prefix& p);
 
-// The open-world reader (src/nccl/open_reader.cpp): a non-INFO line naming a failed RDMA, fabric or GPU-memory
+// The open-world reader (src/explain/read/open_reader.cpp): a non-INFO line naming a failed RDMA, fabric or GPU-memory
 // operation (a call of a known API family or a library's wording) with a failure word and an errno is an event
 // even when no row names its library.
 bool open_world_event(const prefix& p, match& out);

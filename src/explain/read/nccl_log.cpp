@@ -24,7 +24,7 @@ namespace {
 constexpr std::size_t k_max_examined = 64 * 1024;
 constexpr std::size_t k_text_max = 300;
 
-using forms::text::contains;  // src/nccl/text.h: the readers' shared helpers
+using forms::text::contains;  // src/explain/read/text.h: the readers' shared helpers
 using forms::text::icontains;
 
 // The text between the first pair of single quotes: NCCL's "Cuda failure 'out of memory'".

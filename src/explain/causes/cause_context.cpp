@@ -1,4 +1,4 @@
-// What the cause rows share (src/diagnosis/cause_rows.h): the call classes, the evidence lines, the predicates and
+// What the cause rows share (src/explain/causes/cause_rows.h): the call classes, the evidence lines, the predicates and
 // the fix texts that depend on the evidence. The rules follow docs/facts/verbs-and-nccl.md §2.
 #include "cause_rows.h"
 

@@ -152,7 +152,7 @@ constexpr row k_rows[] = {
       "https://github.com/NVIDIA/nccl/issues/210"},
      m_socket},
     // The program's own word that it failed: NCCL's result strings as torch, nccl-tests and wrappers print them.
-    // Tied to the failure before them when there is one, else a finding of their own (src/nccl/nccl_log.cpp).
+    // Tied to the failure before them when there is one, else a finding of their own (src/explain/read/nccl_log.cpp).
     {{"invalid usage", "NCCL (ncclInvalidUsage, as torch and wrappers print it)", "", "-", "-",
       "NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)",
       "https://github.com/vllm-project/vllm/issues/7548"},

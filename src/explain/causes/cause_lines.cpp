@@ -1,4 +1,4 @@
-// The evidence lines a cause row lists (src/diagnosis/cause_rows.h, `lines`): each group states what was known about
+// The evidence lines a cause row lists (src/explain/causes/cause_rows.h, `lines`): each group states what was known about
 // the failure and the node, and only what was known.
 #include "cause_rows.h"
 

@@ -1,4 +1,4 @@
-// The cause rows of GPU memory (src/diagnosis/cause_rows.h): EFAULT (a buffer no peer-memory client or DMA-BUF
+// The cause rows of GPU memory (src/explain/causes/cause_rows.h): EFAULT (a buffer no peer-memory client or DMA-BUF
 // claimed, or host memory that was not mapped), DMA-BUF registration refused (EOPNOTSUPP, the kernel's ENOTSUPP 524)
 // and a GPU registration that failed without an errno. The rules follow docs/facts/verbs-and-nccl.md §2.
 #include "cause_rows.h"

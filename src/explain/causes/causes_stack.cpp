@@ -1,4 +1,4 @@
-// The cause rows of the RDMA stack and its devices (src/diagnosis/cause_rows.h): EINVAL and EOPNOTSUPP (kernel and
+// The cause rows of the RDMA stack and its devices (src/explain/causes/cause_rows.h): EINVAL and EOPNOTSUPP (kernel and
 // user space out of step, libfabric of the EFA installers), no device (ENODEV, ENXIO, NCCL's "No device found",
 // libfabric's ENODATA), a call without an errno, and the last row, every other errno. The rules follow
 // docs/facts/verbs-and-nccl.md §2.

@@ -1,5 +1,5 @@
 // errno + node evidence -> cause, summary, evidence, fix. diagnose() takes the first cause row that matches the
-// failure (src/diagnosis/cause_rows.h; the rows by family in causes_*.cpp). The rules follow
+// failure (src/explain/causes/cause_rows.h; the rows by family in causes_*.cpp). The rules follow
 // docs/facts/verbs-and-nccl.md §2 (where each errno comes from in the kernel) and the reports cited in
 // docs/facts/verbs-and-nccl.md §3; every row has a unit test.
 #include <mrcheck/diagnosis.h>

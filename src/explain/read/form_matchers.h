@@ -1,4 +1,4 @@
-// The matchers of the form table (src/nccl/form_table.cpp): one function per kind of line, each reading the line a
+// The matchers of the form table (src/explain/read/form_table.cpp): one function per kind of line, each reading the line a
 // row's anchor found and filling the event. Private to src/nccl.
 #pragma once
 
@@ -49,7 +49,7 @@ std::optional<std::pair<std::string, std::string_view>> failed_call(std::string_
 bool gpu_words(std::string_view msg);
 bool host_words(std::string_view msg);
 
-// The anchors of the rows that join the cheap rejection (src/nccl/prefilter.cpp).
+// The anchors of the rows that join the cheap rejection (src/explain/read/prefilter.cpp).
 std::vector<std::string_view> row_anchors();
 
 }  // namespace mrcheck::forms
