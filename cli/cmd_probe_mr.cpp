@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "isolated_child.h"
 
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/probe_protocol.h>
 
 #include <mrcheck/build_config.h>

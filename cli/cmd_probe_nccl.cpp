@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "root_library.h"
 
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/probe_protocol.h>
 
 #include <mrcheck/check.h>

@@ -11,6 +11,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
 #include <mrcheck/config.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/probe_protocol.h>
 #include <mrcheck/rdma_probe.h>
 #include <mrcheck/units.h>

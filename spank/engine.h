@@ -2,6 +2,7 @@
 // (tests/unit/spank_hooks_test.cpp) and check that every hook still returns per policy.
 #pragma once
 
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <unistd.h>

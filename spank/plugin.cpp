@@ -31,6 +31,7 @@ extern "C" {
 #include <mrcheck/build_config.h>
 #include <mrcheck/child.h>
 #include <mrcheck/container_runner.h>
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <fmt/format.h>

@@ -14,11 +14,93 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mrcheck {
+
+// ---- Explaining: groups + node evidence -> findings (what `mrcheck explain` prints) ----
+
+// Where the node evidence came from, so a finding can say how far it applies.
+struct evidence_origin {
+  std::string hostname;    // the node the evidence describes ("" unknown)
+  bool from_root = false;  // read from a --root tree (a dump of the node chosen by the user): applies as is
+  container_runtime log_runtime = container_runtime::none;  // a runtime the log itself names (pyxis:, Apptainer)
+};
+
+// Evidence for explain: collect_facts() on `root` (libraries loaded only on the host), plus CAP_IPC_LOCK from
+// /proc/<pid>/status, the rdma-core flavour from /var/lib/dpkg/status and container markers. Never fails;
+// unreadable facts stay unset.
+node_evidence explain_evidence(const sysroot& root, evidence_origin& origin);
+// A runtime named in the log (pyxis:, Apptainer, podman lines) sets the evidence's runtime when the node facts
+// found none: the fix text is then that runtime's.
+void apply_container_log(const container_log_scan& scan, node_evidence& e);
+
+struct finding {
+  nccl_group group;
+  diagnosis diag;
+  bool evidence_applies = true;  // false: the node facts were not used (the failures are not known to be this node's)
+};
+
+// One finding per group, in order of first line. Node evidence is used only with a --root tree (origin.from_root)
+// or when every host the group names is this host; otherwise (another host, or a log that names none) the finding
+// is made from the log alone (plus a runtime the log names), `confirmed` is cleared and an evidence line says which
+// command supplies the failing node's facts. An ENOMEM of a call creating an HCA object the log also shows the
+// device refusing ("limits exceeded") is diagnosed as that limit.
+std::vector<finding> explain_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                    const evidence_origin& origin);
+// The groups that are failures: what the program itself called fatal. "NET/IB : No device found" (an INFO line)
+// only when the job asked for InfiniBand (asked_for_ib()) or is multi-node on nodes whose facts show HCAs; the
+// program's generic "it failed" lines (system_error) only when nothing more precise is in the log, or a crash.
+std::vector<const nccl_group*> failure_groups(const nccl_log_scanner& scanner, const node_evidence& evidence,
+                                              const evidence_origin& origin);
+
+// ---- The path NCCL took, from its INFO lines (NCCL_DEBUG=INFO): a silent fallback the node could avoid ----
+// GPUDirect RDMA off and sockets instead of InfiniBand never print an error (docs/facts/verbs-and-nccl.md §4).
+// The lines scan_fd() shows its observer that carry NCCL's transport and GPUDirect lines are kept (at most 4096
+// lines and 1 MiB; past that they are counted) and read once with parse_nccl_log() at the end.
+struct nccl_path_scan {
+  std::string text;
+  std::size_t kept = 0;
+  std::size_t skipped = 0;      // relevant lines past the caps
+  std::set<std::string> hosts;  // from NCCL's "host:pid:tid" headers, at most 16
+  void feed(std::string_view line);
+};
+struct path_note {
+  std::string what;  // "gdr_off" | "sockets"
+  std::string text;  // what NCCL did, why, and what this node could do instead
+  std::string fix;
+  bool evidence_applies = false;  // the node facts are of the node that wrote the log
+};
+// A note when the log shows NCCL staging GPU data through host memory (NET/IB channels without /GDRDMA) or using
+// sockets, and the node facts show the node could do better (a registered nvidia_peermem client or DMA-BUF with
+// the open GPU modules; RDMA devices). Facts of another node (not origin.from_root, and a log host that is not
+// this host) make the note say which node to check instead. None when the log has no such lines, when NCCL's
+// own reason is the PCI distance (the topology), or when the facts show nothing better.
+// `evidence` is asked only when the log shows a fallback (so a clean log reads no node facts); `origin` is read
+// after it.
+std::optional<path_note> judge_path(const nccl_path_scan& scan, const std::function<const node_evidence&()>& evidence,
+                                    const evidence_origin& origin);
+
+// The note for a "No device found" that is no failure (failure_groups() left it out): NCCL used sockets.
+std::optional<path_note> no_device_note(const nccl_log_scanner& scanner, const std::vector<finding>& findings);
+
+// "0-3,5,7-8"; "" for none.
+std::string format_ranks(const std::set<int>& ranks);
+
+// Human text: one block per finding, the cause and the call first, then why, evidence (errno, limits,
+// versions, resources), fix, and the fallback with its cost last.
+std::string findings_to_text(const std::vector<finding>& findings, std::string_view source,
+                             const nccl_log_scanner& scanner);
+// The stable JSON documented in cli/cmd_explain.cpp.
+nlohmann::json findings_to_json(const std::vector<finding>& findings, std::string_view source,
+                                const nccl_log_scanner& scanner, const evidence_origin& origin);
+
+// ---- The front door ----
 
 struct explain_options {
   std::string source = "-";  // how the output names the log (a file name, "-" for stdin); escaped when printed

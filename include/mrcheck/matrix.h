@@ -158,10 +158,4 @@ struct matrix_facts {
 matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "",
                                   bool scan_library_dirs = true);
 
-// The node's memory checks with the rules' thresholds (src/checks/max_map_count.cpp, hugepages.cpp), run by
-// mrcheck-prolog after the matrix group. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
-// checks.h taking a config are these with default_matrix_rules().
-check_result check_max_map_count(const node_facts& f, const matrix_rules& r);
-check_result check_hugepages(const node_facts& f, const matrix_rules& r);
-
 }  // namespace mrcheck

@@ -6,8 +6,9 @@
 // (the submit host's soft limit), when MEMLOCK is propagated by slurm.conf or the value carries the `U`
 // prefix (`srun --propagate`), capped at the hard limit.
 //
-// This is the memlock model (prediction, enforcement, the verdict, the submit record), implemented in src/step/
-// and, for judge_memlock, src/checks/memlock.cpp. The step engine that applies it at each hook is step.h.
+// These are the memlock model's values and its verdict (judge_memlock, src/checks/memlock.cpp); the functions that
+// predict, enforce and record, implemented in src/step/, are declared in memlock_step.h, and the step engine that
+// applies them at each hook in step.h.
 #pragma once
 
 #include <mrcheck/check.h>
@@ -30,13 +31,6 @@
 #include <vector>
 
 namespace mrcheck {
-
-// ---- SLURM_RLIMIT_MEMLOCK against the task's limits ----------------------------------------------------
-
-// set_user_limits()' _set_limit(): the soft limit a task with limits `cur` gets from a value that applies
-// (PropagateResourceLimits covers MEMLOCK, or the `U` prefix). Without `U` a value above the hard limit is
-// cut to it; with `U` setrlimit() refuses it and the soft limit stays.
-std::uint64_t slurmstepd_soft(const propagated_limit& v, const memlock_limit& cur);
 
 // ---- the submit side's record --------------------------------------------------------------------------
 
@@ -62,15 +56,6 @@ struct submit_record {
 
 inline constexpr std::size_t k_submit_record_max = 1024;
 inline constexpr std::size_t k_submit_max_hops = 16;
-
-// Builds the record from a chain read by read_chain() (tool first). Keeps at most k_submit_max_hops.
-submit_record make_submit_record(std::string tool, std::string host, std::optional<std::string> sent,
-                                 std::string job_id, const std::vector<process_fact>& chain);
-// A compact single-line form of at most k_submit_record_max bytes (older ancestors are dropped to fit).
-std::string encode_submit_record(const submit_record& r);
-// Strict inverse of encode_submit_record; refuses anything longer than k_submit_record_max, unknown
-// versions, bad numbers and more than k_submit_max_hops hops.
-result<submit_record> decode_submit_record(std::string_view text);
 
 // ---- prediction ----------------------------------------------------------------------------------------
 
@@ -113,20 +98,7 @@ struct memlock_prediction {
   bool use_pam = false;
 };
 
-// Predicts the limit the task starts with and, when it is below `required` (bytes, k_unlimited allowed),
-// names the hop that lowered it and the fix. Pure: reads nothing.
-memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t required);
-
 // ---- enforcement ---------------------------------------------------------------------------------------
-
-// getrlimit/setrlimit for RLIMIT_MEMLOCK of this process, behind an interface so tests can inject EPERM.
-class rlimit_ops {
- public:
-  virtual ~rlimit_ops() = default;
-  virtual result<memlock_limit> get() = 0;
-  virtual status set(const memlock_limit& l) = 0;  // errno kept in status::err()
-};
-rlimit_ops& real_rlimit_ops();
 
 struct enforcement {
   bool attempted = false;
@@ -138,19 +110,11 @@ struct enforcement {
   std::string problem;                   // "" or why it could not reach `required`
 };
 
-// Raises this process's hard and soft RLIMIT_MEMLOCK to at least `required` (never lowers), and says which
-// SLURM_RLIMIT_MEMLOCK value the caller must write so set_user_limits() does not lower it again. When the
-// hard limit cannot be raised (EPERM), the soft limit still goes as high as the hard limit allows.
-enforcement enforce_memlock(rlimit_ops& ops, std::uint64_t required, const memlock_prediction& before);
-
 // ---- verdict -------------------------------------------------------------------------------------------
 
 // The memlock check's result: pass when the task starts with soft >= required, else fail naming the hop
 // and its fix, and (after a refused enforcement) "cannot enforce: ...".
 check_result judge_memlock(const memlock_prediction& p, std::uint64_t required, const enforcement* enf);
-
-// The chain table, one line per row, each "mrcheck: memlock: ..." (for verbose and the CLI).
-std::vector<std::string> chain_table_lines(const memlock_prediction& p);
 
 // ---- after exec ----------------------------------------------------------------------------------------
 
@@ -164,7 +128,5 @@ struct post_exec_observation {
   std::string task_prolog;  // TaskProlog= in force ("" = none)
   bool batch_step = false;  // the task is the batch script: a later change is the script's own ulimit
 };
-// nullopt when the task runs with what was predicted; else a warn/fail result naming the override.
-std::optional<check_result> judge_post_exec(const post_exec_observation& o, std::uint64_t required);
 
 }  // namespace mrcheck

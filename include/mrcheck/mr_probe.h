@@ -311,30 +311,4 @@ result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip);
 mr_probe_outcome run_mr_probe(const mr_probe_request& req, verbs_api* verbs, status load_error, gpu_memory* gpu,
                               const gpu_probe_result& gpu_setup, log_sink& log);
 
-// ------------------------------------------------------------------------------------------------------------
-// The checks. `evidence` is what the diagnosis may use (limits, root, CAP_IPC_LOCK, max_map_count, stack).
-// Each returns the verdict and, when a call failed, the shared diagnosis it was built from.
-struct probe_check {
-  check_result result;
-  std::optional<diagnosis> diag;
-  failure what;  // the failed call (meaningful only with diag)
-};
-probe_check mr_host_check(const mr_probe_outcome& o, const node_evidence& evidence);
-probe_check dmabuf_check(const mr_probe_outcome& o, const node_evidence& evidence);
-probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& evidence);
-
-// Evidence about this process and node for the diagnosis, read through `root` (the host's for the probe, a
-// fixture tree in tests): its RLIMIT_MEMLOCK, euid and CapEff (read_own_process, facts.h), max_map_count,
-// meminfo, container signs, and - only when `deep` (a failure needs explaining) - the memlock hop of the
-// ancestor chain and the RDMA stack.
-node_evidence probe_evidence(const sysroot& root, const mr_probe_outcome& o, bool deep);
-
-// All three checks (mr_gpu only when the GPU side was requested), in order mr_host, dmabuf, mr_gpu.
-std::vector<probe_check> mr_probe_checks(const mr_probe_outcome& o, const node_evidence& evidence);
-report to_report(const std::vector<probe_check>& checks);
-
-// The probe's own data for JSON consumers: sizes and their inputs, library, devices, each attempt, and the
-// diagnosis of each failed check ({"cause": ..., "evidence": [...], ...}).
-nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_check>& checks);
-
 }  // namespace mrcheck

@@ -186,11 +186,6 @@ struct nccl_pair_outcome {
 // Runs the pair (or this node's half of node-pair). Never throws for expected failures; they are in the outcome.
 nccl_pair_outcome run_nccl_pair(const nccl_pair_options& options);
 
-// The verdict for check id "nccl_pair" (src/checks/nccl_pair.cpp): pass with the transport and timings; fail
-// with NCCL's warning explained through diagnose() (memlock evidence of this process) for a failed init, a
-// wrong sum, a crash or a timeout; skip when there is no GPU or no NCCL/CUDA library.
-check_result judge_nccl_pair(const nccl_pair_outcome& o);
-
 // The extra keys of `mrcheck probe nccl --json` beside "verdict" and "checks": mode, transport, gdr, dmabuf,
 // nccl_version, cuda_driver_version, timings, ranks, nccl_conf, env_set (stable; the plugin parses them).
 void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with_logs);

@@ -95,11 +95,4 @@ struct rdma_probe_outcome {
 // call at verbose level, so a parent that kills a hung probe can say where it hung.
 rdma_probe_outcome run_rdma_probe(const rdma_probe_request& req, const std::string& library, log_sink& log);
 
-// The check data_plane (src/checks/data_plane.cpp): pass when every tested port moved and verified every size;
-// fail naming the first failed port's step and cause; skip when there is no device or no port was selected
-// ("nothing was tested"); error when the library did not load or the device list could not be read.
-check_result data_plane_check(const rdma_probe_outcome& o);
-// The `probe` member of `mrcheck probe rdma --json` (docs/schema/probe-rdma.schema.json).
-nlohmann::json rdma_probe_to_json(const rdma_probe_outcome& o);
-
 }  // namespace mrcheck

@@ -8,6 +8,7 @@
 #include <mrcheck/facts.h>
 #include <mrcheck/limit_chain.h>
 #include <mrcheck/memlock_chain.h>
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>

@@ -1,6 +1,7 @@
 // Check data_plane: the data-plane probe's outcome (include/mrcheck/rdma_probe.h) as a verdict, and its JSON
 // (docs/schema/probe-rdma.schema.json). A pass means every tested port moved every size both ways with every
 // byte intact; the first failed port decides a fail, its step and cause in the summary, the fix in the hint.
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/rdma_probe.h>
 
 #include <mrcheck/diagnosis.h>

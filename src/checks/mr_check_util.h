@@ -4,6 +4,7 @@
 
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>

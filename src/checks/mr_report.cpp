@@ -4,6 +4,7 @@
 #include <mrcheck/memlock_chain.h>
 #include <mrcheck/memlock_hop.h>
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
 

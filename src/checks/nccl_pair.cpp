@@ -3,6 +3,7 @@
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/nccl_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>

@@ -1,6 +1,7 @@
 // From scanner groups to findings: the shared diagnosis applied with this node's evidence, then text or JSON.
 #include <mrcheck/child.h>
 #include <mrcheck/container.h>
+#include <mrcheck/explain.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/units.h>

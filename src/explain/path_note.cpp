@@ -1,6 +1,7 @@
 // The path NCCL took, read from its INFO lines, against what the node could do: GPUDirect RDMA silently off, or
 // sockets where the node has RDMA devices. Neither prints an error (docs/facts/verbs-and-nccl.md §4), so these are
 // notes beside the findings, never findings.
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/units.h>

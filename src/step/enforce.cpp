@@ -1,5 +1,6 @@
 // enforce=yes and the verdicts. Enforcement raises, never lowers; a refused hard-limit raise (no
 // CAP_SYS_RESOURCE, common in containers and on build machines) is a verdict, not a crash.
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <mrcheck/units.h>

@@ -2,6 +2,7 @@
 //   srun/sbatch init_post_opt -> plan_submit: refuse a bad request before launch, record the submit chain.
 //   slurmstepd task_init_privileged (root, task child) -> node_privileged: predict + enforce.
 //   slurmstepd task_init (job user, task child) -> node_task: verdicts, probes, the user's one line.
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <mrcheck/check_registry.h>

@@ -1,6 +1,7 @@
 // After exec. TaskProlog and set_user_limits() run after every SPANK task callback, and a wrapper can lower
 // the limit after exec, so only the running task's /proc/PID/limits tells the truth. A short-lived watcher
 // (forked from task_init, as the job user, holding the task's stderr) reads it right after exec.
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <mrcheck/child.h>

@@ -2,6 +2,7 @@
 // (docs/facts/memlock.md §1-§2): hard = inherited from slurmd via slurmstepd; soft = SLURM_RLIMIT_MEMLOCK capped at the
 // hard limit when propagation applies, else what the task process already has.
 #include <mrcheck/build_config.h>
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <mrcheck/units.h>

@@ -4,6 +4,7 @@
 // Grammar: "1|t=<tool>|h=<host>|s=<sent or '-'>|j=<job id or '-'>|c=<hop>;<hop>..."
 //          hop = <pid>:<comm>:<soft>:<hard>, soft/hard = decimal | "u" (unlimited) | "?" (unreadable)
 //          text fields are %XX-escaped outside [A-Za-z0-9._+-].
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <mrcheck/units.h>

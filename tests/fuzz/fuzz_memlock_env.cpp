@@ -15,6 +15,7 @@
 // fuzz-requires: memlock_chain.h
 #include "fuzz_common.h"
 
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <cerrno>

@@ -8,6 +8,7 @@
 // fuzz-requires: nccl_log.h
 #include "fuzz_common.h"
 
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 
 #include <nlohmann/json.hpp>

@@ -5,6 +5,7 @@
 // fuzz-requires: memlock_chain.h
 #include "fuzz_common.h"
 
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

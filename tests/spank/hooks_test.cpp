@@ -5,6 +5,7 @@
 #include "fake_spank.h"
 #include "job_info.h"
 
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step_gate.h>
 
 #include <gtest/gtest.h>

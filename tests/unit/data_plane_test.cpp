@@ -2,6 +2,7 @@
 // data path (MRCHECK_FAKE_IBV_DATA=loopback) for the pass, and each failure the probe must name - a port DOWN, an
 // empty RoCE GID table, ibv_create_qp's and ibv_modify_qp's errno, a completion's IBV_WC_* status, a completion
 // that never comes (bounded), bytes that differ - and the check's verdicts on them.
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/rdma_probe.h>
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
 // Runs the scanner and the shared diagnosis over the corpus of real NCCL log excerpts (tests/corpus/nccl_logs,
 // listed with their expected causes in MANIFEST) and checks that every excerpt names its public source.
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/units.h>
 

@@ -1,5 +1,6 @@
 // From scanner groups to findings: evidence from a --root tree, host matching, text order and the JSON schema.
 #include <mrcheck/diagnosis.h>
+#include <mrcheck/explain.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/units.h>

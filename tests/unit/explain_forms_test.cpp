@@ -3,6 +3,7 @@
 // pastes, as written.
 #include "explain/read/line_forms.h"
 
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
 // What explain calls a failure: what the program itself calls fatal (NCCL's error returns as frameworks and tools
 // print them, WARNs NCCL prints only before an error return, crashes), never an INFO line about the path it took.
 // Every line below is a real line (its source in src/explain/read/form_table.cpp's rows or docs/transports.md).
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
 // The scanner and the diagnosis beyond NCCL's NET/IB, each on a real public line (the corpus file that carries it
 // is named), and fatal NCCL errors outside the taxonomy (docs/transports.md).
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 
 #include <gtest/gtest.h>

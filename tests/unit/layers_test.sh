@@ -193,7 +193,7 @@ check_declarations() {
   local -a where
   read_table "$root" >/dev/null || return 1
   for t in "${!target_layer[@]}"; do
-    nm -g --defined-only -P "$build/src/lib$t.a" 2>/dev/null | awk '$2 == "T" {print $1}' | c++filt |
+    nm -g --defined-only -P "$build/src/lib$t.a" 2>/dev/null | awk '$2 == "T" {print $1}' | c++filt | sed 's/\[abi:[a-z0-9]*\]//g' |
       grep -o '^mrcheck::[A-Za-z_0-9:]*(' | sed "s/($//; s/^/${target_layer[$t]} /"
   done | sort -u >"$tmp/defined"
   while read -r layer q; do
@@ -252,6 +252,19 @@ drc=$?
 [[ -n $decl ]] && echo "$decl"
 ((drc == 0)) && echo "layers: every function is declared in a header of the layer that defines it"
 ((drc == 0)) || rc=1
+# The declaration check must catch a function declared only in another layer's header: in the copy of the tree,
+# check_hugepages (defined in the checks layer) declared in matrix.h (rules) instead of checks.h.
+echo "== self-check: a checks function declared only in the rules layer's matrix.h must be reported"
+decl_line=$(grep -m1 '^check_result check_hugepages(' "$tmp/include/mrcheck/checks.h")
+sed -i '/^check_result check_hugepages(/d' "$tmp/include/mrcheck/checks.h"
+printf '%s\n' "$decl_line" >>"$tmp/include/mrcheck/matrix.h"
+self=$(check_declarations "$tmp" "$build")
+if [[ $? -ne 0 && $self == *"mrcheck::check_hugepages: defined in layer checks, declared in matrix.h (rules)"* ]]; then
+  echo "self-check: caught ($self)"
+else
+  echo "self-check FAILED: the misplaced declaration was not reported (got: ${self:-nothing})"
+  rc=1
+fi
 # The object check must catch a use the table does not allow: checks without probes must report checks -> probes.
 echo "== self-check: the checks layer, pretended not to use probes, must be reported"
 self=$(check_objects "$src" "$build" "checks probes")

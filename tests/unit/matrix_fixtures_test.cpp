@@ -4,6 +4,7 @@
 #include "prolog/node_action.h"
 
 #include <mrcheck/check_registry.h>
+#include <mrcheck/checks.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>

@@ -1,4 +1,5 @@
 // enforce=yes over a fake rlimit: raising works, EPERM on the hard limit is a "cannot enforce" verdict.
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <gtest/gtest.h>

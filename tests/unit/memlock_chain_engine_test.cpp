@@ -1,5 +1,6 @@
 // The plugin's per-step logic without Slurm: which checks run, what srun records, what task_init returns.
 #include <mrcheck/check_registry.h>
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/probe_stop.h>
 #include <mrcheck/step.h>
 

@@ -1,5 +1,6 @@
 // predict_task_memlock: the limit the task starts with and the hop that lowered it, on hand-built chains
 // shaped like the ones measured on the local Slurm (docs/facts/memlock.md §4).
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 // MRCHECK_SUBMIT and SLURM_RLIMIT_MEMLOCK: the node treats both as untrusted text.
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
 #include <gtest/gtest.h>

@@ -5,7 +5,9 @@
 #include <mrcheck/checks.h>
 #include <mrcheck/diagnosis.h>
 #include <mrcheck/memlock_hop.h>
+#include <mrcheck/memlock_step.h>
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/step.h>
 
 #include <gtest/gtest.h>

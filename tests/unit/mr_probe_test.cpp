@@ -1,6 +1,7 @@
 // The registration probe against in-memory verbs: NCCL's calls and flags, every errno -> its cause through the
 // shared diagnosis, and every path releasing what it took.
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/units.h>
 
 #include "doubles/memory_verbs.h"

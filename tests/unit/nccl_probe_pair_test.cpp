@@ -4,6 +4,7 @@
 // rendezvous of node-pair and the verdicts are all the production code.
 #include <mrcheck/child.h>
 #include <mrcheck/nccl_probe.h>
+#include <mrcheck/probe_checks.h>
 
 #include "munge_fixture.h"
 #include "nccl/rendezvous.h"

@@ -1,6 +1,7 @@
 // The path note of `mrcheck explain` (src/explain/path_note.cpp): GPUDirect RDMA silently off, or sockets, where the
 // node facts show the node could do better; nothing when NCCL's own reason is the PCI distance or the facts show
 // nothing better. The log lines are NCCL 2.28's INFO forms (docs/facts/verbs-and-nccl.md §4).
+#include <mrcheck/explain.h>
 #include <mrcheck/nccl_log.h>
 
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // will be off because of it: the PCI layouts of a switch with a GPU and a NIC below it (PIX), two switch levels
 // (PXB), two root ports of one CPU (PHB), and two sockets (SYS).
 #include <mrcheck/mr_probe.h>
+#include <mrcheck/probe_checks.h>
 #include <mrcheck/units.h>
 
 #include "doubles/memory_verbs.h"
