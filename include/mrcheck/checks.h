@@ -7,8 +7,6 @@
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 
-#include <cstdint>
-
 namespace mrcheck {
 
 struct matrix_rules;
@@ -23,8 +21,5 @@ check_result check_memlock(const node_facts& f, const config& c);
 // config.nofile_min fails), naming the process that set it and who fixes it (include/mrcheck/limit_chain.h).
 check_result check_stack(const node_facts& f, const config& c);
 check_result check_nofile(const node_facts& f, const config& c);
-
-// vm.max_map_count below this warns. 65530 is the kernel default (DEFAULT_MAX_MAP_COUNT); see max_map_count.cpp.
-inline constexpr std::uint64_t k_max_map_count_min = 262144;
 
 }  // namespace mrcheck
