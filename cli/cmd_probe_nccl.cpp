@@ -1,6 +1,7 @@
 // mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path. The same binary is
 // re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
-#include "commands.h"
+#include "cmd_probe_nccl.h"
+
 #include "root_library.h"
 
 #include <mrcheck/probe_checks.h>
@@ -230,9 +231,9 @@ void add_library_detail(check_result& ch, const job_nccl& job, bool library_give
 
 }  // namespace
 
-int cmd_probe_nccl(const args& a) { return cmd_probe_nccl(a, nullptr); }
+int cmd_probe_nccl(const args& a) { return probe_nccl_with_spawner(a, {}); }
 
-int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand_in) {
+int probe_nccl_with_spawner(const args& a, const child_spawner& spawn) {
   for (const auto& x : a) {
     if (x == "--rank") return run_rank(a);
     if (x == "--help" || x == "-h") {
@@ -245,7 +246,7 @@ int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand
   o.env = current_environment();
   defaults_from_slurm(cmd);
   if (auto rc = parse_options(a, cmd)) return *rc;
-  if (stand_in) o.stand_in = *stand_in;
+  o.spawn = spawn;
 
   report rep;
   std::optional<nccl_pair_outcome> outcome;

@@ -2,8 +2,6 @@
 // returns the process exit code: 0 pass/warn, 1 fail, 2 usage or I/O error (documented in the README).
 #pragma once
 
-#include <mrcheck/nccl_probe.h>
-
 #include <string>
 #include <vector>
 
@@ -19,11 +17,8 @@ int cmd_probe_mr(
     const args& a);  // mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]
 int cmd_probe_rdma(const args& a);  // mrcheck probe rdma [--sizes LIST] [--device NAME] [--json]
 int cmd_probe_nccl(const args& a);  // mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json]
-// The same with the pair's ranks run as a scripted program instead of NCCL (nccl_pair_options::stand_in): only
-// the test program tests/doubles/probe_nccl_stand_in.cpp passes one; the shipped CLI has no option for it.
-int cmd_probe_nccl(const args& a, const nccl_pair_options::stand_in_ranks* stand_in);
-int cmd_explain(const args& a);  // mrcheck explain [FILE|-] [--root DIR] [--json]
-int cmd_fleet(const args& a);    // mrcheck fleet [--json] [--rules FILE] PATH...
+int cmd_explain(const args& a);     // mrcheck explain [FILE|-] [--root DIR] [--json]
+int cmd_fleet(const args& a);       // mrcheck fleet [--json] [--rules FILE] PATH...
 
 inline constexpr int k_exit_ok = 0;
 inline constexpr int k_exit_fail = 1;

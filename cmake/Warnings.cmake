@@ -1,17 +1,27 @@
-# Warnings and hardening shared by every target (enroot's list plus the C++ extras).
+# Warnings and hardening shared by every target (enroot's list plus the C++ extras, and for C the prototype
+# checks that -Wmissing-declarations makes in C++).
 set(mrcheck_warnings
   -Wall -Wextra -Wshadow -Wformat=2 -Wconversion -Wno-sign-conversion -Wundef -Wcast-align
   -Wnull-dereference -Wdouble-promotion -Wmissing-declarations -Wvla -Wunused)
 set(mrcheck_cxx_warnings -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual -Wimplicit-fallthrough)
+set(mrcheck_c_warnings -Wstrict-prototypes -Wmissing-prototypes)
 if(MRCHECK_WERROR)
   list(APPEND mrcheck_warnings -Werror)
 endif()
 
-add_library(mrcheck_options INTERFACE)
-target_compile_options(mrcheck_options INTERFACE
+# The warnings alone (-Werror with MRCHECK_WERROR), C and C++ alike: every target links them, through
+# mrcheck_options or, where the hardening below must not apply, directly (the container helper, built without
+# stack protector or fortified calls so that it starts under an image's older glibc: src/CMakeLists.txt; the
+# test plugins and libraries that Slurm, NCCL or a job load: tests/).
+set(mrcheck_warning_options
   ${mrcheck_warnings}
   $<$<COMPILE_LANGUAGE:CXX>:${mrcheck_cxx_warnings}>
-  -fstack-protector-strong)
+  $<$<COMPILE_LANGUAGE:C>:${mrcheck_c_warnings}>)
+add_library(mrcheck_warning_flags INTERFACE)
+target_compile_options(mrcheck_warning_flags INTERFACE ${mrcheck_warning_options})
+
+add_library(mrcheck_options INTERFACE)
+target_compile_options(mrcheck_options INTERFACE ${mrcheck_warning_options} -fstack-protector-strong)
 # _FORTIFY_SOURCE=2 unless the compiler or the distribution's flags already choose a level (Ubuntu's gcc
 # defines _FORTIFY_SOURCE=3 itself when optimising; EL's %optflags pass -Wp,-D_FORTIFY_SOURCE=2; CI builds once
 # with CXXFLAGS=-D_FORTIFY_SOURCE=3): a second, different definition would be a redefinition warning (-Werror).

@@ -7,8 +7,6 @@
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 
-#include <cstdint>
-
 namespace mrcheck {
 
 struct matrix_rules;
@@ -25,12 +23,9 @@ check_result check_stack(const node_facts& f, const config& c);
 check_result check_nofile(const node_facts& f, const config& c);
 
 // The node's memory checks with the rules' thresholds (src/checks/max_map_count.cpp, hugepages.cpp), run by
-// mrcheck-prolog after the matrix group. Pure. Unreadable fact: error; rule set to off: skip. The overloads in
+// mrcheck-prolog after the matrix group. Pure. Unreadable fact: error; rule set to off: skip. The overloads
 // above, taking a config, are these with default_matrix_rules().
 check_result check_max_map_count(const node_facts& f, const matrix_rules& r);
 check_result check_hugepages(const node_facts& f, const matrix_rules& r);
-
-// vm.max_map_count below this warns. 65530 is the kernel default (DEFAULT_MAX_MAP_COUNT); see max_map_count.cpp.
-inline constexpr std::uint64_t k_max_map_count_min = 262144;
 
 }  // namespace mrcheck

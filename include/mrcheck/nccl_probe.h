@@ -25,7 +25,6 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -153,15 +152,10 @@ struct nccl_pair_options {
   std::uint64_t step_id = 0;
   // The munged the rendezvous authenticates through and the cluster it binds (munge_settings_from_slurm_conf).
   munge_settings auth;
-  // Tests only, never set by the plugin: when `program` is set, rank R runs as `program --spec SPEC[R] --rank R
-  // ...` instead of `self_exe probe nccl --rank R ...`: a scripted stand-in for CI without a GPU, built only
-  // with the tests (tests/unit/fake_nccl_rank.cpp; SPEC e.g. "log=/path/nccl.log,action=pass").
-  struct stand_in_ranks {
-    std::string program;  // absolute path
-    std::array<std::string, 2> spec;
-  } stand_in;
-  // Tests only: starts the rank children instead of child_process::spawn (empty), so that a test can stand in
-  // for a rank's process with a scripted end (tests/unit/nccl_pair_fake_test.cpp).
+  // Tests only, never set by the plugin nor the shipped CLI: starts the rank children instead of
+  // child_process::spawn (empty). A test stands in for a rank's process with a scripted end and no process
+  // (tests/unit/nccl_pair_fake_test.cpp), or runs a scripted program in its place, a real process given the
+  // rank's own arguments (tests/doubles/stand_in_ranks.h, for CI without a GPU).
   child_spawner spawn;
 };
 

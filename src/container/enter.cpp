@@ -11,17 +11,15 @@
 #include <mrcheck/facts.h>
 #include <mrcheck/launchers.h>
 #include <mrcheck/probe_protocol.h>
+#include <mrcheck/proc_tree.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +28,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 namespace mrcheck {
 
@@ -238,43 +235,6 @@ int join_namespaces(const void* arg) noexcept {
   return 0;
 }
 
-// The children of `pid`, from /proc/PID/task/TID/children (every thread's; Linux 3.5, CONFIG_PROC_CHILDREN),
-// or, where those files do not exist, from the parent field of every /proc/N/stat.
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  auto add = [&out](std::string_view list) {
-    while (!list.empty()) {
-      auto sp = list.find(' ');
-      std::string_view w = list.substr(0, sp);
-      list.remove_prefix(sp == std::string_view::npos ? list.size() : sp + 1);
-      pid_t c = 0;
-      if (!w.empty() && std::from_chars(w.data(), w.data() + w.size(), c).ec == std::errc{} && c > 0) out.push_back(c);
-    }
-  };
-  bool any = false;
-  if (DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      auto text = sysroot{}.read(fmt::format("/proc/{}/task/{}/children", pid, e->d_name), 64 * 1024);
-      if (!text) continue;
-      any = true;
-      add(*text);
-    }
-    ::closedir(d);
-  }
-  if (any) return out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    auto stat = sysroot{}.read(fmt::format("/proc/{}/stat", e->d_name), 4096);
-    if (!stat) continue;
-    if (auto f = parse_proc_stat(*stat); f && f->ppid == pid && f->pid > 0) out.push_back(f->pid);
-  }
-  ::closedir(d);
-  return out;
-}
-
 // A launcher's container process: the task itself or its first descendant (breadth first, at most 64 looked at)
 // that is in another mount namespace than slurmstepd's or has another root directory (`chroot`, `unshare
 // --root`), and runs a program that is not the launcher (`launcher_prog`, its file name) nor, for a descendant,
@@ -284,9 +244,7 @@ pid_t launched_container_process(pid_t task, std::string_view launcher_prog, con
                                  const std::string& host_root) {
   std::string task_exe = link_text(fmt::format("/proc/{}/exe", task));
   if (task_exe.empty()) return 0;
-  std::vector<pid_t> queue{task};
-  for (std::size_t i = 0; i < queue.size() && i < 64; ++i) {
-    pid_t p = queue[i];
+  for (pid_t p : process_tree(task, 64)) {
     std::string ns = link_text(fmt::format("/proc/{}/ns/mnt", p));
     std::string exe = p == task ? task_exe : link_text(fmt::format("/proc/{}/exe", p));
     // Apptainer's runtime parent (`starter`, `starter-suid`) has a mount namespace of its own, not the image's.
@@ -299,12 +257,6 @@ pid_t launched_container_process(pid_t task, std::string_view launcher_prog, con
     }
     bool own_program = !exe.empty() && name != launcher_prog && (p == task || exe != task_exe) && !starter;
     if (moved && own_program) return p;
-    // At most 64 queued (a task that forks many children costs no more). One at a time: gcc 14 warns
-    // (-Wstringop-overflow, a false positive) on the range insert here.
-    for (pid_t c : children_of(p)) {
-      if (queue.size() >= 64) break;
-      queue.push_back(c);
-    }
   }
   return 0;
 }
@@ -313,18 +265,13 @@ pid_t launched_container_process(pid_t task, std::string_view launcher_prog, con
 // pick_entered_process: each one's program and whether its root is slurmstepd's (`host_root`, "dev:ino").
 std::vector<task_process> task_tree(pid_t task, const std::string& host_root) {
   std::vector<task_process> seen;
-  std::vector<pid_t> queue{task};
-  for (std::size_t i = 0; i < queue.size() && i < 64; ++i) {
+  for (pid_t pid : process_tree(task, 64)) {
     task_process p;
-    p.pid = queue[i];
+    p.pid = pid;
     p.exe = link_text(fmt::format("/proc/{}/exe", p.pid));
     std::string rid = root_id(fmt::format("/proc/{}/root", p.pid));
     p.own_root = !rid.empty() && !host_root.empty() && rid != host_root;
     seen.push_back(std::move(p));
-    for (pid_t c : children_of(queue[i])) {
-      if (queue.size() >= 64) break;
-      queue.push_back(c);
-    }
   }
   return seen;
 }
@@ -417,17 +364,6 @@ struct entry_seen {
   bool followed_tree = false;  // watched as container_watch::descendants (from the start, or once on the host)
 };
 
-// Waits up to `d` for the task's pidfd to report its exit (a plain sleep without one, kernels before 5.3).
-bool task_exited(int pidfd, std::chrono::milliseconds d) {
-  if (pidfd < 0) {
-    std::this_thread::sleep_for(d);
-    return false;
-  }
-  struct pollfd p = {pidfd, POLLIN, 0};
-  int rc = ::poll(&p, 1, static_cast<int>(d.count()));
-  return rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-}
-
 // Polls every 20 ms at first (a plugin that only enters namespaces takes milliseconds), then backs off to 250 ms
 // (pyxis importing an image with enroot takes seconds to minutes); a host task's tree (`descendants`), which may
 // start a container at any time or never, to 1 s. The task's exit ends the wait at once (its pidfd), so that the
@@ -441,13 +377,7 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
   const std::string exe_path = fmt::format("/proc/{}/exe", task);
   const std::string stepd_exe = link_text("/proc/self/exe");  // forked from the task child: slurmstepd's binary
   auto longest = how == container_watch::descendants ? 1000ms : 250ms;
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
-  struct close_fd {
-    int fd;
-    ~close_fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } pidfd_closer{pidfd};
+  const exit_watch task_exit(task);
   std::chrono::milliseconds pause = 20ms;
   auto tree_mode = [&how] { return how == container_watch::descendants; };
   for (;;) {
@@ -483,7 +413,7 @@ entry_seen wait_for_container(pid_t task, const container_state& st, std::chrono
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return {entry::not_yet, 0, {}, {}, tree_mode()};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + 1ms;
-    if (task_exited(pidfd, std::min(pause, left))) return {entry::ended, 0, {}, {}, tree_mode()};
+    if (task_exit.wait(std::min(pause, left)).exited) return {entry::ended, 0, {}, {}, tree_mode()};
     pause = std::min<std::chrono::milliseconds>(pause * 2, longest);
   }
 }

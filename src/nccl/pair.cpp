@@ -213,7 +213,7 @@ class pair_run {
   }
 
   nccl_pair_outcome run() {
-    const std::string& exe = o_.stand_in.program.empty() ? o_.self_exe : o_.stand_in.program;
+    const std::string& exe = o_.self_exe;
     if (exe.empty() || exe[0] != '/') {
       out_.setup_error = "the mrcheck binary to run the ranks needs an absolute path";
       return std::move(out_);
@@ -307,12 +307,7 @@ class pair_run {
         out_.env_set.push_back(fmt::format("NCCL_HOSTID={} (rank {})", hostid, r));
       }
       int device = o_.mode == nccl_mode::gpu_pair ? r : 0;
-      std::vector<std::string> argv = {exe};
-      if (o_.stand_in.program.empty()) {
-        argv.insert(argv.end(), {"probe", "nccl"});
-      } else {
-        argv.insert(argv.end(), {"--spec", o_.stand_in.spec[static_cast<std::size_t>(r)]});
-      }
+      std::vector<std::string> argv = {exe, "probe", "nccl"};
       argv.insert(argv.end(), {"--rank", std::to_string(r), "--nranks", "2", "--device", std::to_string(device),
                                "--ctl-fd", std::to_string(k_ctl_fd), "--count", std::to_string(o_.count)});
       bool with_id = r != 0;

@@ -5,21 +5,18 @@
 #include <mrcheck/step.h>
 
 #include <mrcheck/child.h>
+#include <mrcheck/proc_tree.h>
 #include <mrcheck/units.h>
 
 #include <fmt/format.h>
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <thread>
 
 namespace mrcheck {
 
@@ -121,29 +118,19 @@ void write_all(int fd, std::string_view s) {
   }
 }
 
-// Waits up to `d` for the task to exit (its pidfd, when the kernel has pidfd_open, 5.3) or to exec (`exec_fd`
-// reads end-of-file: the task's close-on-exec write end is gone), whichever comes first; a plain sleep with
-// neither. True when the task exited. An exec notice closes `exec_fd` and sets it to -1: it fires once.
-bool wait_exit(int pidfd, int& exec_fd, std::chrono::microseconds d) {
-  struct pollfd p[2] = {{pidfd, POLLIN, 0}, {exec_fd, POLLIN, 0}};
-  if (pidfd < 0 && exec_fd < 0) {
-    std::this_thread::sleep_for(d);
-    return false;
-  }
-  auto us = d.count();
-  struct timespec ts {
-    static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)
-  };
-  int rc = ::ppoll(p, 2, &ts, nullptr);  // a negative fd is skipped by poll
-  if (rc <= 0) return false;
-  if (exec_fd >= 0 && p[1].revents != 0) {
+// Waits up to `d` for the task to exit or to exec (`exec_fd` reads end-of-file: the task's close-on-exec write end
+// is gone), whichever comes first. True when the task exited. An exec notice closes `exec_fd` and sets it to -1:
+// it fires once.
+bool wait_exit(const exit_watch& task_exit, int& exec_fd, std::chrono::microseconds d) {
+  exit_watch::woken w = task_exit.wait(d, exec_fd);
+  if (w.fd_ready) {
     char c;
     if (::read(exec_fd, &c, 1) <= 0) {  // end-of-file (or an error): nothing more to learn from it
       ::close(exec_fd);
       exec_fd = -1;
     }
   }
-  return pidfd >= 0 && (p[0].revents & POLLIN) != 0;
+  return w.exited;
 }
 
 }  // namespace
@@ -157,7 +144,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   // The watcher must cost the step nothing measurable (bench/plugin): it sleeps between samples with a
   // growing interval instead of spinning, and it learns of the task's exit at once from a pidfd, so it never
   // holds the task's stderr (and the step) open after the task is gone.
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, task, 0));
+  const exit_watch task_exit(task);
   // Before exec the task is a copy of this process (forked from the same slurmstepd task child, or, in the
   // tests, from this process): the same executable and auxv. A TaskProlog can take a while.
   const exec_image before = image_of("/proc/self");
@@ -183,7 +170,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
       break;
     }
     const bool had_notice = exec_fd >= 0;
-    const bool exited = wait_exit(pidfd, exec_fd, pause);
+    const bool exited = wait_exit(task_exit, exec_fd, pause);
     if (had_notice && exec_fd < 0) {
       // The exec notice: read at once, before anything else, while the task may still be there. Its new name
       // says it was the exec (an exit before exec closes the pipe too, under the old name).
@@ -207,7 +194,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
     auto step = std::chrono::microseconds(10000);
     while (clock::now() < end) {
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - clock::now());
-      if (wait_exit(pidfd, exec_fd, std::min(step, left))) break;
+      if (wait_exit(task_exit, exec_fd, std::min(step, left))) break;
       step *= 2;
       task_sample later = sample(files);
       if (!later.alive) break;
@@ -218,7 +205,6 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
       }
     }
   }
-  if (pidfd >= 0) ::close(pidfd);
   if (exec_fd >= 0) ::close(exec_fd);
   return o;
 }

@@ -1,8 +1,9 @@
 #include <mrcheck/child.h>
 
+#include <mrcheck/proc_tree.h>
+
 #include <fmt/format.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -15,7 +16,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -80,65 +80,6 @@ int ms_until(clock::time_point t) {
   return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms + 1, 1 << 30));
 }
 
-// The direct children of `self` now. /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN) when the kernel has
-// it, else a scan of every /proc/PID/stat for the parent pid.
-std::set<pid_t> children_of(pid_t self) {
-  std::set<pid_t> out;
-  auto parse_list = [&](std::string_view s) {
-    while (!s.empty()) {
-      std::size_t sp = s.find(' ');
-      std::string_view tok = s.substr(0, sp);
-      pid_t p = 0;
-      auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), p);
-      if (ec == std::errc() && ptr == tok.data() + tok.size() && p > 0) out.insert(p);
-      if (sp == std::string_view::npos) break;
-      s.remove_prefix(sp + 1);
-    }
-  };
-  auto read_small = [](const std::string& path, std::string& text) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    char buf[4096];
-    ssize_t n;
-    text.clear();
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20))
-      text.append(buf, static_cast<std::size_t>(n));
-    ::close(fd);
-    return true;
-  };
-  std::string task_dir = fmt::format("/proc/{}/task", self);
-  bool have_children_file = false;
-  if (DIR* d = ::opendir(task_dir.c_str())) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::string text;
-      if (read_small(fmt::format("{}/{}/children", task_dir, e->d_name), text)) {
-        have_children_file = true;
-        parse_list(text);
-      }
-    }
-    ::closedir(d);
-  }
-  if (have_children_file) return out;
-  if (DIR* d = ::opendir("/proc")) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::string stat;
-      if (!read_small(fmt::format("/proc/{}/stat", e->d_name), stat)) continue;
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, the last ')' ends it.
-      auto rp = stat.rfind(')');
-      if (rp == std::string::npos || rp + 4 >= stat.size()) continue;
-      std::string_view rest(stat);
-      rest.remove_prefix(rp + 4);
-      pid_t ppid = 0;
-      std::from_chars(rest.data(), rest.data() + rest.size(), ppid);
-      if (ppid == self) out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 // Kills and reaps every child of ours that was not there before the run (`before`), round after round: a
 // killed process's own children come back to us (we are their subreaper) and are found in the next round.
 // Bounded by `until`. Returns how many it killed.
@@ -146,9 +87,8 @@ std::size_t kill_descendants(const std::set<pid_t>& before, clock::time_point un
   std::size_t killed = 0;
   pid_t self = ::getpid();
   for (;;) {
-    std::set<pid_t> now = children_of(self);
     std::vector<pid_t> ours;
-    for (pid_t p : now) {
+    for (pid_t p : children_of(self)) {
       if (!before.count(p)) ours.push_back(p);
     }
     if (ours.empty()) return killed;
@@ -645,7 +585,7 @@ result<child_outcome> run_child(const child_spec& spec) {
   bool contain = spec.contain && ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper) == 0;
   std::set<pid_t> before;
   if (contain) {
-    before = children_of(::getpid());
+    for (pid_t p : children_of(::getpid())) before.insert(p);
     if (!was_subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) contain = false;
   }
   auto restore = [&] {

@@ -32,14 +32,14 @@ static char *container_root;
 static int privileged_hook;
 static long delay_ms;
 
-static int opt_root(int val, const char *optarg, int remote)
+static int opt_root(int val, const char *arg, int remote)
 {
 	(void)val;
 	(void)remote;
-	if (optarg == NULL || optarg[0] != '/')
+	if (arg == NULL || arg[0] != '/')
 		return -1;
 	free(container_root);
-	container_root = strdup(optarg);
+	container_root = strdup(arg);
 	return container_root ? 0 : -1;
 }
 

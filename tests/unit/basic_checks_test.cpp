@@ -82,9 +82,10 @@ TEST(basic_checks, max_map_count_thresholds) {
   auto r = check_max_map_count(f, c);
   EXPECT_EQ(r.result, verdict::warn);
   EXPECT_NE(r.summary.find("kernel default"), std::string::npos);
-  f.max_map_count = k_max_map_count_min - 1;
+  ASSERT_TRUE(c.max_map_count_recommended.has_value());
+  f.max_map_count = *c.max_map_count_recommended - 1;
   EXPECT_EQ(check_max_map_count(f, c).result, verdict::warn);
-  f.max_map_count = k_max_map_count_min;
+  f.max_map_count = *c.max_map_count_recommended;
   EXPECT_EQ(check_max_map_count(f, c).result, verdict::pass);
   f.max_map_count = status::error("read /proc/sys/vm/max_map_count: No such file or directory");
   EXPECT_EQ(check_max_map_count(f, c).result, verdict::error);

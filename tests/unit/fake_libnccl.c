@@ -10,6 +10,8 @@ const struct { const char* name; } ncclNetPlugin_v8 = {"fake"}, ncclNetPlugin_v9
 #else
 const char mrcheck_fake_nccl_version[] = "NCCL version 2.99.1+cuda12.4";
 
+int ncclGetVersion(int* v); /* as nccl.h declares it (ncclResult_t is an int-sized enum) */
+
 int ncclGetVersion(int* v) {
 #ifdef FAKE_NCCL_CRASH
   raise(SIGSEGV);

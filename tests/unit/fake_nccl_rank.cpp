@@ -1,8 +1,8 @@
 // A scripted stand-in for a rank child, so CI (no GPU) exercises the real orchestration: the same spawn,
 // control pipes, unique-id relay, timeouts, crash handling and log parsing, with NCCL's output replayed from a
-// captured log (tests/fixtures/nccl_logs/). Built with the tests only, never shipped: the orchestrator runs it
-// when a test sets nccl_pair_options::stand_in (the test program tests/doubles/probe_nccl_stand_in.cpp:
-// `--stand-in PROGRAM --spec0 S --spec1 S`).
+// captured log (tests/fixtures/nccl_logs/). Built with the tests only, never shipped: the orchestrator starts it
+// in a rank's place when a test's nccl_pair_options::spawn is tests/doubles/stand_in_ranks.h's (the test program
+// tests/doubles/probe_nccl_stand_in.cpp: `--stand-in PROGRAM --spec0 S --spec1 S`).
 //
 // usage: mrcheck_fake_nccl_rank --spec SPEC RANK-ARGS...   (RANK-ARGS as parse_nccl_rank_args reads them)
 // SPEC: comma-separated key=value:

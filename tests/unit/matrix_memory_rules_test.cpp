@@ -50,7 +50,7 @@ TEST(MatrixMemoryRules, DefaultsAndOverrides) {
   auto d = default_matrix_rules();
   EXPECT_EQ(d.max_map_count, rule_action::fail);
   EXPECT_EQ(d.max_map_count_min, std::uint64_t{65530});
-  EXPECT_EQ(d.max_map_count_recommended, k_max_map_count_min);
+  EXPECT_EQ(d.max_map_count_recommended, std::uint64_t{262144});
   EXPECT_EQ(d.hugepages, rule_action::fail);
   EXPECT_EQ(d.hugepages_reserved_max_pct, std::uint64_t{90});
   EXPECT_EQ(d.hugepages_reserved_warn_pct, std::uint64_t{50});

@@ -1,11 +1,12 @@
 // The orchestration of `mrcheck probe nccl` without a GPU: each rank is a scripted stand-in program
-// (tests/unit/fake_nccl_rank.cpp, nccl_pair_options::stand_in) that replays a captured NCCL log, hangs,
-// crashes or fails. Pipes, the id relay, the timeout, the peer grace, crash reporting, bounded output, the
+// (tests/unit/fake_nccl_rank.cpp, started in the rank's place through nccl_pair_options::spawn by
+// tests/doubles/stand_in_ranks.h) that replays a captured NCCL log, hangs, crashes or fails. Pipes, the id relay, the timeout, the peer grace, crash reporting, bounded output, the
 // rendezvous of node-pair and the verdicts are all the production code.
 #include <mrcheck/child.h>
 #include <mrcheck/nccl_probe.h>
 #include <mrcheck/probe_checks.h>
 
+#include "doubles/stand_in_ranks.h"
 #include "munge_fixture.h"
 #include "nccl/rendezvous.h"
 #include "sys/tcp_listen.h"
@@ -70,8 +71,9 @@ class nccl_pair : public ::testing::Test {
     tag_ = unique_tag();
   }
   void fake(int rank, const std::string& spec) {
-    o_.stand_in.program = k_fake_rank;
-    o_.stand_in.spec[static_cast<std::size_t>(rank)] = spec + ",tag=" + tag_;
+    stand_in_.program = k_fake_rank;
+    stand_in_.spec[static_cast<std::size_t>(rank)] = spec + ",tag=" + tag_;
+    o_.spawn = stand_in_spawner(stand_in_);
   }
   void TearDown() override {
     if (!tag_.empty()) {
@@ -79,6 +81,7 @@ class nccl_pair : public ::testing::Test {
     }
   }
   nccl_pair_options o_;
+  stand_in_ranks stand_in_;
   std::string tag_;
 };
 
@@ -285,10 +288,8 @@ TEST_F(nccl_pair, node_pair_meets_over_the_rendezvous_and_relays_the_id) {
   a.pair_rank = 0;
   b.pair_rank = 1;
   b.peer = "127.0.0.1";
-  a.stand_in.program = k_fake_rank;
-  a.stand_in.spec[0] = "action=pass,tag=" + tag_;
-  b.stand_in.program = k_fake_rank;
-  b.stand_in.spec[1] = "action=pass,tag=" + tag_;
+  a.spawn = stand_in_spawner({k_fake_rank, {"action=pass,tag=" + tag_, ""}});
+  b.spawn = stand_in_spawner({k_fake_rank, {"", "action=pass,tag=" + tag_}});
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -315,10 +316,8 @@ TEST_F(nccl_pair, node_pair_slow_second_node_is_not_stopped) {
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
   b.peer = "127.0.0.1";
-  a.stand_in.program = k_fake_rank;
-  a.stand_in.spec[0] = "action=pass,tag=" + tag_;
-  b.stand_in.program = k_fake_rank;
-  b.stand_in.spec[1] = "action=pass,delay=900,tag=" + tag_;  // three times the peer grace
+  a.spawn = stand_in_spawner({k_fake_rank, {"action=pass,tag=" + tag_, ""}});
+  b.spawn = stand_in_spawner({k_fake_rank, {"", "action=pass,delay=900,tag=" + tag_}});  // three times the peer grace
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -338,10 +337,8 @@ TEST_F(nccl_pair, node_pair_peer_failure_stops_the_other_node) {
   a.job_id = b.job_id = job;
   b.pair_rank = 1;
   b.peer = "localhost";
-  a.stand_in.program = k_fake_rank;
-  a.stand_in.spec[0] = "action=crash,tag=" + tag_;
-  b.stand_in.program = k_fake_rank;
-  b.stand_in.spec[1] = "action=hang,tag=" + tag_;
+  a.spawn = stand_in_spawner({k_fake_rank, {"action=crash,tag=" + tag_, ""}});
+  b.spawn = stand_in_spawner({k_fake_rank, {"", "action=hang,tag=" + tag_}});
   nccl_pair_outcome out_b;
   std::thread joiner([&] { out_b = run_nccl_pair(b); });
   nccl_pair_outcome out_a = run_nccl_pair(a);
@@ -412,6 +409,20 @@ TEST(nccl_probe_rendezvous, another_job_is_told_busy_and_nobody_times_out_cleanl
   srv.join();
   ASSERT_FALSE(server.is_ok());
   EXPECT_NE(server.error().message().find("no peer"), std::string::npos) << server.error().message();
+}
+
+// The stand-in takes the place of a rank's own command line only: anything else is refused, not guessed at.
+TEST(nccl_pair_stand_in, refuses_a_command_line_that_is_not_a_ranks) {
+  auto spawn = stand_in_spawner({k_fake_rank, {"action=pass", "action=pass"}});
+  child_spec s;
+  s.argv = {"/bin/true"};
+  EXPECT_FALSE(spawn(s).is_ok());
+  s.argv = {k_mrcheck, "probe", "mr", "--rank", "0"};
+  EXPECT_FALSE(spawn(s).is_ok());
+  s.argv = {k_mrcheck, "probe", "nccl", "--rank", "2"};
+  EXPECT_FALSE(spawn(s).is_ok());
+  s.argv = {k_mrcheck, "probe", "nccl", "--rank"};
+  EXPECT_FALSE(spawn(s).is_ok());
 }
 
 // The plugin kills `mrcheck probe nccl` (its own process group) at its timeout; the ranks sit in their own
