@@ -315,11 +315,12 @@ up() {
   say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
 }
 
-# wait_slurm NODES T0: until sinfo on node1 shows every node idle; else one line saying which node is in which
-# state and why (sinfo's reason, the last line of its slurmd log), or that slurmctld does not answer.
+# wait_slurm NODES T0: until sinfo on node1 shows every node idle (within the boot's time, and at least 30 s); else
+# one line saying which node is in which state and why (sinfo's reason, the last line of its slurmd log), or that
+# slurmctld does not answer.
 wait_slurm() {
   local nodes=$1 t0=$2 t1=$SECONDS states='' idle
-  while ((SECONDS - t0 < boot_timeout)); do
+  while ((SECONDS - t0 < boot_timeout || SECONDS - t1 < 30)); do
     states=$(MRCHECK_GUEST_RUN_TIMEOUT=30 run_cmd_sub 1 "sinfo -h -N -o '%N %T %E'" 2>&1) || states="sinfo: $states"
     idle=$(grep -c '^node[0-9] idle ' <<<"$states" || true)
     if ((idle == nodes)); then
@@ -328,13 +329,14 @@ wait_slurm() {
     fi
     sleep 2
   done
-  [[ $states != sinfo:* ]] || die "slurm: slurmctld on node1 does not answer ($(tr '\n' ' ' <<<"$states"));" \
-    "its log: $(run_cmd_sub 1 'tail -n 2 /var/log/slurm/slurmctld.log' 2>&1 | tr '\n' ' ')"
-  local line n
-  line=$(grep -v '^node[0-9] idle ' <<<"$states" | head -n1)
-  n=${line%% *}
-  die "slurm: $line after $((SECONDS - t1)) s (not idle); ${n:-node?}'s slurmd log:" \
-    "$(run_cmd_sub "${n#node}" 'tail -n 1 /var/log/slurm/slurmd.log' 2>&1 | tr '\n' ' ')"
+  [[ $states != sinfo:* ]] || die "slurm: slurmctld on node1 does not answer ($(paste -sd ' ' <<<"$states"));" \
+    "its log: $(run_cmd_sub 1 'tail -n 2 /var/log/slurm/slurmctld.log' 2>&1 | paste -sd ' ')"
+  local n='' state='' reason=''
+  read -r n state reason < <(grep -v '^node[0-9] idle ' <<<"$states" | head -n1) || true
+  [[ -n $n ]] || die "slurm: sinfo on node1 shows $idle of $nodes nodes idle: $(paste -sd ' ' <<<"$states")"
+  [[ $reason != none ]] || reason=''
+  die "slurm: $n is $state${reason:+ ($reason)} after $((SECONDS - t1)) s, not idle; its slurmd log:" \
+    "$(run_cmd_sub "${n#node}" 'tail -n 1 /var/log/slurm/slurmd.log' 2>&1 | paste -sd ' ')"
 }
 
 kernel_choice() {
