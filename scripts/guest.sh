@@ -4,6 +4,8 @@
 # verbs stack (tests/guest/). Each guest boots Debian's kernel under QEMU (TCG; KVM only where a `-cpu host` vCPU starts),
 # puts 10.77.0.N on its virtio NIC, adds rxe0 on it, and installs mrcheck from the project's .deb. The guests'
 # network joins the guests only: one vde_switch in hub mode over a unix socket (no host interface, no multicast).
+# The guests are one Slurm cluster (munge with one key, slurmctld on node1, slurmd on each, mrcheck's plugin in
+# plugstack.conf): `guest.sh slurm 1 'srun -N2 --mr-check true'` runs a step across them as an unprivileged user.
 #
 # usage: scripts/guest.sh COMMAND [ARGS]
 #   build            make (or reuse) the guest image in the cache
@@ -11,6 +13,8 @@
 #   run NODE CMD...  run CMD (a bash command line) as root on guest NODE (1-N); its stdout, stderr and status
 #   reboot NODE [main|new]  boot NODE again on the main archive's kernel (6.1) or the newer one (backports)
 #   kernels          the two kernel releases in the image
+#   slurm NODE CMD...  run CMD (a bash command line) as the unprivileged user mrtest on NODE, memlock raised
+#                    (unlimited, as a login node's limits.conf would): srun, sbatch, sinfo of the guests' Slurm
 #   down             stop the guests and the switch
 #   console NODE     print NODE's console log
 # Environment:
@@ -23,6 +27,8 @@
 #   MRCHECK_GUEST_ACCEL   tcg or kvm (default: kvm where a `-cpu host` vCPU starts, else tcg)
 #   MRCHECK_GUEST_APPEND  more kernel command line (e.g. module_blacklist=rdma_rxe: the leg's own failure test)
 #   MRCHECK_GUEST_KERNEL  main (default: bookworm's main archive) or new (bookworm-backports) for `up`
+#   MRCHECK_GUEST_SLURM   1 (default): munge and Slurm in the guests (one MUNGE key per `up`, slurmctld on node1,
+#                         slurmd on every node; `up` waits until sinfo shows every node idle); 0: neither
 #   MRCHECK_GUEST_TIMEOUT seconds `up` waits for a guest (default 180)  MRCHECK_DEBIAN_MIRROR (as scripts/slurm-release.sh)
 set -euo pipefail
 
@@ -162,8 +168,74 @@ make_share() {
   fi
   [[ -z ${MRCHECK_GUEST_FILES:-} ]] || cp -a "$MRCHECK_GUEST_FILES" "$share/files"
   [[ -z ${MRCHECK_GUEST_SETUP:-} ]] || install -m 755 "$MRCHECK_GUEST_SETUP" "$share/node-setup.sh"
+  if slurm_on; then make_slurm_files "$share/slurm" "$(cat "$work/nodes")"; fi
   mkfs.ext4 -q -F -L mrcheck-share -d "$share" "$work/share.img" "$(($(du -sm "$share" | cut -f1) + 32))M" >/dev/null ||
     die "mkfs.ext4 -d of the share failed"
+}
+
+slurm_on() {
+  case ${MRCHECK_GUEST_SLURM:-1} in
+    1) return 0 ;;
+    0) return 1 ;;
+    *) die "MRCHECK_GUEST_SLURM is 1 or 0, not ${MRCHECK_GUEST_SLURM}" ;;
+  esac
+}
+
+# The cluster's MUNGE key (new at every `up`: the guests trust each other and nothing else) and its slurm.conf,
+# both on the share for scripts/guest/init.sh to install. RealMemory must not exceed what slurmd finds (MemTotal:
+# the guest's RAM less what its kernel keeps), or slurmctld marks the node invalid: 80 % of -m leaves room for
+# either kernel. No slurmdbd: the AdminComment record lives in slurmctld's job record (`scontrol show job`) for
+# MinJobAge. PropagateResourceLimits stays Slurm's default (ALL), so a `ulimit -l` before srun reaches the task
+# as the submit-host hop the plugin names (the README's sites set PropagateResourceLimitsExcept=MEMLOCK).
+make_slurm_files() { # make_slurm_files DIR NODES
+  local dir=$1 nodes=$2 n
+  mkdir -p "$dir"
+  (umask 077 && head -c 1024 /dev/urandom >"$dir/munge.key")
+  {
+    cat <<EOF
+# The guests' Slurm, written by scripts/guest.sh up for $nodes guest(s).
+ClusterName=mrguest
+SlurmctldHost=node1(10.77.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+PlugStackConfig=/etc/slurm/plugstack.conf
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+MailProg=/bin/true
+InactiveLimit=0
+KillWait=5
+MinJobAge=600
+SlurmdTimeout=120
+SlurmctldTimeout=120
+EOF
+    for ((n = 1; n <= nodes; n++)); do
+      echo "NodeName=node$n NodeAddr=10.77.0.$n CPUs=$cpus RealMemory=$((mem * 8 / 10)) State=UNKNOWN"
+    done
+    echo "PartitionName=guests Nodes=node[1-$nodes] Default=YES MaxTime=INFINITE State=UP"
+  } >"$dir/slurm.conf"
+  # Slurm 22.05's slurmd loads a cgroup plugin whatever ProctrackType says, and stops without one. No systemd in
+  # the guests: cgroup v2 with IgnoreSystemd (init.sh mounts it and makes system.slice, where the plugin puts
+  # slurmstepd's scope itself).
+  printf '%s\n' '# The guests'"'"' cgroup.conf, written by scripts/guest.sh up.' CgroupPlugin=cgroup/v2 IgnoreSystemd=yes \
+    >"$dir/cgroup.conf"
 }
 
 # KVM only where a vCPU of `-cpu host` really starts: on some hosts /dev/kvm opens and `-machine none` starts, but
@@ -227,19 +299,44 @@ up() {
   build
   down_quiet
   mkdir -p "$work"
+  echo "$nodes" >"$work/nodes"
   make_share
   command -v vde_switch >/dev/null || die "vde_switch is not installed (scripts/install-deps.sh: vde2)"
   vde_switch --hub --sock "$work/switch" --daemon --pidfile "$work/switch.pid" ||
     die "vde_switch did not start"
   local a n t0=$SECONDS
   a=$(accel)
-  echo "$nodes" >"$work/nodes"
   # A guest that fails stops them all (its console log stays): TCG guests left running would eat the machine.
   trap 'down_quiet' EXIT
   for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a" "$(kernel_choice)"; done
   for ((n = 1; n <= nodes; n++)); do wait_ready "$n" "$t0"; done
+  if slurm_on; then wait_slurm "$nodes" "$t0"; fi
   trap - EXIT
   say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
+}
+
+# wait_slurm NODES T0: until sinfo on node1 shows every node idle (within the boot's time, and at least 30 s); else
+# one line saying which node is in which state and why (sinfo's reason, the last line of its slurmd log), or that
+# slurmctld does not answer.
+wait_slurm() {
+  local nodes=$1 t0=$2 t1=$SECONDS states='' idle
+  while ((SECONDS - t0 < boot_timeout || SECONDS - t1 < 30)); do
+    states=$(MRCHECK_GUEST_RUN_TIMEOUT=30 run_cmd_sub 1 "sinfo -h -N -o '%N %T %E'" 2>&1) || states="sinfo: $states"
+    idle=$(grep -c '^node[0-9] idle ' <<<"$states" || true)
+    if ((idle == nodes)); then
+      say "slurm: node[1-$nodes] idle after $((SECONDS - t1)) s (slurmctld on node1)"
+      return 0
+    fi
+    sleep 2
+  done
+  [[ $states != sinfo:* ]] || die "slurm: slurmctld on node1 does not answer ($(paste -sd ' ' <<<"$states"));" \
+    "its log: $(run_cmd_sub 1 'tail -n 2 /var/log/slurm/slurmctld.log' 2>&1 | paste -sd ' ')"
+  local n='' state='' reason=''
+  read -r n state reason < <(grep -v '^node[0-9] idle ' <<<"$states" | head -n1) || true
+  [[ -n $n ]] || die "slurm: sinfo on node1 shows $idle of $nodes nodes idle: $(paste -sd ' ' <<<"$states")"
+  [[ $reason != none ]] || reason=''
+  die "slurm: $n is $state${reason:+ ($reason)} after $((SECONDS - t1)) s, not idle; its slurmd log:" \
+    "$(run_cmd_sub "${n#node}" 'tail -n 1 /var/log/slurm/slurmd.log' 2>&1 | paste -sd ' ')"
 }
 
 kernel_choice() {
@@ -280,6 +377,18 @@ run_cmd() {
   done
   die "node$n: four commands are already running there"
 }
+run_cmd_sub() { (run_cmd "$@"); }
+
+# slurm NODE CMD: CMD as mrtest (uid 1000 in the image), in its home (srun runs the job there), with RLIMIT_MEMLOCK
+# unlimited, soft and hard, as limits.conf gives users on a login node of an RDMA cluster; CMD may lower it.
+slurm_cmd() {
+  local n=${1:-} cmd
+  shift || true
+  [[ $n =~ ^[1-3]$ && $# -gt 0 ]] || usage
+  printf -v cmd '%q' "$*"
+  run_cmd "$n" "cd /home/mrtest && prlimit --memlock=unlimited:unlimited setpriv --reuid=mrtest --regid=mrtest" \
+    "--init-groups env -i PATH=/usr/bin:/bin HOME=/home/mrtest USER=mrtest LOGNAME=mrtest bash -c $cmd"
+}
 
 down_quiet() {
   local f
@@ -294,6 +403,7 @@ case ${1:-} in
   build) build ;;
   up) up "${2:-}" ;;
   run) shift && run_cmd "$@" ;;
+  slurm) shift && slurm_cmd "$@" ;;
   reboot) shift && reboot_node "$@" ;;
   kernels) build && printf 'main %s\nnew %s\n' "$(cat "$image/kernel")" "$(cat "$image/kernel.new")" ;;
   down) down_quiet && say "down" ;;

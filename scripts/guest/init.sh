@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # A guest node's init (scripts/guest.sh): PID 1 after the image's stub /sbin/mrcheck-guest-init mounts the
 # share disk (/mnt/host, made by `guest.sh up`) and runs this from it. It names the node, puts the guest
-# network's address on the virtio NIC, adds Soft-RoCE (rxe0) on it, installs the .deb from the share, and
+# network's address on the virtio NIC, adds Soft-RoCE (rxe0) on it, installs the .deb from the share, starts
+# munged and Slurm when the share has their files (slurmctld on node1, slurmd on each), and
 # serves commands on the virtio-serial ports mrcheck.ctl0..3 (scripts/guest/client.py is the other end).
 # Its console lines starting with MRCHECK-GUEST- are what guest.sh waits for: READY, or FAIL with one reason.
 set -u
@@ -53,6 +54,44 @@ if [[ -f /mnt/host/mrcheck.deb ]]; then
     fail "dpkg -i of the mrcheck .deb failed: $(grep -m1 -iE 'error|depends' /var/log/mrcheck-install.log)"
 fi
 [[ -x /mnt/host/node-setup.sh ]] && { /mnt/host/node-setup.sh "$node" "$nodes" || fail "node-setup.sh failed"; }
+
+# daemon_error NAME: why NAME stopped at start, from its stderr or else the last error line of its log.
+daemon_error() {
+  local why
+  why=$(head -n1 "/tmp/$1.err")
+  [[ -n $why ]] || why=$(grep -E 'error|fatal' "/var/log/slurm/$1.log" 2>/dev/null | tail -n1)
+  echo "$1: ${why:-exited at start, no error logged}"
+}
+# munge and Slurm, when guest.sh put the cluster's key and slurm.conf on the share: munged as munge with the key
+# 0400 munge:munge (as Debian's unit), slurmctld on node1, slurmd everywhere with RLIMIT_MEMLOCK unlimited (Debian's
+# slurmd.service: LimitMEMLOCK=infinity; this init's children have the kernel's 8 MiB). mrcheck's plugin is on
+# through the drop-in directory and the examples of the .deb, as the README's "Turn it on" has it.
+start_slurm() {
+  install -o munge -g munge -m 0400 /mnt/host/slurm/munge.key /etc/munge/munge.key || return 1
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge
+  setpriv --reuid=munge --regid=munge --init-groups munged </dev/null >/dev/null 2>/tmp/munged.err ||
+    { echo "munged: $(head -n1 /tmp/munged.err)"; return 1; }
+  mkdir -p /etc/slurm/plugstack.conf.d /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+  install -m 0644 /mnt/host/slurm/slurm.conf /mnt/host/slurm/cgroup.conf /etc/slurm/
+  # slurmd's cgroup plugin (cgroup.conf: v2, no systemd): the hierarchy, its controllers, the slice it expects.
+  mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || return 1
+  echo '+cpuset +cpu +memory +pids' >/sys/fs/cgroup/cgroup.subtree_control
+  mkdir -p /sys/fs/cgroup/system.slice
+  echo 'include /etc/slurm/plugstack.conf.d/*.conf' >/etc/slurm/plugstack.conf
+  if [[ -f /usr/share/mrcheck/plugstack.conf.d/mrcheck.conf ]]; then
+    cp /usr/share/mrcheck/plugstack.conf.d/mrcheck.conf /etc/slurm/plugstack.conf.d/
+    cp /usr/share/mrcheck/mrcheck.conf /etc/slurm/mrcheck.conf
+  fi
+  if ((node == 1)); then
+    slurmctld </dev/null >/dev/null 2>/tmp/slurmctld.err || { daemon_error slurmctld; return 1; }
+  fi
+  prlimit --memlock=unlimited:unlimited slurmd </dev/null >/dev/null 2>/tmp/slurmd.err ||
+    { daemon_error slurmd; return 1; }
+}
+if [[ -f /mnt/host/slurm/slurm.conf ]]; then
+  why=$(start_slurm) || fail "munge/Slurm did not start: $why"
+fi
 
 # The command channel: each port serves one command at a time, answered with "RC B64(STDOUT) B64(STDERR)".
 # The port stays open for good: a read without a host connected returns at once (EOF), and a request that arrives
