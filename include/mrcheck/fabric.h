@@ -84,7 +84,12 @@ struct mnnvl_facts {
   bool nvidia_loaded = false;  // the NVIDIA driver is loaded: NVML was asked
   std::string not_asked;       // why NVML's answer is not known and that is no fault (a --root tree without it)
 };
-// On the host: NVML in a child (only where the NVIDIA driver is loaded); under --root: .mrcheck/fabric.json.
+// Whether the node has IMEX at all: /etc/nvidia-imex, /usr/bin/nvidia-imex or the channel directory. Without it
+// MNNVL cannot work here, and NVML is not asked: asking costs a fork and nvmlInit, 22-29 ms on the project's H100
+// (docs/facts/mnnvl.md §4), where the whole prolog takes about 6 ms.
+bool imex_installed(const sysroot& root);
+// On the host: NVML in a child, only where the NVIDIA driver is loaded and IMEX is installed; under --root:
+// .mrcheck/fabric.json.
 mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded);
 
 // The matrix check `mnnvl` (owner node): skip without a fabric; fail when a GPU's fabric is not completed, its

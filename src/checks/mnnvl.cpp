@@ -53,7 +53,7 @@ check_result check_mnnvl(const mnnvl_facts& f) {
   check_result r;
   r.id = "mnnvl";
   if (!f.not_asked.empty()) {
-    r.summary = "not known: " + f.not_asked;
+    r.summary = f.not_asked;
     return r;
   }
   if (!f.fabric.gpus) {

@@ -296,6 +296,10 @@ fabric_facts fabric_of_dump(const sysroot& root) {
 }
 }  // namespace
 
+bool imex_installed(const sysroot& root) {
+  return root.exists("/etc/nvidia-imex") || root.exists("/usr/bin/nvidia-imex") || root.exists(k_imex_channels_dir);
+}
+
 mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded) {
   mnnvl_facts m;
   m.nvidia_loaded = nvidia_loaded;
@@ -305,7 +309,13 @@ mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded) {
   } else if (!root.is_host()) {
     m.fabric = fabric_of_dump(root);
   } else if (!nvidia_loaded) {
-    m.fabric.gpus = std::vector<gpu_fabric>{};  // no NVIDIA driver: no GPU to ask
+    m.fabric.gpus = std::vector<gpu_fabric>{};
+    m.not_asked = "no NVIDIA driver loaded: no NVLink fabric to check";
+  } else if (!imex_installed(root)) {
+    m.fabric.gpus = status::error("not read");
+    m.not_asked =
+        "no IMEX on this node (/etc/nvidia-imex, /usr/bin/nvidia-imex, /dev/nvidia-caps-imex-channels): "
+        "no multi-node NVLink here, NVML not asked";
   } else {
     m.fabric = read_gpu_fabric_isolated(std::string(k_nvml_library));
   }

@@ -223,6 +223,12 @@ TEST(Mnnvl, FixtureTrees) {
   }
   auto root = sysroot::open(std::string(MRCHECK_FIXTURES_DIR) + "/mnnvl_ready");
   ASSERT_TRUE(root);
+  EXPECT_TRUE(imex_installed(*root));
+  auto plain = sysroot::open(std::string(MRCHECK_FIXTURES_DIR) + "/matrix_aligned");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(imex_installed(*plain));  // the host would not ask NVML there
+  EXPECT_EQ(judge_tree("matrix_aligned").find("mnnvl")->summary,
+            "this tree has no .mrcheck/fabric.json (NVML's answer)");
   auto imex = read_imex_facts(*root);
   EXPECT_EQ(imex.daemon_pid, 3100);
   EXPECT_TRUE(imex.nodes_config);
