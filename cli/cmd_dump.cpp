@@ -14,6 +14,7 @@
 #include "commands.h"
 
 #include <mrcheck/build_config.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/history.h>
 #include <mrcheck/matrix.h>
@@ -306,7 +307,8 @@ int cmd_dump(const args& a) {
   node_facts facts = collect_facts(root, opts);
   // What `mrcheck report` and the prolog read besides (src/matrix/facts.cpp): ofed_info's release and the
   // libibverbs.so.1.* names that carry rdma-core's version when the library itself does not load.
-  (void)collect_matrix_facts(root, opts.slurm_conf, true);
+  // NVML's fabric answer too, where it was asked (the host's NVIDIA driver and IMEX: include/mrcheck/fabric.h).
+  matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, true);
   // The boot id, so that the stack fingerprint of a replay names the boot it was taken on (include/mrcheck/
   // history.h); not /proc/uptime, which would date a replay's boot from the replay's clock.
   (void)root.read_value(k_boot_id_path);
@@ -327,6 +329,13 @@ int cmd_dump(const args& a) {
                    std::any_of(reads.begin(), reads.end(), [](const auto& r) { return r.second == k_libraries_json; });
   if (have_libs) {
     if (auto s = tree.file(fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n"); !s) {
+      fmt::print(stderr, "mrcheck: {}\n", s.message());
+      return k_exit_usage;
+    }
+  }
+  if (root.is_host() && extra.mnnvl && extra.mnnvl->not_asked.empty()) {
+    std::string text = fabric_to_json(extra.mnnvl->fabric).dump(2) + "\n";
+    if (auto s = tree.file(fs::path(k_fabric_json).relative_path(), text); !s) {
       fmt::print(stderr, "mrcheck: {}\n", s.message());
       return k_exit_usage;
     }

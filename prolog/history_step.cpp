@@ -26,7 +26,9 @@ history_step begin_history(const std::string& dir, const std::string& node, cons
         escape_line(dir, 128));
   } else if (h.change) {
     h.state = "changed";
-    for (const auto& i : h.change->items) out.write(log_level::info, change_line(*h.change, i));
+    for (const auto& i : h.change->items) {
+      for (const auto& line : change_lines(*h.change, i)) out.write(log_level::info, line);
+    }
   } else {
     h.state = "unchanged";
   }
@@ -62,8 +64,11 @@ nlohmann::json history_json(const history_step& h) {
   nlohmann::json changes = nlohmann::json::array();
   if (h.change) {
     for (const auto& i : h.change->items) {
-      changes.push_back(
-          {{"key", i.key}, {"before", i.before}, {"after", i.after}, {"line", change_line(*h.change, i)}});
+      changes.push_back({{"key", i.key},
+                         {"before", i.before},
+                         {"after", i.after},
+                         {"line", change_line(*h.change, i)},
+                         {"defaults", change_defaults_json(i)}});
     }
   }
   j["changes"] = changes;
@@ -71,7 +76,9 @@ nlohmann::json history_json(const history_step& h) {
     if (!h.history->changes.empty()) {
       const auto& c = h.history->changes.back();
       nlohmann::json items = nlohmann::json::array();
-      for (const auto& i : c.items) items.push_back(change_line(c, i));
+      for (const auto& i : c.items) {
+        for (const auto& line : change_lines(c, i)) items.push_back(line);
+      }
       j["last_change"] = {{"time", c.time}, {"new_boot", c.new_boot}, {"lines", items}};
     }
     j["since"] = h.history->since;

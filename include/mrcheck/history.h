@@ -87,6 +87,12 @@ std::vector<stack_change_item> diff_fingerprints(const stack_fingerprint& before
 
 // "mrcheck: changed: mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since boot at 2026-11-30T03:12Z"
 std::string change_line(const stack_change& c, const stack_change_item& i);
+// change_line(), then a line for each release with changed registration defaults that the item crosses
+// (default_changes.h): "mrcheck: changed: NCCL 2.26.5 -> 2.27.7: NCCL_NET_GDR_C2C now 1: GPU buffers on Grace are
+// registered through the NIC".
+std::vector<std::string> change_lines(const stack_change& c, const stack_change_item& i);
+// The crossed defaults of `i` as JSON: [{"setting", "since", "reverted", "effect", "source", "line"}], [] when none.
+nlohmann::json change_defaults_json(const stack_change_item& i);
 // "2026-11-30T03:12Z"
 std::string utc_minute(std::int64_t t);
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <mrcheck/check.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
@@ -152,6 +153,8 @@ struct matrix_facts {
   // rdma-core package versions of the libibverbs.so.1.<abi>.<version> files in the library directories
   // ("44.0", "2307mlnx47"...): seen the same way on the host and in a fixture tree.
   std::vector<std::string> rdma_core_files;
+  // NVML's fabric answer and the IMEX service (fabric.h): nullopt where the caller did not collect it.
+  std::optional<mnnvl_facts> mnnvl;
 };
 // `scan_library_dirs`: list the library directories for rdma_core_files. Only needed when node_facts has no
 // libibverbs fact (a tree without libraries.json, or dlopen failed): listing /usr/lib* is the slowest read.

@@ -6,6 +6,7 @@
 
 #include <mrcheck/checks.h>
 #include <mrcheck/config.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/limit_chain.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/memlock_chain.h>
@@ -91,6 +92,15 @@ check_result run_rdma_stack(const check_inputs& in) {
   return matrix::check_rdma_stack(*in.facts, *in.rules, in.extra);
 }
 
+check_result run_mnnvl(const check_inputs& in) {
+  if (!in.facts) return missing("mnnvl", "the node facts");
+  if (in.extra && in.extra->mnnvl) return check_mnnvl(*in.extra->mnnvl);
+  // Node facts without the matrix facts (judged without them, as propagate_limits is): not asked, no verdict.
+  check_result r = missing("mnnvl", "NVML's fabric facts");
+  r.result = verdict::skip;
+  return r;
+}
+
 check_result run_propagate_limits(const check_inputs& in) {
   if (!in.rules) return missing("propagate_limits", "the rules");
   return matrix::check_propagate_limits(*in.rules, in.extra);
@@ -127,6 +137,9 @@ const auto k_checks = std::to_array<check_def>({
      MRCHECK_RULES_CHECK("bar1", matrix::check_bar1)},
     {"slurmd_memlock", check_group::matrix, k_matrix, "slurmd's RLIMIT_MEMLOCK (every task's hard limit)",
      MRCHECK_RULES_CHECK("slurmd_memlock", matrix::check_slurmd_memlock)},
+    {"mnnvl", check_group::matrix, need_matrix_facts,
+     "GPUs that report a multi-node NVLink fabric have it completed and healthy, with the IMEX daemon running",
+     run_mnnvl},
     {"propagate_limits", check_group::matrix, need_rules | need_matrix_facts,
      "slurm.conf keeps MEMLOCK from propagating from the submit host", run_propagate_limits},
     {"max_map_count", check_group::memory, k_matrix, "vm.max_map_count",

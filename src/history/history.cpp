@@ -1,5 +1,6 @@
 // The stack history mrcheck-prolog keeps in state_dir (history.h): a JSON file per node, the last stack, its
 // verdicts, whether re-validation ran for it, and the last k_history_max_changes changes.
+#include <mrcheck/default_changes.h>
 #include <mrcheck/history.h>
 #include <mrcheck/units.h>
 
@@ -87,6 +88,27 @@ std::string when_words(const stack_change& c) {
 std::string change_line(const stack_change& c, const stack_change_item& i) {
   return fmt::format("mrcheck: changed: {} {} -> {} {}", key_words(i.key), value_words(i.before), value_words(i.after),
                      when_words(c));
+}
+
+std::vector<std::string> change_lines(const stack_change& c, const stack_change_item& i) {
+  std::vector<std::string> out{change_line(c, i)};
+  for (const auto& d : defaults_crossed(i.key, i.before, i.after)) {
+    out.push_back("mrcheck: changed: " + default_change_words(d, i.before, i.after));
+  }
+  return out;
+}
+
+nlohmann::json change_defaults_json(const stack_change_item& i) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : defaults_crossed(i.key, i.before, i.after)) {
+    out.push_back({{"setting", d.row->setting},
+                   {"since", release_version_string(d.row->since)},
+                   {"reverted", d.reverted},
+                   {"effect", d.reverted ? d.row->before : d.row->effect},
+                   {"source", d.row->source},
+                   {"line", default_change_words(d, i.before, i.after)}});
+  }
+  return out;
 }
 
 std::string change_words(const stack_change& c, const stack_change_item& i) {

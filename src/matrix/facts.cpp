@@ -79,6 +79,8 @@ matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_
     m.slurm_conf = read_slurm_conf(quiet, slurm_conf_path);
   }
   if (auto script = root.read("/usr/bin/ofed_info", 256 * 1024)) m.ofed_user_release = find_ofed_release(*script);
+  // NVML runs (in a child) only where the NVIDIA driver is loaded.
+  m.mnnvl = collect_mnnvl_facts(root, root.exists("/proc/driver/nvidia/version"));
   if (!scan_library_dirs) return m;
   // libibverbs.so.1.<abi>.<package version> (rdma-core Documentation/versioning.md,
   // docs/facts/verbs-and-nccl.md §1).

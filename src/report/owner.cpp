@@ -9,7 +9,7 @@ namespace mrcheck {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, fix_owner>, 24> k_owners{{
+constexpr std::array<std::pair<std::string_view, fix_owner>, 25> k_owners{{
     // The job's limits: what the job's shell, script or srun options set (the check names the hop, and
     // the owner with it, where it can).
     {"memlock", fix_owner::job},
@@ -25,6 +25,7 @@ constexpr std::array<std::pair<std::string_view, fix_owner>, 24> k_owners{{
     {"nccl", fix_owner::node},
     {"bar1", fix_owner::node},
     {"slurmd_memlock", fix_owner::node},
+    {"mnnvl", fix_owner::node},  // the GPUs' fabric and the node's IMEX daemon
     {"max_map_count", fix_owner::node},
     {"hugepages", fix_owner::node},
     {"mr_host", fix_owner::node},

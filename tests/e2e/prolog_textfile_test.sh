@@ -33,7 +33,7 @@ expect_eq "dry run: file written" "$([[ -f $prom ]] && echo yes)" "yes"
 expect_eq "dry run: hugepages gauge is fail (2)" "$(gauge hugepages)" "2"
 expect_eq "dry run: rdma_stack gauge is pass (0)" "$(gauge rdma_stack)" "0"
 expect_eq "dry run: overall status is fail" "$(sed -n 's/^mrcheck_status //p' "$prom")" "2"
-expect_eq "dry run: one gauge per check (9 matrix + 2 memory)" "$(grep -c '^mrcheck_check_status{' "$prom")" "11"
+expect_eq "dry run: one gauge per check (10 matrix + 2 memory)" "$(grep -c '^mrcheck_check_status{' "$prom")" "12"
 ts=$(sed -n 's/^mrcheck_last_run_timestamp_seconds //p' "$prom")
 if ((ts >= before && ts <= $(date +%s))); then e2e_pass "dry run: timestamp is now"; else e2e_fail "dry run: timestamp $ts not in [$before, now]"; fi
 # Every line is a HELP/TYPE comment or `name{label="..."} value` / `name value` (exposition format 0.0.4).

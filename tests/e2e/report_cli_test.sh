@@ -16,7 +16,7 @@ rc=0
 if [[ $rc == 0 || $rc == 1 ]]; then e2e_pass "report --json exit $rc (pass/warn or fail)"; else e2e_fail "report --json exit $rc: $(cat "$TMP/report.err")"; fi
 if python3 -m json.tool "$TMP/report.json" >/dev/null; then e2e_pass "report --json is JSON"; else e2e_fail "report --json does not parse"; fi
 keys=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sorted(k for k in j if k != "stack_changes"), sorted(c["id"] for c in j["checks"]), j["facts"]["chain"][0]["comm"])' "$TMP/report.json")
-expect_eq "report top-level keys, checks, chain start" "$keys" "['checks', 'facts', 'schema_version', 'stack', 'verdict'] ['bar1', 'cuda_driver', 'gpu_driver', 'gpudirect', 'hca_fw', 'hugepages', 'max_map_count', 'memlock', 'nccl', 'nofile', 'propagate_limits', 'rdma_stack', 'slurmd_memlock', 'stack'] mrcheck"
+expect_eq "report top-level keys, checks, chain start" "$keys" "['checks', 'facts', 'schema_version', 'stack', 'verdict'] ['bar1', 'cuda_driver', 'gpu_driver', 'gpudirect', 'hca_fw', 'hugepages', 'max_map_count', 'memlock', 'mnnvl', 'nccl', 'nofile', 'propagate_limits', 'rdma_stack', 'slurmd_memlock', 'stack'] mrcheck"
 soft=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["facts"]["chain"][0]["memlock_soft"])' "$TMP/report.json")
 want=$(ulimit -S -l); [[ $want == unlimited ]] || want=$((want * 1024))
 expect_eq "report memlock_soft is this shell's ulimit -l" "$soft" "$want"

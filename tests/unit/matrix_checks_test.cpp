@@ -94,7 +94,9 @@ TEST(MatrixJudge, HealthyNodePassesEveryRule) {
   ASSERT_EQ(r.checks.size(), ids.size());
   for (std::size_t i = 0; i < r.checks.size(); ++i) {
     EXPECT_EQ(r.checks[i].id, ids[i]);
-    EXPECT_EQ(r.checks[i].result, verdict::pass) << r.checks[i].id << ": " << r.checks[i].summary;
+    // mnnvl: no multi-node NVLink fabric on this node (its own tests: mnnvl_test.cpp).
+    EXPECT_EQ(r.checks[i].result, r.checks[i].id == "mnnvl" ? verdict::skip : verdict::pass)
+        << r.checks[i].id << ": " << r.checks[i].summary;
   }
   EXPECT_EQ(r.overall(), verdict::pass);
   EXPECT_EQ(r.find("gpudirect")->summary, "GPUDirect RDMA via nvidia_peermem and DMA-BUF");

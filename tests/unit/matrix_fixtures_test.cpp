@@ -121,7 +121,10 @@ TEST(MatrixFixtureTrees, EfaAndRoceNodesAreJudgedByTheirFamily) {
 
 TEST(MatrixFixtureTrees, AlignedTreePassesEveryRule) {
   auto j = judge_tree("matrix_aligned");
-  for (const auto& c : j.rep.checks) EXPECT_EQ(c.result, verdict::pass) << c.id << ": " << c.summary;
+  for (const auto& c : j.rep.checks) {
+    // An H200 has no multi-node NVLink fabric, and this tree holds no NVML answer: mnnvl skips.
+    EXPECT_EQ(c.result, c.id == "mnnvl" ? verdict::skip : verdict::pass) << c.id << ": " << c.summary;
+  }
   EXPECT_EQ(j.action.what, desired_action::kind::resume);
 }
 
