@@ -217,7 +217,8 @@ void print_json(const node_judgement& j, const std::optional<stack_history>& his
 void print_text(const node_judgement& j, const std::optional<stack_history>& hist) {
   std::string job_text;
   if (j.job) {
-    job_text = fmt::format("job nccl       {}{}\n", job_nccl_summary(*j.job), j.job->why.empty() ? "" : " - " + j.job->why);
+    job_text = fmt::format("job nccl       {}{}\n", job_nccl_summary(*j.job),
+                           j.job->why.empty() ? "" : " - " + j.job->why);
     for (const auto& l : job_nccl_lines(*j.job)) job_text += "               " + l + "\n";
   }
   fmt::print("{}{}\n{}", text_facts(j.facts), job_text, to_text(j.rep));

@@ -107,8 +107,8 @@ void usage(FILE* out) {
 }
 
 // The options that take a value, as `--NAME VALUE` or `--NAME=VALUE`.
-constexpr std::string_view k_value_options[] = {"--config", "--rules",    "--root",    "--node",
-                                                 "--state-dir", "--textfile", "--timeout", "--mode"};
+constexpr std::string_view k_value_options[] = {"--config",    "--rules",    "--root",    "--node",
+                                                "--state-dir", "--textfile", "--timeout", "--mode"};
 
 // Sets the value option `name`; false after printing why the value is refused.
 bool set_value(options& o, std::string_view name, const std::string& v) {
@@ -368,8 +368,7 @@ void revalidate_if_due(const run_setup& s, node_judgement& jd, prolog::history_s
                        stderr_log& out, const char* mode_name, phase_timer& t) {
   if (!hist.history || !prolog::revalidation_due(s.cfg.revalidate, *hist.history)) return;
   check_result rv = prolog::run_revalidation(s.cfg, prolog::revalidation_nccl_mode(jd.facts));
-  log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
-      rv.summary);
+  log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id, rv.summary);
   hist.history->revalidated = std::string(to_string(rv.result));
   hist.history->revalidate_reason = escape_line(rv.summary, 200);
   hist.history->revalidated_time = now;
@@ -385,8 +384,8 @@ void write_metrics(const options& o, const run_setup& s, const node_judgement& j
   std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : s.cfg.prometheus_textfile);
   if (textfile.empty()) return;
   textfile_input in{now, s.node, mode_name, hpc_job, &jd.facts, read_gpu_uuids(s.root, jd.facts)};
-  std::string text =
-      prometheus_textfile(jd.rep, in) + prometheus_stack_lines(jd.fp, hist.history ? &*hist.history : nullptr);
+  std::string text = prometheus_textfile(jd.rep, in) +
+                     prometheus_stack_lines(jd.fp, hist.history ? &*hist.history : nullptr);
   if (auto st = write_textfile(textfile, text, ::geteuid()); !st) {
     log(out, log_level::error, "{}: {}", mode_name, st.message());
   }

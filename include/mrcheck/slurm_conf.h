@@ -80,8 +80,8 @@ struct slurm_conf_facts {
   std::string path;                             // the main file
   std::optional<std::string> propagate;         // PropagateResourceLimits= as written (unset: Slurm's ALL)
   std::optional<std::string> propagate_except;  // PropagateResourceLimitsExcept= as written
-  bool memlock_propagated = true;  // Slurm's default is PropagateResourceLimits=ALL
-  bool stack_propagated = true;    // the same for STACK and NOFILE (include/mrcheck/limit_chain.h)
+  bool memlock_propagated = true;               // Slurm's default is PropagateResourceLimits=ALL
+  bool stack_propagated = true;                 // the same for STACK and NOFILE (include/mrcheck/limit_chain.h)
   bool nofile_propagated = true;
   std::string propagate_setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
   std::string task_prolog;                                                          // TaskProlog= ("" = none)
