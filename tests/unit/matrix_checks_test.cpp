@@ -97,7 +97,7 @@ TEST(MatrixJudge, HealthyNodePassesEveryRule) {
   auto f = healthy();
   auto extra = healthy_extra();
   report r = judge_matrix(f, rules(), extra);
-  auto ids = selected_ids(matrix_selection());
+  auto ids = selected_ids(matrix_only());
   ASSERT_EQ(r.checks.size(), ids.size());
   for (std::size_t i = 0; i < r.checks.size(); ++i) {
     EXPECT_EQ(r.checks[i].id, ids[i]);
