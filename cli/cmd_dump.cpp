@@ -19,6 +19,7 @@
 #include <mrcheck/history.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/private_dir.h>
+#include <mrcheck/slurm_conf.h>
 #include <mrcheck/sysroot.h>
 
 #include <fmt/chrono.h>
@@ -301,9 +302,7 @@ int cmd_dump(const args& a) {
   std::vector<std::pair<sysroot::access, std::string>> reads;
   root.set_recorder([&reads](sysroot::access k, const std::string& p) { reads.emplace_back(k, p); });
   collect_options opts;
-  if (root.is_host()) {
-    if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
-  }
+  opts.slurm_conf = slurm_conf_path(root);
   node_facts facts = collect_facts(root, opts);
   // What `mrcheck report` and the prolog read besides (src/matrix/facts.cpp): ofed_info's release and the
   // libibverbs.so.1.* names that carry rdma-core's version when the library itself does not load.

@@ -11,6 +11,7 @@
 
 #include <mrcheck/check_registry.h>
 #include <mrcheck/fleet.h>
+#include <mrcheck/judge_node.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/units.h>
 
@@ -24,7 +25,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
+#include <variant>
 
 namespace mrcheck::cli {
 
@@ -99,13 +102,16 @@ parsed read_tree(const std::string& dir, const matrix_rules& rules) {
     out.skipped = root.error().message();
     return out;
   }
-  collect_options o;
-  o.load_libraries = false;  // a tree's libraries.json, never a dlopen
-  node_facts f = collect_facts(*root, o);
-  matrix_facts extra = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", !f.libibverbs.is_ok());
-  report rep = run_checks(prolog_selection(), node_check_inputs(f, rules, nullptr, &extra));
+  // What mrcheck-prolog would have judged on that node (prolog_selection(), no site config: the fleet compares
+  // stacks and the checks their differences matter for). A tree brings no clock: its boot time is dropped.
+  judge_options jo;
+  jo.selection = prolog_selection();
+  jo.load_libraries = false;  // a tree's libraries.json, never a dlopen
+  node_judgement j = judge_node(*root, rules, jo);
+  const node_facts& f = j.facts;
+  const report& rep = j.rep;
   fleet_node n;
-  n.fp = make_fingerprint(f, extra, rules, read_boot_info(*root, 0), read_dkms_modules(*root, f));
+  n.fp = std::move(j.fp);
   n.fp.boot_time.reset();
   n.name = f.hostname_status ? f.hostname : escape_line(stem(dir), 64);
   for (const auto& c : rep.checks) {
@@ -164,46 +170,45 @@ void expand(const std::string& path, std::vector<input>& in,
   }
 }
 
-}  // namespace
-
-int cmd_fleet(const args& a) {
+struct fleet_options {
   bool json = false;
   std::string rules_file;
   std::vector<std::string> paths;
+};
+
+// The options, or the exit code when there is nothing to compare (--help, a usage error).
+std::variant<fleet_options, int> parse_fleet_options(const args& a) {
+  fleet_options o;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--json") {
-      json = true;
-    } else if (o == "--rules" && i + 1 < a.size()) {
-      rules_file = a[++i];
-    } else if (o == "--help" || o == "-h") {
+    const std::string& opt = a[i];
+    if (opt == "--json") {
+      o.json = true;
+    } else if (opt == "--rules" && i + 1 < a.size()) {
+      o.rules_file = a[++i];
+    } else if (opt == "--help" || opt == "-h") {
       fmt::print("{}", k_fleet_usage);
       return k_exit_ok;
-    } else if (o.starts_with("-")) {
-      fmt::print(stderr, "mrcheck: fleet: unknown or incomplete option '{}'\n{}", escape_line(o, 64), k_fleet_usage);
+    } else if (opt.starts_with("-")) {
+      fmt::print(stderr, "mrcheck: fleet: unknown or incomplete option '{}'\n{}", escape_line(opt, 64), k_fleet_usage);
       return k_exit_usage;
     } else {
-      paths.push_back(o);
+      o.paths.push_back(opt);
     }
   }
-  if (paths.empty()) {
+  if (o.paths.empty()) {
     fmt::print(stderr, "mrcheck: fleet: no PATH\n{}", k_fleet_usage);
     return k_exit_usage;
   }
-  auto rules = load_matrix_rules_or_default(rules_file);
-  if (!rules) {
-    fmt::print(stderr, "mrcheck: fleet: rules: {}\n", rules.error().message());
-    return k_exit_usage;
-  }
-  std::vector<input> in;
-  std::vector<std::pair<std::string, std::string>> skipped;
-  for (const auto& p : paths) expand(p, in, skipped);
+  return o;
+}
 
+// Every input read or judged, on up to 8 threads (one per 64 inputs), in the inputs' order.
+std::vector<parsed> read_all(const std::vector<input>& in, const matrix_rules& rules) {
   std::vector<parsed> out(in.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < in.size();) {
-      out[i] = in[i].tree ? read_tree(in[i].path, *rules) : read_report(in[i].path);
+      out[i] = in[i].tree ? read_tree(in[i].path, rules) : read_report(in[i].path);
     }
   };
   std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
@@ -216,10 +221,14 @@ int cmd_fleet(const args& a) {
   }
   work();
   for (auto& t : pool) t.join();
+  return out;
+}
 
-  // The newest report of each node.
+// The newest report of each node; what was skipped is added to `skipped`, the reports read counted.
+std::map<std::string, fleet_node> newest_by_node(const std::vector<input>& in, std::vector<parsed>& out,
+                                                 std::vector<std::pair<std::string, std::string>>& skipped,
+                                                 std::size_t& reports) {
   std::map<std::string, fleet_node> by_node;
-  std::size_t reports = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (!out[i].node) {
       skipped.emplace_back(in[i].path, out[i].skipped);
@@ -230,6 +239,10 @@ int cmd_fleet(const args& a) {
     auto it = by_node.find(n.name);
     if (it == by_node.end() || it->second.mtime <= n.mtime) by_node[n.name] = std::move(n);
   }
+  return by_node;
+}
+
+void print_skipped(const std::vector<std::pair<std::string, std::string>>& skipped) {
   for (std::size_t i = 0; i < skipped.size() && i < k_max_skip_lines; ++i) {
     fmt::print(stderr, "mrcheck: fleet: {}: skipped: {}\n", escape_line(skipped[i].first, 200),
                escape_line(skipped[i].second, 200));
@@ -237,6 +250,26 @@ int cmd_fleet(const args& a) {
   if (skipped.size() > k_max_skip_lines) {
     fmt::print(stderr, "mrcheck: fleet: {} more skipped\n", skipped.size() - k_max_skip_lines);
   }
+}
+
+}  // namespace
+
+int cmd_fleet(const args& a) {
+  auto parsed_options = parse_fleet_options(a);
+  if (const int* code = std::get_if<int>(&parsed_options)) return *code;
+  const fleet_options& o = std::get<fleet_options>(parsed_options);
+  auto rules = load_matrix_rules_or_default(o.rules_file);
+  if (!rules) {
+    fmt::print(stderr, "mrcheck: fleet: rules: {}\n", rules.error().message());
+    return k_exit_usage;
+  }
+  std::vector<input> in;
+  std::vector<std::pair<std::string, std::string>> skipped;
+  for (const auto& p : o.paths) expand(p, in, skipped);
+  std::vector<parsed> out = read_all(in, *rules);
+  std::size_t reports = 0;
+  std::map<std::string, fleet_node> by_node = newest_by_node(in, out, skipped, reports);
+  print_skipped(skipped);
   if (by_node.empty()) {
     fmt::print(stderr, "mrcheck: fleet: no report with a stack in {} input(s)\n", in.size());
     return k_exit_usage;
@@ -245,7 +278,7 @@ int cmd_fleet(const args& a) {
   nodes.reserve(by_node.size());
   for (auto& [_, n] : by_node) nodes.push_back(std::move(n));
   fleet_result r = compare_fleet(nodes);
-  if (json) {
+  if (o.json) {
     nlohmann::json j = fleet_json(r);
     j["reports"] = reports;
     j["skipped"] = skipped.size();

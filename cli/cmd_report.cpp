@@ -4,7 +4,6 @@
 // not run at all (verdict error).
 #include "commands.h"
 
-#include <mrcheck/child.h>
 #include <mrcheck/job_nccl.h>
 
 #include <mrcheck/build_config.h>
@@ -13,6 +12,7 @@
 #include <mrcheck/facts.h>
 #include <mrcheck/history.h>
 #include <mrcheck/history_store.h>
+#include <mrcheck/judge_node.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
 #include <mrcheck/units.h>
@@ -25,8 +25,8 @@
 
 #include <ctime>
 
-#include <cstdlib>
 #include <optional>
+#include <variant>
 
 namespace mrcheck::cli {
 
@@ -34,18 +34,16 @@ namespace {
 
 constexpr const char* k_report_usage = "usage: mrcheck report [--json] [--root DIR] [--config FILE]\n";
 
-// Every check `report` runs (report_selection(): memlock, then the node's memory and the driver/firmware matrix
-// under the same rules file mrcheck-prolog judges by, so `mrcheck report` on a node shows what its prolog would
-// decide).
-report run_all_checks(const node_facts& facts, const config& cfg, const matrix_rules& rules,
-                      const matrix_facts& extra) {
-  return run_checks(report_selection(), node_check_inputs(facts, rules, &cfg, &extra));
+// A fact's text, or why it is unknown.
+template <typename R, typename F>
+std::string or_unknown(const R& r, F&& show) {
+  return r ? show(*r) : "unknown: " + r.error().message();
 }
 
+std::string text_gpu_and_libraries(const node_facts& f);
+
+// The node's facts, one line each: the kernel, limits and memory, RDMA, modules.
 std::string text_facts(const node_facts& f) {
-  auto or_unknown = [](const auto& r, auto&& show) -> std::string {
-    return r ? show(*r) : "unknown: " + r.error().message();
-  };
   std::string out;
   out += fmt::format("host           {}\n",
                      f.hostname_status ? f.hostname : "unknown: " + f.hostname_status.error().message());
@@ -82,6 +80,12 @@ std::string text_facts(const node_facts& f) {
   out += fmt::format("modules        {}\n", mods.empty() ? "none of the RDMA/NVIDIA modules loaded" : mods);
   out += fmt::format("memory_peers   {}\n",
                      f.memory_peers ? fmt::format("{} client(s)", f.memory_peer_clients.size()) : "absent");
+  return out + text_gpu_and_libraries(f);
+}
+
+// The rest: the NVIDIA driver, GPUs, the libraries and slurmd.
+std::string text_gpu_and_libraries(const node_facts& f) {
+  std::string out;
   out += fmt::format("nvidia driver  {}\n", or_unknown(f.nvidia, [](const nvidia_driver_fact& n) {
                        return fmt::format("{} ({}){}", n.version, to_string(n.flavour),
                                           n.note.empty() ? "" : "; " + n.note);
@@ -130,115 +134,132 @@ std::optional<config> load_report_config(const std::string& file, std::string& e
   return cfg;
 }
 
-}  // namespace
-
-int cmd_report(const args& a) {
+struct report_options {
   bool json = false;
   std::string root_dir;
   std::string config_file;
+};
+
+// The options, or the exit code when there is nothing to judge (--help, a usage error).
+std::variant<report_options, int> parse_report_options(const args& a) {
+  report_options o;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--json") {
-      json = true;
-    } else if ((o == "--root" || o == "--config") && i + 1 < a.size()) {
-      (o == "--root" ? root_dir : config_file) = a[++i];
-    } else if (o.starts_with("--root=")) {
-      root_dir = o.substr(7);
-    } else if (o.starts_with("--config=")) {
-      config_file = o.substr(9);
-    } else if (o == "--help" || o == "-h") {
+    const std::string& opt = a[i];
+    if (opt == "--json") {
+      o.json = true;
+    } else if ((opt == "--root" || opt == "--config") && i + 1 < a.size()) {
+      (opt == "--root" ? o.root_dir : o.config_file) = a[++i];
+    } else if (opt.starts_with("--root=")) {
+      o.root_dir = opt.substr(7);
+    } else if (opt.starts_with("--config=")) {
+      o.config_file = opt.substr(9);
+    } else if (opt == "--help" || opt == "-h") {
       fmt::print("{}", k_report_usage);
       return k_exit_ok;
     } else {
-      fmt::print(stderr, "mrcheck: report: unknown or incomplete option '{}'\n{}", escape_line(o, 64), k_report_usage);
+      fmt::print(stderr, "mrcheck: report: unknown or incomplete option '{}'\n{}", escape_line(opt, 64),
+                 k_report_usage);
       return k_exit_usage;
     }
   }
+  return o;
+}
+
+// What the report judges under: the tree (or the host), the site's config and the rules. Nullopt after
+// printing why: a usage error.
+struct report_setup {
   sysroot root;
-  if (!root_dir.empty()) {
-    auto r = sysroot::open(root_dir);
+  config cfg;
+  matrix_rules rules;
+};
+std::optional<report_setup> load_report_setup(const report_options& o) {
+  report_setup s;
+  if (!o.root_dir.empty()) {
+    auto r = sysroot::open(o.root_dir);
     if (!r) {
       fmt::print(stderr, "mrcheck: report: --root: {}\n", r.error().message());
-      return k_exit_usage;
+      return std::nullopt;
     }
-    root = *r;
+    s.root = *r;
   }
   std::string cfg_error;
-  auto cfg = load_report_config(config_file, cfg_error);
+  auto cfg = load_report_config(o.config_file, cfg_error);
   if (!cfg) {
     fmt::print(stderr, "mrcheck: report: config: {}\n", cfg_error);
-    return k_exit_usage;
+    return std::nullopt;
   }
-  collect_options opts;
-  opts.verbs_library = cfg->verbs_library;
-  if (root.is_host()) {
-    if (const char* sc = std::getenv("SLURM_CONF"); sc && *sc == '/') opts.slurm_conf = sc;
-  }
-  auto rules = load_matrix_rules_or_default(cfg->rules);
+  s.cfg = std::move(*cfg);
+  auto rules = load_matrix_rules_or_default(s.cfg.rules);
   if (!rules) {
     fmt::print(stderr, "mrcheck: report: rules: {}\n", rules.error().message());
-    return k_exit_usage;
+    return std::nullopt;
   }
-  node_facts facts = collect_facts(root, opts);
-  // The NCCL this shell's job would load (its LD_LIBRARY_PATH, python3's wheel, VIRTUAL_ENV, CONDA_PREFIX), read
-  // from the file, never loaded. The `nccl` rule judges it when it is not the system's own.
-  std::optional<job_nccl> job;
-  if (root.is_host()) {
-    job = find_job_nccl(job_nccl_inputs_from_env(current_environment()));
-    const nccl_candidate* c = job->job();
-    std::string sys_path = facts.libnccl ? facts.libnccl->path : std::string();
-    if (c && (c->real_path.empty() || c->real_path != sys_path)) {
-      facts.job_nccl_source = c->path + " (" + c->origin + ")";
-      if (!c->info) {
-        facts.job_nccl_version = c->info.error();
-      } else if (c->info->version_code == 0) {
-        facts.job_nccl_version = status::error("no NCCL version string in the file");
-      } else {
-        facts.job_nccl_version = c->info->version_code;
-      }
+  s.rules = std::move(*rules);
+  return s;
+}
+
+void print_json(const node_judgement& j, const std::optional<stack_history>& hist) {
+  nlohmann::json out = report_to_json(j.rep);
+  out["facts"] = j.facts;
+  if (j.job) out["facts"]["job_nccl"] = job_nccl_json(*j.job);
+  out["stack"] = fingerprint_to_json(j.fp);
+  if (j.facts.hostname_status) out["stack"]["host"] = j.facts.hostname;
+  if (hist && !hist->changes.empty()) {
+    nlohmann::json lines = nlohmann::json::array();
+    for (const auto& c : hist->changes) {
+      for (const auto& i : c.items) lines.push_back(change_line(c, i));
+    }
+    out["stack_changes"] = lines;
+  }
+  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void print_text(const node_judgement& j, const std::optional<stack_history>& hist) {
+  std::string job_text;
+  if (j.job) {
+    job_text = fmt::format("job nccl       {}{}\n", job_nccl_summary(*j.job),
+                           j.job->why.empty() ? "" : " - " + j.job->why);
+    for (const auto& l : job_nccl_lines(*j.job)) job_text += "               " + l + "\n";
+  }
+  fmt::print("{}{}\n{}", text_facts(j.facts), job_text, to_text(j.rep));
+  if (hist) {
+    // The last change mrcheck-prolog saw, one line per fact (the whole history: state_dir/history-<node>.json).
+    if (hist->changes.empty()) fmt::print("stack: unchanged since {}\n", utc_minute(hist->since));
+    if (!hist->changes.empty()) {
+      for (const auto& i : hist->changes.back().items) fmt::print("{}\n", change_line(hist->changes.back(), i));
     }
   }
-  matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, !facts.libibverbs.is_ok());
-  report r = run_all_checks(facts, *cfg, *rules, extra);
-  const std::int64_t now = std::time(nullptr);
-  stack_fingerprint fp = make_fingerprint(facts, extra, *rules, read_boot_info(root, now),
-                                          read_dkms_modules(root, facts));
+  for (const auto& line : failure_lines(j.rep)) fmt::print(stderr, "{}\n", line);
+}
+
+}  // namespace
+
+int cmd_report(const args& a) {
+  auto parsed = parse_report_options(a);
+  if (const int* code = std::get_if<int>(&parsed)) return *code;
+  const report_options& o = std::get<report_options>(parsed);
+  auto s = load_report_setup(o);
+  if (!s) return k_exit_usage;
+  // report_selection(): memlock, then the node's memory and the driver/firmware matrix under the same rules file
+  // mrcheck-prolog judges by, so `mrcheck report` on a node shows what its prolog would decide; the NCCL this
+  // shell's job would load is judged in place of the system's.
+  judge_options jo;
+  jo.selection = report_selection();
+  jo.cfg = &s->cfg;
+  jo.job_nccl_from_env = true;
+  jo.now = std::time(nullptr);
+  node_judgement j = judge_node(s->root, s->rules, jo);
   // The node's stack history as mrcheck-prolog keeps it (readable by root only; include/mrcheck/history.h).
   std::optional<stack_history> hist;
-  if (root.is_host() && !cfg->state_dir.empty() && ::geteuid() == 0) {
-    hist = load_history(cfg->state_dir, facts.hostname, ::geteuid()).history;
+  if (s->root.is_host() && !s->cfg.state_dir.empty() && ::geteuid() == 0) {
+    hist = load_history(s->cfg.state_dir, j.facts.hostname, ::geteuid()).history;
   }
-  if (json) {
-    nlohmann::json j = report_to_json(r);
-    j["facts"] = facts;
-    if (job) j["facts"]["job_nccl"] = job_nccl_json(*job);
-    j["stack"] = fingerprint_to_json(fp);
-    if (facts.hostname_status) j["stack"]["host"] = facts.hostname;
-    if (hist && !hist->changes.empty()) {
-      nlohmann::json lines = nlohmann::json::array();
-      for (const auto& c : hist->changes) {
-        for (const auto& i : c.items) lines.push_back(change_line(c, i));
-      }
-      j["stack_changes"] = lines;
-    }
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (o.json) {
+    print_json(j, hist);
   } else {
-    std::string job_text;
-    if (job) {
-      job_text = fmt::format("job nccl       {}{}\n", job_nccl_summary(*job), job->why.empty() ? "" : " - " + job->why);
-      for (const auto& l : job_nccl_lines(*job)) job_text += "               " + l + "\n";
-    }
-    fmt::print("{}{}\n{}", text_facts(facts), job_text, to_text(r));
-    if (hist) {
-      // The last change mrcheck-prolog saw, one line per fact (the whole history: state_dir/history-<node>.json).
-      if (hist->changes.empty()) fmt::print("stack: unchanged since {}\n", utc_minute(hist->since));
-      if (!hist->changes.empty()) {
-        for (const auto& i : hist->changes.back().items) fmt::print("{}\n", change_line(hist->changes.back(), i));
-      }
-    }
-    for (const auto& line : failure_lines(r)) fmt::print(stderr, "{}\n", line);
+    print_text(j, hist);
   }
-  switch (r.overall()) {
+  switch (j.rep.overall()) {
     case verdict::fail: return k_exit_fail;
     case verdict::error: return k_exit_usage;
     default: return k_exit_ok;

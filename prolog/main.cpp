@@ -31,6 +31,7 @@
 #include <mrcheck/config.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/history.h>
+#include <mrcheck/judge_node.h>
 #include <mrcheck/log.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/sysroot.h>
@@ -42,14 +43,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <future>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -104,78 +106,68 @@ void usage(FILE* out) {
              "  --timings          one line on stderr with the milliseconds each phase took\n");
 }
 
+// The options that take a value, as `--NAME VALUE` or `--NAME=VALUE`.
+constexpr std::string_view k_value_options[] = {"--config",    "--rules",    "--root",    "--node",
+                                                "--state-dir", "--textfile", "--timeout", "--mode"};
+
+// Sets the value option `name`; false after printing why the value is refused.
+bool set_value(options& o, std::string_view name, const std::string& v) {
+  if (name == "--config") o.config = v;
+  if (name == "--rules") o.rules = v;
+  if (name == "--root") o.root = v;
+  if (name == "--node") o.node = v;
+  if (name == "--state-dir") o.state_dir = v;
+  if (name == "--textfile") {
+    if (v.empty() || v.front() != '/') {
+      fmt::print(stderr, "mrcheck: prolog: --textfile must be an absolute path, not '{}'\n", escape_line(v, 64));
+      return false;
+    }
+    o.textfile = v;
+  }
+  if (name == "--timeout") {
+    auto d = parse_duration(v);
+    if (!d) {
+      fmt::print(stderr, "mrcheck: prolog: --timeout: {}\n", d.error().message());
+      return false;
+    }
+    o.timeout = *d;
+  }
+  if (name == "--mode") {
+    if (v != "prolog" && v != "healthcheck") {
+      fmt::print(stderr, "mrcheck: prolog: --mode must be prolog or healthcheck, not '{}'\n", escape_line(v, 32));
+      return false;
+    }
+    o.mode = v == "prolog" ? run_mode::prolog : run_mode::healthcheck;
+  }
+  return true;
+}
+
 std::optional<options> parse_args(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&](const char* name) -> std::optional<std::string> {
-      std::string prefix = std::string(name) + "=";
-      if (a.starts_with(prefix)) return a.substr(prefix.size());
-      if (a == name && i + 1 < argc) return std::string(argv[++i]);
-      return std::nullopt;
-    };
-    auto is = [&](const char* name) { return a == name || a.starts_with(std::string(name) + "="); };
     if (a == "-h" || a == "--help") {
       usage(stdout);
       std::exit(k_exit_ok);
-    } else if (a == "--dry-run") {
-      o.dry_run = true;
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--timings") {
-      o.timings = true;
-    } else if (is("--config")) {
-      auto v = value("--config");
-      if (!v) return std::nullopt;
-      o.config = *v;
-    } else if (is("--rules")) {
-      auto v = value("--rules");
-      if (!v) return std::nullopt;
-      o.rules = *v;
-    } else if (is("--root")) {
-      auto v = value("--root");
-      if (!v) return std::nullopt;
-      o.root = *v;
-    } else if (is("--node")) {
-      auto v = value("--node");
-      if (!v) return std::nullopt;
-      o.node = *v;
-    } else if (is("--state-dir")) {
-      auto v = value("--state-dir");
-      if (!v) return std::nullopt;
-      o.state_dir = *v;
-    } else if (is("--textfile")) {
-      auto v = value("--textfile");
-      if (!v) return std::nullopt;
-      if (v->empty() || v->front() != '/') {
-        fmt::print(stderr, "mrcheck: prolog: --textfile must be an absolute path, not '{}'\n", escape_line(*v, 64));
-        return std::nullopt;
-      }
-      o.textfile = *v;
-    } else if (is("--timeout")) {
-      auto v = value("--timeout");
-      if (!v) return std::nullopt;
-      auto d = parse_duration(*v);
-      if (!d) {
-        fmt::print(stderr, "mrcheck: prolog: --timeout: {}\n", d.error().message());
-        return std::nullopt;
-      }
-      o.timeout = *d;
-    } else if (is("--mode")) {
-      auto v = value("--mode");
-      if (!v) return std::nullopt;
-      if (*v == "prolog") {
-        o.mode = run_mode::prolog;
-      } else if (*v == "healthcheck") {
-        o.mode = run_mode::healthcheck;
-      } else {
-        fmt::print(stderr, "mrcheck: prolog: --mode must be prolog or healthcheck, not '{}'\n", escape_line(*v, 32));
-        return std::nullopt;
-      }
-    } else {
+    }
+    if (a == "--dry-run" || a == "--json" || a == "--timings") {
+      (a == "--dry-run" ? o.dry_run : a == "--json" ? o.json : o.timings) = true;
+      continue;
+    }
+    const auto* name = std::find_if(std::begin(k_value_options), std::end(k_value_options), [&](std::string_view n) {
+      return a == n || (a.starts_with(n) && a.size() > n.size() && a[n.size()] == '=');
+    });
+    if (name == std::end(k_value_options)) {
       fmt::print(stderr, "mrcheck: prolog: unknown argument '{}'\n", escape_line(a, 64));
       return std::nullopt;
     }
+    std::optional<std::string> value;
+    if (a.size() > name->size()) {
+      value = a.substr(name->size() + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    }
+    if (!value || !set_value(o, *name, *value)) return std::nullopt;
   }
   return o;
 }
@@ -289,38 +281,14 @@ std::optional<run_setup> load_setup(const options& o, const char* mode_name, std
   return s;
 }
 
-// Facts and verdicts. On the host, loading the libraries (dlopen of libibverbs, libcuda and libnccl to read their
-// versions: the slowest facts on a GPU node) runs on a second thread while this one reads sysfs and procfs; the
-// facts are the same as collect_facts() would gather in one go. The facts are kept for the stack fingerprint.
-struct judged {
-  report rep;
-  node_facts facts;
-  matrix_facts extra;
-};
-judged judge_node(const run_setup& s, phase_timer& t) {
-  collect_options copts;
-  const char* slurm_conf_env = std::getenv("SLURM_CONF");
-  if (slurm_conf_env && *slurm_conf_env && s.root.is_host()) copts.slurm_conf = slurm_conf_env;
-  copts.verbs_library = s.cfg.verbs_library;
-  copts.load_libraries = false;
-  std::future<library_facts> libs;
-  if (s.root.is_host()) {
-    try {
-      libs = std::async(std::launch::async, load_library_facts, s.cfg.verbs_library);
-    } catch (const std::system_error&) {
-      // No thread to be had: load them on this one below.
-    }
-  }
-  node_facts facts = collect_facts(s.root, copts);
-  t.mark("sysfs+procfs");
-  if (s.root.is_host()) apply_library_facts(libs.valid() ? libs.get() : load_library_facts(s.cfg.verbs_library), facts);
-  t.mark("libraries");
-  matrix_facts extra = collect_matrix_facts(s.root, s.root.is_host() ? copts.slurm_conf : "/etc/slurm/slurm.conf",
-                                            !facts.libibverbs.is_ok());
-  t.mark("matrix facts");
-  report rep = run_checks(prolog_selection(), node_check_inputs(facts, s.rules, &s.cfg, &extra));
-  t.mark("judge");
-  return {std::move(rep), std::move(facts), std::move(extra)};
+// Facts, verdicts and the stack fingerprint (include/mrcheck/judge_node.h), timed phase by phase.
+node_judgement judge(const run_setup& s, std::int64_t now, phase_timer& t) {
+  judge_options jo;
+  jo.selection = prolog_selection();
+  jo.cfg = &s.cfg;
+  jo.now = now;
+  jo.phase_done = [&t](std::string_view phase) { t.mark(phase); };
+  return judge_node(s.root, s.rules, jo);
 }
 
 // The drain or resume through slurmctld within the budget; when the controller is unreachable the action is kept
@@ -379,6 +347,77 @@ int act(const options& o, const run_setup& s, const desired_action& want, run_mo
   return fail_code;
 }
 
+// The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
+// explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
+prolog::history_step keep_history(const options& o, const run_setup& s, const node_judgement& jd, std::int64_t now,
+                                  stderr_log& out, const char* mode_name) {
+  prolog::history_step hist;
+  if (o.dry_run && o.state_dir.empty()) return hist;
+  std::string dir = !o.state_dir.empty() ? o.state_dir : s.cfg.state_dir;
+  if (auto store = state_store::open(dir, ::geteuid())) {
+    hist = prolog::begin_history(store->dir(), s.node, jd.fp, jd.rep, now, ::geteuid(), out, mode_name);
+  } else if (o.dry_run) {
+    log(out, log_level::error, "{}: stack history not kept: {}", mode_name, store.error().message());
+  }
+  return hist;
+}
+
+// Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
+// textfile carry it like any other.
+void revalidate_if_due(const run_setup& s, node_judgement& jd, prolog::history_step& hist, std::int64_t now,
+                       stderr_log& out, const char* mode_name, phase_timer& t) {
+  if (!hist.history || !prolog::revalidation_due(s.cfg.revalidate, *hist.history)) return;
+  check_result rv = prolog::run_revalidation(s.cfg, prolog::revalidation_nccl_mode(jd.facts));
+  log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id, rv.summary);
+  hist.history->revalidated = std::string(to_string(rv.result));
+  hist.history->revalidate_reason = escape_line(rv.summary, 200);
+  hist.history->revalidated_time = now;
+  hist.dirty = true;
+  jd.rep.checks.push_back(std::move(rv));
+  t.mark("revalidate");
+}
+
+// The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
+// prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
+void write_metrics(const options& o, const run_setup& s, const node_judgement& jd, const prolog::history_step& hist,
+                   std::int64_t now, const char* hpc_job, stderr_log& out, const char* mode_name, phase_timer& t) {
+  std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : s.cfg.prometheus_textfile);
+  if (textfile.empty()) return;
+  textfile_input in{now, s.node, mode_name, hpc_job, &jd.facts, read_gpu_uuids(s.root, jd.facts)};
+  std::string text = prometheus_textfile(jd.rep, in) +
+                     prometheus_stack_lines(jd.fp, hist.history ? &*hist.history : nullptr);
+  if (auto st = write_textfile(textfile, text, ::geteuid()); !st) {
+    log(out, log_level::error, "{}: {}", mode_name, st.message());
+  }
+  t.mark("textfile");
+}
+
+// The report, the planned action and (with --json) the stack and its history; the outcome is added later.
+nlohmann::json run_json(const options& o, const run_setup& s, const node_judgement& jd,
+                        const prolog::history_step& hist, const desired_action& want, const char* mode_name) {
+  nlohmann::json j;
+  if (o.json) j = report_to_json(jd.rep);
+  j["node"] = s.node;
+  j["mode"] = mode_name;
+  j["rules"] = s.rules.source;
+  j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
+  if (o.json) {
+    j["stack"] = fingerprint_to_json(jd.fp);
+    j["history"] = prolog::history_json(hist);
+  }
+  return j;
+}
+
+void log_dry_run(const run_setup& s, const desired_action& want, nlohmann::json& j, stderr_log& out,
+                 const char* mode_name) {
+  if (want.what == desired_action::kind::drain) {
+    log(out, log_level::info, "{}: dry run: would drain {} with reason '{}'", mode_name, s.node, want.reason);
+  } else if (want.what == desired_action::kind::resume) {
+    log(out, log_level::info, "{}: dry run: would resume {} if mrcheck drained it", mode_name, s.node);
+  }
+  j["outcome"] = {{"what", "dry_run"}};
+}
+
 int run(int argc, char** argv) {
   auto opts_or = parse_args(argc, argv);
   if (!opts_or) {
@@ -396,78 +435,24 @@ int run(int argc, char** argv) {
   auto setup = load_setup(o, mode_name, out);
   if (!setup) return k_exit_usage;
   t.mark("config+rules");
-  judged jd = judge_node(*setup, t);
-  report& rep = jd.rep;
-  for (const auto& line : failure_lines(rep)) out.write(log_level::error, line);
-
-  // The stack history (prolog/history_step.h): every real run keeps it in state_dir; a dry run only with an
-  // explicit --state-dir, where it behaves exactly as a real run (fixture trees replayed in order).
   const std::int64_t now = std::time(nullptr);
-  stack_fingerprint fp = make_fingerprint(jd.facts, jd.extra, setup->rules, read_boot_info(setup->root, now),
-                                          read_dkms_modules(setup->root, jd.facts));
-  prolog::history_step hist;
-  if (!o.dry_run || !o.state_dir.empty()) {
-    std::string dir = !o.state_dir.empty() ? o.state_dir : setup->cfg.state_dir;
-    if (auto store = state_store::open(dir, ::geteuid())) {
-      hist = prolog::begin_history(store->dir(), setup->node, fp, rep, now, ::geteuid(), out, mode_name);
-    } else if (o.dry_run) {
-      log(out, log_level::error, "{}: stack history not kept: {}", mode_name, store.error().message());
-    }
-  }
+  node_judgement jd = judge(*setup, now, t);
+  for (const auto& line : failure_lines(jd.rep)) out.write(log_level::error, line);
+  prolog::history_step hist = keep_history(o, *setup, jd, now, out, mode_name);
   t.mark("history");
-  // Re-validation after a change (prolog/revalidate.h): a check of its own, so the drain, the JSON and the
-  // textfile carry it like any other.
-  if (hist.history && prolog::revalidation_due(setup->cfg.revalidate, *hist.history)) {
-    check_result rv = prolog::run_revalidation(setup->cfg, prolog::revalidation_nccl_mode(jd.facts));
-    log(out, rv.result == verdict::fail ? log_level::error : log_level::info, "{}: {}: {}", mode_name, rv.id,
-        rv.summary);
-    hist.history->revalidated = std::string(to_string(rv.result));
-    hist.history->revalidate_reason = escape_line(rv.summary, 200);
-    hist.history->revalidated_time = now;
-    hist.dirty = true;
-    rep.checks.push_back(std::move(rv));
-    t.mark("revalidate");
-  }
+  revalidate_if_due(*setup, jd, hist, now, out, mode_name, t);
 
-  desired_action want = plan_action(rep, setup->cfg.on_error, setup->cfg.drain_site);
-  prolog::name_change_in_reason(want, rep, hist, setup->cfg.drain_site);
-  bool fails = want.what == desired_action::kind::drain;
-  nlohmann::json j;
-  if (o.json) j = report_to_json(rep);
-  j["node"] = setup->node;
-  j["mode"] = mode_name;
-  j["rules"] = setup->rules.source;
-  j["action"] = {{"want", to_string(want.what)}, {"reason", want.reason}};
-  if (o.json) {
-    j["stack"] = fingerprint_to_json(fp);
-    j["history"] = prolog::history_json(hist);
-  }
-
-  // The Prometheus textfile, before any RPC (which may wait for an unreachable slurmctld): --textfile, else
-  // prometheus_textfile= unless this is a dry run (a rules check must not replace the node's metrics).
-  std::string textfile = !o.textfile.empty() ? o.textfile : (o.dry_run ? "" : setup->cfg.prometheus_textfile);
-  if (!textfile.empty()) {
-    textfile_input in{now,       setup->node,
-                      mode_name, mode == run_mode::prolog && job_id ? job_id : "",
-                      &jd.facts, read_gpu_uuids(setup->root, jd.facts)};
-    std::string text = prometheus_textfile(rep, in) +
-                       prometheus_stack_lines(fp, hist.history ? &*hist.history : nullptr);
-    if (auto s = write_textfile(textfile, text, ::geteuid()); !s) {
-      log(out, log_level::error, "{}: {}", mode_name, s.message());
-    }
-    t.mark("textfile");
-  }
-
+  desired_action want = plan_action(jd.rep, setup->cfg.on_error, setup->cfg.drain_site);
+  prolog::name_change_in_reason(want, jd.rep, hist, setup->cfg.drain_site);
+  nlohmann::json j = run_json(o, *setup, jd, hist, want, mode_name);
+  write_metrics(o, *setup, jd, hist, now, mode == run_mode::prolog && job_id ? job_id : "", out, mode_name, t);
   prolog::finish_history(hist, out, mode_name);
+
+  bool fails = want.what == desired_action::kind::drain;
   int fail_code = mode == run_mode::prolog && fails ? k_exit_fail : k_exit_ok;
   int code = fail_code;
   if (o.dry_run) {
-    if (want.what == desired_action::kind::drain) {
-      log(out, log_level::info, "{}: dry run: would drain {} with reason '{}'", mode_name, setup->node, want.reason);
-    } else if (want.what == desired_action::kind::resume) {
-      log(out, log_level::info, "{}: dry run: would resume {} if mrcheck drained it", mode_name, setup->node);
-    }
-    j["outcome"] = {{"what", "dry_run"}};
+    log_dry_run(*setup, want, j, out, mode_name);
   } else {
     code = act(o, *setup, want, mode, fail_code, j, out);
   }

@@ -1,5 +1,8 @@
 #include "job_info.h"
 
+#include <mrcheck/slurm_conf.h>
+#include <mrcheck/sysroot.h>
+
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -105,9 +108,8 @@ task_facts make_task_facts(const spank_items& it, spank_t sp, bool with_env) {
   t.rlimit_nofile = it.rlimit_nofile;
   t.submit_raw = it.submit_raw;
   t.submit_host = it.submit_host;
-  // slurmstepd's own environment (slurmd's), not the job's: the job's SLURM_CONF is the user's to set.
-  const char* conf = std::getenv("SLURM_CONF");
-  t.slurm_conf_path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";
+  // slurmstepd's own $SLURM_CONF (slurmd's environment), not the job's: the job's SLURM_CONF is the user's to set.
+  t.slurm_conf_path = slurm_conf_path(sysroot());
   t.job_argv = it.argv;
   if (with_env) {
     char** env = nullptr;

@@ -47,19 +47,6 @@ enum class check_group : std::uint8_t {
 };
 std::string_view to_string(check_group g);
 
-// What a check reads (check_def::needs, a bit set).
-enum check_need : unsigned {
-  need_chain = 1u << 0,         // node_facts::chain (RLIMIT_MEMLOCK of the process and its ancestors)
-  need_config = 1u << 1,        // mrcheck.conf (memlock_min)
-  need_node_facts = 1u << 2,    // sysfs/procfs/library facts of node_facts
-  need_rules = 1u << 3,         // the matrix rules (mrcheck-rules.conf or the built-in defaults)
-  need_matrix_facts = 1u << 4,  // slurm.conf, ofed_info, rdma-core files (optional: judged without when absent)
-  need_task = 1u << 5,          // the plugin's prediction for a Slurm task (used instead of chain + config)
-  need_verbs = 1u << 6,         // registers memory with the HCA (probe child)
-  need_nccl = 1u << 7,          // runs NCCL (probe child)
-  need_qp = 1u << 8,            // connects queue pairs and moves data through the HCA (probe child)
-};
-
 // The plugin's memlock inputs: its prediction for the task and what enforce=yes did.
 struct task_memlock {
   const memlock_prediction* prediction = nullptr;
@@ -98,15 +85,12 @@ enum class check_origin : std::uint8_t {
 struct check_def {
   std::string_view id;
   check_group group;
-  unsigned needs;         // check_need bits
   std::string_view what;  // one line, for docs and --help
   // Set exactly for check_origin::registry.
   check_result (*run)(const check_inputs&);
   check_origin origin = check_origin::registry;
 };
 
-// All checks, in report order within each group.
-std::span<const check_def> registered_checks();
 const check_def* find_check(std::string_view id);
 // The ids of one origin within one group, in the registry's order (the probe's ids: what a probe report may
 // carry, src/step/plugin_engine.cpp).
@@ -122,7 +106,6 @@ struct check_selection {
 
 check_selection report_selection();
 check_selection prolog_selection();
-check_selection matrix_selection();
 // The plugin: memlock when asked; the probe groups only on local task 0 (one probe per node).
 check_selection plugin_selection(const check_groups& g, bool first_task);
 

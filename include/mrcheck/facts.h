@@ -178,7 +178,7 @@ struct collect_options {
   // Tried first; when it does not exist, SlurmdPidFile from `slurm_conf` (read through the sysroot), then
   // /var/run/slurmd.pid. A pid whose comm is not slurmd* is a stale file and reported as such.
   std::string slurmd_pid_file = "/run/slurmd.pid";
-  std::string slurm_conf = "/etc/slurm/slurm.conf";  // the CLI passes $SLURM_CONF when set (host only)
+  std::string slurm_conf = "/etc/slurm/slurm.conf";  // the front ends pass slurm_conf_path() (slurm_conf.h)
   std::string verbs_library = "libibverbs.so.1";
   bool load_libraries = true;  // dlopen libibverbs/libcuda/libnccl (host only; never in slurmstepd)
 };

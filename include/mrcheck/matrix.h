@@ -10,6 +10,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
+#include <mrcheck/slurm_conf.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
@@ -130,23 +131,11 @@ inline constexpr std::string_view k_default_rules_path = "/etc/slurm/mrcheck-rul
 // PATH when given (must exist); else k_default_rules_path when it exists; else default_matrix_rules().
 result<matrix_rules> load_matrix_rules_or_default(const std::string& path);
 
-// What slurm.conf says about limit propagation (docs/facts/memlock.md §1).
-struct slurm_conf_fact {
-  std::string path;
-  std::optional<std::string> propagate;         // PropagateResourceLimits=
-  std::optional<std::string> propagate_except;  // PropagateResourceLimitsExcept=
-  // Whether srun/sbatch send the login node's soft MEMLOCK to tasks: the default (ALL) does.
-  bool memlock_propagated() const;
-};
-// Parses slurm.conf text (keys case-insensitive, '#' comments, several key=value per line).
-slurm_conf_fact parse_slurm_conf(std::string_view text, std::string path);
-// Reads PATH through the sysroot, following `Include` lines (plain paths, relative to PATH's directory,
-// depth 4). PATH empty: $SLURM_CONF, else /etc/slurm/slurm.conf.
-result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path = "");
-
 // Facts the matrix needs beyond node_facts, read through the same sysroot.
 struct matrix_facts {
-  result<slurm_conf_fact> slurm_conf = status::error("not read");
+  // slurm.conf at slurm_conf_path (slurm_conf.h): its limit propagation (docs/facts/memlock.md §1). An include
+  // the reader could not follow is an error here, as is a propagation list Slurm refuses.
+  result<slurm_conf_facts> slurm_conf = status::error("not read");
   // The OFED release installed in user space, from /usr/bin/ofed_info (MLNX_OFED and DOCA-OFED ship it):
   // "MLNX_OFED_LINUX-5.8-3.0.7.0"; nullopt when no ofed_info exists.
   std::optional<std::string> ofed_user_release;
@@ -158,7 +147,7 @@ struct matrix_facts {
 };
 // `scan_library_dirs`: list the library directories for rdma_core_files. Only needed when node_facts has no
 // libibverbs fact (a tree without libraries.json, or dlopen failed): listing /usr/lib* is the slowest read.
-matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path = "",
+matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path,
                                   bool scan_library_dirs = true);
 
 }  // namespace mrcheck

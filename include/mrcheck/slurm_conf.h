@@ -16,6 +16,14 @@
 
 namespace mrcheck {
 
+// Where slurm.conf is, for every part of mrcheck (the report, the dump, the prolog, the fleet, the plugin, the
+// munge settings): on the host, $SLURM_CONF of this process when it is an absolute path, else the default path
+// below; in a tree captured with `mrcheck dump` (`--root`), always the default path, since no environment comes
+// with a tree and a dump never copies slurm.conf (it may hold AccountingStoragePass). A relative $SLURM_CONF is
+// not followed: Slurm would resolve it against whatever directory the caller runs in.
+inline constexpr std::string_view k_default_slurm_conf = "/etc/slurm/slurm.conf";
+std::string slurm_conf_path(const sysroot& root);
+
 // One `Key=Value` of slurm.conf: the value (quotes removed) and where it was set ("/etc/slurm/slurm.conf:12").
 struct slurm_conf_setting {
   std::string value;
@@ -63,12 +71,17 @@ result<bool> memlock_propagated_by(std::string_view list, bool except);
 // The same rule for another limit's name ("STACK", "NOFILE"); the list's errors are the same.
 result<bool> limit_propagated_by(std::string_view list, bool except, std::string_view name);
 
-// ---- the keys that decide a task's memlock limit -------------------------------------------------------
+// ---- what mrcheck reads from slurm.conf -----------------------------------------------------------------
 
-// The few slurm.conf keys that decide the task's limit, as the compute node's slurmstepd reads them.
+// The few slurm.conf keys mrcheck judges by, as the compute node's slurmstepd reads them: the task's limits
+// (the plugin, memlock_chain.h and limit_chain.h) and limit propagation (the prolog's and the report's
+// `propagate_limits` rule, matrix.h). The one value type over the reader above.
 struct slurm_conf_facts {
-  bool memlock_propagated = true;  // Slurm's default is PropagateResourceLimits=ALL
-  bool stack_propagated = true;    // the same for STACK and NOFILE (include/mrcheck/limit_chain.h)
+  std::string path;                             // the main file
+  std::optional<std::string> propagate;         // PropagateResourceLimits= as written (unset: Slurm's ALL)
+  std::optional<std::string> propagate_except;  // PropagateResourceLimitsExcept= as written
+  bool memlock_propagated = true;               // Slurm's default is PropagateResourceLimits=ALL
+  bool stack_propagated = true;                 // the same for STACK and NOFILE (include/mrcheck/limit_chain.h)
   bool nofile_propagated = true;
   std::string propagate_setting = "PropagateResourceLimits not set (default ALL)";  // with file:line when set
   std::string task_prolog;                                                          // TaskProlog= ("" = none)
@@ -77,12 +90,17 @@ struct slurm_conf_facts {
   // UnkillableStepTimeout= (seconds, Slurm's default 60): how long slurmstepd waits for a cancelled step's
   // processes before slurmctld drains the node "Kill task failed". The probes of a step stay below it.
   std::chrono::seconds unkillable_step_timeout{60};
-  std::vector<std::string> problems;  // includes that could not be read, cycles (slurm_conf.h)
+  // The reader's problems (includes that could not be read, cycles), then values of the keys above that are
+  // not what Slurm takes (an UnkillableStepTimeout that is not a number).
+  std::vector<std::string> problems;
 };
 
+// The facts of settings the reader gave. Error if the propagation setting is not one Slurm accepts
+// (memlock_propagation_of).
+result<slurm_conf_facts> slurm_conf_facts_of(slurm_conf_settings conf);
 // Reads slurm.conf at `path` (through `root`) with the one slurm.conf reader (slurm_conf.h) and keeps what
-// decides the task's limit. Error if the main file cannot be read or the propagation setting is not one
-// Slurm accepts (memlock_propagation_of); problems with includes are kept in `problems`.
+// mrcheck judges by. Error if the main file cannot be read or the propagation setting is not one Slurm
+// accepts; problems with includes are kept in `problems`.
 result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::string& path);
 
 // "/run/slurmd-%n.pid" with %n = node name, %h = host name.

@@ -18,7 +18,7 @@ check_result check_propagate_limits(const matrix_rules& r, const matrix_facts* e
                         : c.propagate      ? fmt::format("PropagateResourceLimits={}", clean(*c.propagate))
                                            : std::string("PropagateResourceLimits unset (default ALL)");
   std::string detail = fmt::format("{}: {}", clean(c.path, 160), setting);
-  if (c.memlock_propagated()) {
+  if (c.memlock_propagated) {
     return make(id, verdict_for(r.propagate_limits),
                 fmt::format("MEMLOCK propagated from the submit host ({})", setting), detail,
                 "set PropagateResourceLimitsExcept=MEMLOCK in slurm.conf and reconfigure");

@@ -106,70 +106,64 @@ check_result run_propagate_limits(const check_inputs& in) {
   return matrix::check_propagate_limits(*in.rules, in.extra);
 }
 
-constexpr unsigned k_matrix = need_node_facts | need_rules;
-
 const auto k_checks = std::to_array<check_def>({
-    {"memlock", check_group::memlock, need_chain | need_config | need_task,
+    {"memlock", check_group::memlock,
      "soft RLIMIT_MEMLOCK of the caller (or of the Slurm task, in the plugin) against memlock_min; names the hop "
      "that lowered it",
      run_memlock},
-    {"stack", check_group::memlock, need_chain | need_config | need_task,
+    {"stack", check_group::memlock,
      "soft RLIMIT_STACK of the caller (or of the Slurm task) within stack_max; names the hop that set it and its "
      "owner",
      [](const check_inputs& in) { return run_limit<check_stack>(in, rlimit_kind::stack); }},
-    {"nofile", check_group::memlock, need_chain | need_config | need_task,
+    {"nofile", check_group::memlock,
      "soft RLIMIT_NOFILE of the caller (or of the Slurm task) at least nofile_min; names the hop that set it and "
      "its owner",
      [](const check_inputs& in) { return run_limit<check_nofile>(in, rlimit_kind::nofile); }},
-    {"rdma_stack", check_group::matrix, k_matrix | need_matrix_facts,
-     "kernel mlx5_core/ib_core (inbox or OFED) and user-space rdma-core agree", run_rdma_stack},
-    {"hca_fw", check_group::matrix, k_matrix, "HCA firmware at least the minimum of its family",
+    {"rdma_stack", check_group::matrix, "kernel mlx5_core/ib_core (inbox or OFED) and user-space rdma-core agree",
+     run_rdma_stack},
+    {"hca_fw", check_group::matrix, "HCA firmware at least the minimum of its family",
      MRCHECK_RULES_CHECK("hca_fw", matrix::check_hca_fw)},
-    {"gpu_driver", check_group::matrix, k_matrix, "NVIDIA driver loaded, of the flavour the site requires",
+    {"gpu_driver", check_group::matrix, "NVIDIA driver loaded, of the flavour the site requires",
      MRCHECK_RULES_CHECK("gpu_driver", matrix::check_gpu_driver)},
-    {"gpudirect", check_group::matrix, k_matrix, "nvidia_peermem or DMA-BUF usable on a node with an HCA and a GPU",
+    {"gpudirect", check_group::matrix, "nvidia_peermem or DMA-BUF usable on a node with an HCA and a GPU",
      MRCHECK_RULES_CHECK("gpudirect", matrix::check_gpudirect)},
-    {"cuda_driver", check_group::matrix, k_matrix, "CUDA driver at least the minimum, where installed",
+    {"cuda_driver", check_group::matrix, "CUDA driver at least the minimum, where installed",
      MRCHECK_RULES_CHECK("cuda_driver", matrix::check_cuda_driver)},
-    {"nccl", check_group::matrix, k_matrix, "the job's NCCL (else the system's) at least the minimum",
+    {"nccl", check_group::matrix, "the job's NCCL (else the system's) at least the minimum",
      MRCHECK_RULES_CHECK("nccl", matrix::check_nccl)},
-    {"bar1", check_group::matrix, k_matrix, "GPU BAR1 aperture at least the GPU's memory",
+    {"bar1", check_group::matrix, "GPU BAR1 aperture at least the GPU's memory",
      MRCHECK_RULES_CHECK("bar1", matrix::check_bar1)},
-    {"slurmd_memlock", check_group::matrix, k_matrix, "slurmd's RLIMIT_MEMLOCK (every task's hard limit)",
+    {"slurmd_memlock", check_group::matrix, "slurmd's RLIMIT_MEMLOCK (every task's hard limit)",
      MRCHECK_RULES_CHECK("slurmd_memlock", matrix::check_slurmd_memlock)},
-    {"mnnvl", check_group::matrix, need_matrix_facts,
+    {"mnnvl", check_group::matrix,
      "GPUs that report a multi-node NVLink fabric have it completed and healthy, with the IMEX daemon running",
      run_mnnvl},
-    {"propagate_limits", check_group::matrix, need_rules | need_matrix_facts,
-     "slurm.conf keeps MEMLOCK from propagating from the submit host", run_propagate_limits},
-    {"max_map_count", check_group::memory, k_matrix, "vm.max_map_count",
+    {"propagate_limits", check_group::matrix, "slurm.conf keeps MEMLOCK from propagating from the submit host",
+     run_propagate_limits},
+    {"max_map_count", check_group::memory, "vm.max_map_count",
      MRCHECK_RULES_CHECK("max_map_count", check_max_map_count)},
-    {"hugepages", check_group::memory, k_matrix, "the hugepage pool leaves memory to pin",
+    {"hugepages", check_group::memory, "the hugepage pool leaves memory to pin",
      MRCHECK_RULES_CHECK("hugepages", check_hugepages)},
-    {"mr_host", check_group::mr, need_verbs, "register host memory the way NCCL does", nullptr, check_origin::probe},
-    {"dmabuf", check_group::mr, need_verbs, "DMA-BUF registration support, probed like NCCL", nullptr,
-     check_origin::probe},
-    {"mr_gpu", check_group::mr, need_verbs, "register GPU memory (peer memory and DMA-BUF)", nullptr,
-     check_origin::probe},
-    {"nccl_pair", check_group::nccl, need_nccl, "two NCCL ranks initialise and all-reduce", nullptr,
-     check_origin::probe},
-    {"data_plane", check_group::rdma, need_verbs | need_qp,
+    {"mr_host", check_group::mr, "register host memory the way NCCL does", nullptr, check_origin::probe},
+    {"dmabuf", check_group::mr, "DMA-BUF registration support, probed like NCCL", nullptr, check_origin::probe},
+    {"mr_gpu", check_group::mr, "register GPU memory (peer memory and DMA-BUF)", nullptr, check_origin::probe},
+    {"nccl_pair", check_group::nccl, "two NCCL ranks initialise and all-reduce", nullptr, check_origin::probe},
+    {"data_plane", check_group::rdma,
      "an RC queue pair through INIT/RTR/RTS on each active port: send/recv and RDMA write, bytes verified (loopback)",
      nullptr, check_origin::probe},
     // A task in its container (src/container/, docs/containers.md): the plugin's probe groups come from the
     // container helper instead of `mrcheck probe`.
-    {"container", check_group::mr, need_verbs, "the image's rdma-core and devices against the host's kernel", nullptr,
+    {"container", check_group::mr, "the image's rdma-core and devices against the host's kernel", nullptr,
      check_origin::container},
-    {"container_mr", check_group::mr, need_verbs, "register memory inside the task's container", nullptr,
-     check_origin::container},
-    {"container_nccl", check_group::nccl, need_nccl, "the image's NCCL against the host's CUDA driver", nullptr,
+    {"container_mr", check_group::mr, "register memory inside the task's container", nullptr, check_origin::container},
+    {"container_nccl", check_group::nccl, "the image's NCCL against the host's CUDA driver", nullptr,
      check_origin::container},
     // After the task's exec (src/step/post_exec.cpp): the task's own limit, lowered after exec, reported in the
     // AdminComment record (spank/plugin.cpp).
-    {"memlock_exec", check_group::memlock, need_task, "the task's RLIMIT_MEMLOCK after its exec, against memlock_min",
-     nullptr, check_origin::post_exec},
+    {"memlock_exec", check_group::memlock, "the task's RLIMIT_MEMLOCK after its exec, against memlock_min", nullptr,
+     check_origin::post_exec},
     // mrcheck-prolog after a stack change (prolog/revalidate.h): both probes as nobody.
-    {"revalidate", check_group::revalidation, need_config | need_verbs | need_nccl | need_qp,
+    {"revalidate", check_group::revalidation,
      "after a stack change, the registration probe, the NCCL pair and the data-plane probe as nobody", nullptr,
      check_origin::prolog},
 });
@@ -201,8 +195,6 @@ check_inputs node_check_inputs(const node_facts& facts, const matrix_rules& rule
   return in;
 }
 
-std::span<const check_def> registered_checks() { return k_checks; }
-
 const check_def* find_check(std::string_view id) {
   auto it = std::find_if(k_checks.begin(), k_checks.end(), [&](const check_def& d) { return d.id == id; });
   return it == k_checks.end() ? nullptr : &*it;
@@ -223,7 +215,6 @@ bool from_job_probe(std::string_view id) {
 
 check_selection report_selection() { return {{check_group::memlock, check_group::memory, check_group::matrix}}; }
 check_selection prolog_selection() { return {{check_group::matrix, check_group::memory}}; }
-check_selection matrix_selection() { return {{check_group::matrix}}; }
 
 check_selection plugin_selection(const check_groups& g, bool first_task) {
   check_selection s;

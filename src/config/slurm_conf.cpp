@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -221,6 +222,13 @@ const char* const k_rlimit_names[] = {"CPU", "FSIZE", "DATA",   "STACK",   "CORE
 
 }  // namespace
 
+std::string slurm_conf_path(const sysroot& root) {
+  if (root.is_host()) {
+    if (const char* env = std::getenv("SLURM_CONF"); env && *env == '/') return env;
+  }
+  return std::string(k_default_slurm_conf);
+}
+
 const slurm_conf_setting* slurm_conf_settings::find(std::string_view key) const {
   auto it = settings.find(lower(key));
   return it == settings.end() ? nullptr : &it->second;
@@ -296,18 +304,27 @@ result<memlock_propagation> memlock_propagation_of(const slurm_conf_settings& co
 result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::string& path) {
   auto conf = read_slurm_conf_settings(root, path);
   if (!conf) return conf.error();
-  auto prop = memlock_propagation_of(*conf);
+  return slurm_conf_facts_of(std::move(*conf));
+}
+
+result<slurm_conf_facts> slurm_conf_facts_of(slurm_conf_settings settings) {
+  auto prop = memlock_propagation_of(settings);
   if (!prop) return prop.error();
   slurm_conf_facts f;
+  f.path = settings.path;
+  if (const auto* s = settings.find("PropagateResourceLimits")) f.propagate = s->value;
+  if (const auto* s = settings.find("PropagateResourceLimitsExcept")) f.propagate_except = s->value;
+  // The reader's problems first: an UnkillableStepTimeout below is added to them (it used to replace them).
+  f.problems = std::move(settings.problems);
   f.memlock_propagated = prop->propagated;
   f.propagate_setting = std::move(prop->setting);
   // The list was checked above (memlock_propagation_of): the same setting answers for STACK and NOFILE.
   auto covers = [&](std::string_view name) {
-    if (const auto* ex = conf->find("PropagateResourceLimitsExcept")) {
+    if (const auto* ex = settings.find("PropagateResourceLimitsExcept")) {
       auto v = limit_propagated_by(ex->value, true, name);
       return !v || *v;
     }
-    if (const auto* pr = conf->find("PropagateResourceLimits")) {
+    if (const auto* pr = settings.find("PropagateResourceLimits")) {
       auto v = limit_propagated_by(pr->value, false, name);
       return !v || *v;
     }
@@ -315,11 +332,11 @@ result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::s
   };
   f.stack_propagated = covers("STACK");
   f.nofile_propagated = covers("NOFILE");
-  if (const auto* s = conf->find("TaskProlog")) f.task_prolog = s->value;
-  if (const auto* s = conf->find("SlurmdPidFile")) f.slurmd_pid_file = s->value;
-  if (const auto* s = conf->find("UsePAM")) f.use_pam = s->value == "1" || lower(s->value) == "yes";
+  if (const auto* s = settings.find("TaskProlog")) f.task_prolog = s->value;
+  if (const auto* s = settings.find("SlurmdPidFile")) f.slurmd_pid_file = s->value;
+  if (const auto* s = settings.find("UsePAM")) f.use_pam = s->value == "1" || lower(s->value) == "yes";
   // slurm.conf(5): UnkillableStepTimeout in seconds (read_config.c takes it as an integer, default 60).
-  if (const auto* s = conf->find("UnkillableStepTimeout")) {
+  if (const auto* s = settings.find("UnkillableStepTimeout")) {
     unsigned v = 0;
     auto [p, ec] = std::from_chars(s->value.data(), s->value.data() + s->value.size(), v);
     if (ec == std::errc() && p == s->value.data() + s->value.size() && v > 0 && v <= 65535) {
@@ -329,7 +346,6 @@ result<slurm_conf_facts> read_slurm_conf_facts(const sysroot& root, const std::s
                                        escape_line(s->value, 32), s->where));
     }
   }
-  f.problems = std::move(conf->problems);
   return f;
 }
 

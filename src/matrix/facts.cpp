@@ -6,20 +6,20 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 namespace mrcheck {
 
 namespace {
 
-// slurm.conf is read by the one reader of the core (slurm_conf.h), shared with the plugin (fuzz finding F4).
-slurm_conf_fact fact_from(const slurm_conf_settings& c) {
-  slurm_conf_fact out;
-  out.path = c.path;
-  if (const auto* v = c.find("PropagateResourceLimits")) out.propagate = v->value;
-  if (const auto* v = c.find("PropagateResourceLimitsExcept")) out.propagate_except = v->value;
-  return out;
+// slurm.conf through the one reader and value type of the core (slurm_conf.h), shared with the plugin (fuzz
+// finding F4). An include that could not be followed makes the whole file unread here: the propagation rule
+// must not judge by part of it.
+result<slurm_conf_facts> read_slurm_conf(const sysroot& root, const std::string& path) {
+  auto c = read_slurm_conf_settings(root, path);
+  if (!c) return c.error();
+  if (!c->problems.empty()) return status::error(c->problems.front());
+  return slurm_conf_facts_of(std::move(*c));
 }
 
 // "MLNX_OFED_LINUX-5.8-3.0.7.0" / "OFED-internal-24.10-1.1.4" / "DOCA-...": the first release string in the
@@ -42,33 +42,6 @@ std::optional<std::string> find_ofed_release(std::string_view script) {
 }
 
 }  // namespace
-
-bool slurm_conf_fact::memlock_propagated() const {
-  // The one rule (slurm_conf.h). A value Slurm refuses reads as Slurm's default, ALL; read_slurm_conf()
-  // reports it as an error.
-  auto r = propagate_except ? memlock_propagated_by(*propagate_except, true)
-           : propagate      ? memlock_propagated_by(*propagate, false)
-                            : result<bool>(true);
-  return r ? *r : true;
-}
-
-slurm_conf_fact parse_slurm_conf(std::string_view text, std::string path) {
-  slurm_conf_settings c;
-  parse_slurm_conf_text(text, path, c);
-  return fact_from(c);
-}
-
-result<slurm_conf_fact> read_slurm_conf(const sysroot& root, std::string path) {
-  if (path.empty()) {
-    const char* env = std::getenv("SLURM_CONF");
-    path = env && *env ? env : "/etc/slurm/slurm.conf";
-  }
-  auto c = read_slurm_conf_settings(root, path);
-  if (!c) return c.error();
-  if (!c->problems.empty()) return status::error(c->problems.front());
-  if (auto m = memlock_propagation_of(*c); !m) return m.error();
-  return fact_from(*c);
-}
 
 matrix_facts collect_matrix_facts(const sysroot& root, const std::string& slurm_conf_path, bool scan_library_dirs) {
   matrix_facts m;

@@ -57,9 +57,7 @@ std::string auth_info_socket(std::string_view v) {
 
 munge_settings munge_settings_from_slurm_conf() {
   munge_settings s;
-  const char* conf = std::getenv("SLURM_CONF");
-  std::string path = conf && *conf == '/' ? conf : "/etc/slurm/slurm.conf";
-  if (auto c = read_slurm_conf_settings(sysroot(), path)) {
+  if (auto c = read_slurm_conf_settings(sysroot(), slurm_conf_path(sysroot()))) {
     if (const auto* a = c->find("AuthInfo")) s.socket = auth_info_socket(a->value);
     if (const auto* n = c->find("ClusterName")) s.cluster = n->value;
   }

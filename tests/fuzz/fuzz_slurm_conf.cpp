@@ -1,18 +1,17 @@
 // slurm.conf as mrcheck reads it: the one reader of slurm_conf.h (read_slurm_conf_settings, includes followed
 // in a private sysroot), the plugin's read_slurm_conf_facts() (in slurmstepd as root, for every task with a
-// check), memlock_propagated_by(), and the prolog's matrix wrapper parse_slurm_conf().
+// check), memlock_propagated_by(), and the same facts of the main file's text alone (slurm_conf_facts_of).
 // Input: "<slurm.conf>\0<inc.conf>": both are written into a private sysroot (etc/slurm/) so Include lines can
 // be followed without touching the real /etc. Inputs with ".." are skipped: they would leave the sysroot, which
 // is the sysroot's business, not the parser's.
 // Invariants: any text is read without a crash or a hang (include cycles are read once: finding F5); every
 // file read is one of the two; the plugin's propagate_setting, problems and errors are printable; the plugin
-// and the prolog agree on whether MEMLOCK is propagated (finding F4: they were two readers with two rules).
+// and the text-only view agree on whether MEMLOCK is propagated (finding F4: the plugin and the prolog were
+// two readers with two rules; they now share the reader and its one value type, slurm_conf_facts).
 // fuzz-requires: memlock_chain.h
-// fuzz-requires: matrix.h
 // fuzz-requires: slurm_conf.h
 #include "fuzz_common.h"
 
-#include <mrcheck/matrix.h>
 #include <mrcheck/slurm_conf.h>
 #include <mrcheck/step.h>
 
@@ -80,20 +79,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     MRCHECK_FUZZ_REQUIRE(fuzz::printable_ascii(chain.error().message()), chain.error().message());
   }
 
-  slurm_conf_fact matrix = parse_slurm_conf(conf, "/etc/slurm/slurm.conf");
-  bool matrix_propagated = matrix.memlock_propagated();
-  for (const auto& v : {matrix.propagate, matrix.propagate_except}) {
-    if (!v) continue;
+  slurm_conf_settings text_only;
+  parse_slurm_conf_text(conf, "/etc/slurm/slurm.conf", text_only);
+  auto matrix = slurm_conf_facts_of(text_only);
+  for (const char* key : {"PropagateResourceLimits", "PropagateResourceLimitsExcept"}) {
+    const slurm_conf_setting* s = text_only.find(key);
+    if (!s) continue;
     for (bool except : {false, true}) {
-      auto r = memlock_propagated_by(*v, except);
+      auto r = memlock_propagated_by(s->value, except);
       if (!r) MRCHECK_FUZZ_REQUIRE(fuzz::printable_ascii(r.error().message()), r.error().message());
     }
   }
 
-  // One rule in one place (finding F4): the prolog's text-only view agrees with the plugin's whenever the
-  // plugin accepts the file and nothing came from the include.
+  // One rule in one place (finding F4): the text-only view agrees with the reader's whenever the reader
+  // accepts the file and nothing came from the include.
   if (chain && inc.empty()) {
-    MRCHECK_FUZZ_REQUIRE(chain->memlock_propagated == matrix_propagated, chain->propagate_setting);
+    MRCHECK_FUZZ_REQUIRE(matrix.is_ok() && chain->memlock_propagated == matrix->memlock_propagated,
+                         chain->propagate_setting);
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <mrcheck/matrix.h>
 #include <mrcheck/step.h>
 
+#include "check_rows.h"
 #include "judge.h"
 
 #include <gtest/gtest.h>
@@ -49,7 +50,8 @@ std::vector<check_group> groups_of(const std::vector<std::string_view>& ids) {
 // registry's order: what a selection naming `g` must list, whatever rows are added later.
 std::vector<std::string_view> rows_of(check_group g, bool with_container = true) {
   std::vector<std::string_view> out;
-  for (const auto& d : registered_checks()) {
+  for (const check_def* row : test::all_check_rows()) {
+    const check_def& d = *row;
     bool selectable = d.origin == check_origin::registry || d.origin == check_origin::probe ||
                       (with_container && d.origin == check_origin::container);
     if (d.group == g && selectable) out.push_back(d.id);
@@ -90,11 +92,11 @@ node_facts fixture(const std::string& name) {
 
 TEST(CheckRegistry, IdsAreUniqueAndEqualTheDocumentedOnes) {
   std::map<std::string, std::string> declared;
-  for (const auto& d : registered_checks()) {
+  for (const check_def* row : test::all_check_rows()) {
+    const check_def& d = *row;
     EXPECT_TRUE(declared.emplace(std::string(d.id), std::string(to_string(d.group))).second) << d.id << " twice";
     EXPECT_EQ(find_check(d.id), &d);
     EXPECT_FALSE(d.what.empty()) << d.id;
-    EXPECT_NE(d.needs, 0u) << d.id;
     bool probe = d.group == check_group::mr || d.group == check_group::nccl || d.group == check_group::rdma;
     bool child = d.origin == check_origin::probe || d.origin == check_origin::container;
     EXPECT_EQ(child, probe) << d.id << ": the probe groups' checks, and only they, run in a child";
@@ -133,7 +135,7 @@ TEST(CheckRegistry, EveryVerdictIdInTheSourcesIsARow) {
     }
   }
   std::set<std::string> rows;
-  for (const auto& d : registered_checks()) rows.emplace(d.id);
+  for (const check_def* row : test::all_check_rows()) rows.emplace(row->id);
   for (const auto& [id, file] : made) {
     EXPECT_TRUE(rows.count(id)) << file << " makes a verdict with id '" << id
                                 << "', which is no row of src/checks/registry.cpp";
@@ -168,7 +170,7 @@ TEST(CheckRegistry, ProbeAndContainerIdsComeFromTheRegistry) {
 }
 
 TEST(CheckRegistry, TheMatrixListIsWrittenOnce) {
-  auto ids = strings(selected_ids(matrix_selection()));
+  auto ids = strings(selected_ids(matrix_only()));
   EXPECT_EQ(ids, strings(rows_of(check_group::matrix)));
   auto rules = default_matrix_rules();
   node_facts f = fixture("gpu_h200");
@@ -261,7 +263,8 @@ TEST(CheckRegistry, PluginNodeTaskRunsWhatItsSelectionNames) {
   probe_runner probe = [&](const std::string& group, const task_facts&, const memlock_limit&) {
     asked.push_back(group);
     std::vector<check_result> out;
-    for (const auto& d : registered_checks()) {
+    for (const check_def* row : test::all_check_rows()) {
+      const check_def& d = *row;
       if (to_string(d.group) == group) out.push_back({std::string(d.id), verdict::pass, "ok", "", ""});
     }
     return out;

@@ -73,9 +73,16 @@ node_facts healthy() {
   return f;
 }
 
+// slurm.conf text as collect_matrix_facts() would read it from /etc/slurm/slurm.conf.
+result<slurm_conf_facts> conf_of(const char* text) {
+  slurm_conf_settings s;
+  parse_slurm_conf_text(text, "/etc/slurm/slurm.conf", s);
+  return slurm_conf_facts_of(s);
+}
+
 matrix_facts healthy_extra() {
   matrix_facts m;
-  m.slurm_conf = parse_slurm_conf("PropagateResourceLimitsExcept=MEMLOCK\n", "/etc/slurm/slurm.conf");
+  m.slurm_conf = conf_of("PropagateResourceLimitsExcept=MEMLOCK\n");
   m.ofed_user_release = "OFED-internal-24.10-1.1.4";
   m.rdma_core_files = {"2410mlnx54"};
   return m;
@@ -90,7 +97,7 @@ TEST(MatrixJudge, HealthyNodePassesEveryRule) {
   auto f = healthy();
   auto extra = healthy_extra();
   report r = judge_matrix(f, rules(), extra);
-  auto ids = selected_ids(matrix_selection());
+  auto ids = selected_ids(matrix_only());
   ASSERT_EQ(r.checks.size(), ids.size());
   for (std::size_t i = 0; i < r.checks.size(); ++i) {
     EXPECT_EQ(r.checks[i].id, ids[i]);
@@ -504,7 +511,7 @@ TEST(MatrixSlurmdMemlock, HardSoftAndWhereSlurmdIsFound) {
 
 TEST(MatrixPropagateLimits, DefaultAllWarns) {
   matrix_facts extra;
-  extra.slurm_conf = parse_slurm_conf("ClusterName=c\n", "/etc/slurm/slurm.conf");
+  extra.slurm_conf = conf_of("ClusterName=c\n");
   auto c = check_propagate_limits(rules(), &extra);
   EXPECT_EQ(c.result, verdict::warn);
   EXPECT_EQ(c.summary, "MEMLOCK propagated from the submit host (PropagateResourceLimits unset (default ALL))");

@@ -1,6 +1,7 @@
 // The matrix rules file: grammar, errors named file:line, overrides on top of the defaults, and the shipped
 // etc/mrcheck-rules.conf staying equal to the compiled-in defaults.
 #include <mrcheck/matrix.h>
+#include <mrcheck/slurm_conf.h>
 
 #include <gtest/gtest.h>
 
@@ -154,7 +155,13 @@ TEST(MatrixRules, ShippedFileEqualsBuiltInDefaults) {
 }
 
 TEST(MatrixSlurmConf, PropagationRules) {
-  auto p = [](const char* text) { return parse_slurm_conf(text, "slurm.conf").memlock_propagated(); };
+  auto p = [](const char* text) {
+    slurm_conf_settings s;
+    parse_slurm_conf_text(text, "slurm.conf", s);
+    auto f = slurm_conf_facts_of(s);
+    EXPECT_TRUE(f) << text;
+    return f && f->memlock_propagated;
+  };
   EXPECT_TRUE(p("ClusterName=x\n"));  // default ALL
   EXPECT_FALSE(p("PropagateResourceLimitsExcept=MEMLOCK\n"));
   EXPECT_FALSE(p("propagateresourcelimitsexcept=NOFILE,memlock # comment\n"));

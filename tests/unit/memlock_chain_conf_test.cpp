@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -144,8 +146,8 @@ TEST(SlurmConfText, PropagationIsSlurmsParseRlimits) {
   EXPECT_FALSE(memlock_propagated_by(",", false));
 }
 
-// Finding F4: the plugin's facts and the prolog's matrix read the same file the same way, and both headers
-// can be included in one file without an ambiguous read_slurm_conf().
+// Finding F4: the plugin's facts and the prolog's matrix facts read the same file the same way (one reader, one
+// value type); the matrix also refuses a file whose includes it could not follow.
 TEST_F(MemlockChainConf, PluginAndPrologAgree) {
   const char* cases[] = {
       "PropagateResourceLimits=NONE\n",
@@ -161,16 +163,48 @@ TEST_F(MemlockChainConf, PluginAndPrologAgree) {
     auto chain = read();
     auto root = sysroot::open(dir_);
     ASSERT_TRUE(root);
-    auto matrix = read_slurm_conf(*root, std::string("/etc/slurm/slurm.conf"));
+    auto matrix = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", false).slurm_conf;
     ASSERT_EQ(chain.is_ok(), matrix.is_ok()) << text;
     if (!chain) continue;
-    EXPECT_EQ(chain->memlock_propagated, matrix->memlock_propagated()) << text;
-    EXPECT_EQ(chain->memlock_propagated, parse_slurm_conf(text, "x").memlock_propagated()) << text;
+    EXPECT_EQ(chain->memlock_propagated, matrix->memlock_propagated) << text;
+    EXPECT_EQ(matrix->path, "/etc/slurm/slurm.conf");
   }
   write("etc/slurm/slurm.conf", "PropagateResourceLimits=NONE,MEMLOCK\n");
   auto root = sysroot::open(dir_);
   EXPECT_FALSE(read());
-  EXPECT_FALSE(read_slurm_conf(*root, std::string("/etc/slurm/slurm.conf")));
+  EXPECT_FALSE(collect_matrix_facts(*root, "/etc/slurm/slurm.conf", false).slurm_conf);
+  write("etc/slurm/slurm.conf", "PropagateResourceLimitsExcept=MEMLOCK\ninclude missing.conf\n");
+  ASSERT_TRUE(read());
+  EXPECT_EQ(read()->problems.size(), 1u);
+  auto partial = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", false).slurm_conf;
+  ASSERT_FALSE(partial);
+  EXPECT_NE(partial.error().message().find("missing.conf"), std::string::npos) << partial.error().message();
+}
+
+// A value the facts do not take is added to the reader's problems (it used to replace them).
+TEST_F(MemlockChainConf, KeyProblemsFollowTheReadersProblems) {
+  write("etc/slurm/slurm.conf", "include missing.conf\nUnkillableStepTimeout=soon\n");
+  auto c = read();
+  ASSERT_TRUE(c) << c.error().message();
+  ASSERT_EQ(c->problems.size(), 2u);
+  EXPECT_NE(c->problems[0].find("missing.conf"), std::string::npos) << c->problems[0];
+  EXPECT_NE(c->problems[1].find("UnkillableStepTimeout=soon"), std::string::npos) << c->problems[1];
+  EXPECT_EQ(c->unkillable_step_timeout, std::chrono::seconds(60));
+}
+
+TEST(SlurmConfPath, AbsoluteSlurmConfOnTheHostOnly) {
+  const char* saved = std::getenv("SLURM_CONF");
+  std::string keep = saved ? saved : "";
+  ::setenv("SLURM_CONF", "/opt/slurm/etc/slurm.conf", 1);
+  EXPECT_EQ(slurm_conf_path(sysroot()), "/opt/slurm/etc/slurm.conf");
+  auto tree = sysroot::open(std::filesystem::temp_directory_path());
+  ASSERT_TRUE(tree);
+  EXPECT_EQ(slurm_conf_path(*tree), "/etc/slurm/slurm.conf");  // a tree brings no environment
+  ::setenv("SLURM_CONF", "etc/slurm.conf", 1);
+  EXPECT_EQ(slurm_conf_path(sysroot()), "/etc/slurm/slurm.conf");  // relative: not followed
+  ::unsetenv("SLURM_CONF");
+  EXPECT_EQ(slurm_conf_path(sysroot()), "/etc/slurm/slurm.conf");
+  if (saved) ::setenv("SLURM_CONF", keep.c_str(), 1);
 }
 
 TEST(MemlockChainPidFile, Expands) {

@@ -3,6 +3,8 @@
 #include <mrcheck/check_registry.h>
 #include <mrcheck/owner.h>
 
+#include "check_rows.h"
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -11,7 +13,7 @@ namespace mrcheck {
 namespace {
 
 TEST(Owner, EveryRegisteredCheckHasOne) {
-  for (const auto& d : registered_checks()) EXPECT_NE(default_owner(d.id), fix_owner::none) << d.id;
+  for (const check_def* d : test::all_check_rows()) EXPECT_NE(default_owner(d->id), fix_owner::none) << d->id;
   EXPECT_EQ(default_owner("no_such_check"), fix_owner::none);
 }
 
