@@ -7,6 +7,7 @@
 #include <mrcheck/matrix.h>
 #include <mrcheck/owner.h>
 
+#include "judge.h"
 #include "prolog/node_action.h"
 
 #include <gtest/gtest.h>
@@ -197,7 +198,7 @@ report judge_tree(const std::string& name) {
   matrix_facts extra = collect_matrix_facts(*root, "/etc/slurm/slurm.conf", !f.libibverbs.is_ok());
   auto rules = load_matrix_rules(std::string(MRCHECK_FIXTURES_DIR) + "/../../etc/mrcheck-rules.conf");
   EXPECT_TRUE(rules);
-  return run_checks(matrix_selection(), node_check_inputs(f, *rules, nullptr, &extra));
+  return run_checks(matrix_only(), node_check_inputs(f, *rules, nullptr, &extra));
 }
 
 TEST(Mnnvl, FixtureTrees) {
