@@ -5,6 +5,7 @@
 
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 
 namespace mrcheck {
@@ -27,5 +28,10 @@ check_result check_nofile(const node_facts& f, const config& c);
 // above, taking a config, are these with default_matrix_rules().
 check_result check_max_map_count(const node_facts& f, const matrix_rules& r);
 check_result check_hugepages(const node_facts& f, const matrix_rules& r);
+
+// The matrix check `mnnvl` (owner node, src/checks/mnnvl.cpp) on the facts of fabric.h: skip without a fabric; fail when a GPU's fabric is not completed, its
+// status an error, its cluster UUID zero, or the IMEX daemon not running; warn on degraded bandwidth; error when
+// NVML could not be asked on a node with the NVIDIA driver.
+check_result check_mnnvl(const mnnvl_facts& f);
 
 }  // namespace mrcheck

@@ -92,11 +92,6 @@ bool imex_installed(const sysroot& root);
 // .mrcheck/fabric.json.
 mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded);
 
-// The matrix check `mnnvl` (owner node): skip without a fabric; fail when a GPU's fabric is not completed, its
-// status an error, its cluster UUID zero, or the IMEX daemon not running; warn on degraded bandwidth; error when
-// NVML could not be asked on a node with the NVIDIA driver.
-check_result check_mnnvl(const mnnvl_facts& f);
-
 // The IMEX channel devices a task sees are read_imex_facts() of its mount namespace
 // (sysroot::open("/proc/PID/root")): the plugin's check of them is not wired yet (docs/facts/mnnvl.md §4).
 

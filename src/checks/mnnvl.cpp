@@ -1,6 +1,7 @@
 // The matrix check `mnnvl` (include/mrcheck/fabric.h): a node whose GPUs report a multi-node NVLink fabric has
 // it completed, healthy and served by a running IMEX daemon, the conditions NCCL's MNNVL set-up needs
 // (docs/facts/mnnvl.md §1, §3). Pure: the facts are read by collect_mnnvl_facts().
+#include <mrcheck/checks.h>
 #include <mrcheck/fabric.h>
 
 #include <fmt/format.h>

@@ -3,6 +3,7 @@
 // of fixture trees, and the mnnvl check's verdicts: skip without a fabric, fail (owner node) on an incomplete
 // fabric or a stopped IMEX daemon, and the prolog's drain reason for it.
 #include <mrcheck/check_registry.h>
+#include <mrcheck/checks.h>
 #include <mrcheck/fabric.h>
 #include <mrcheck/matrix.h>
 #include <mrcheck/owner.h>
