@@ -1,5 +1,6 @@
-// B4 (SECURITY.md): root's `mrcheck probe nccl` loads a library only through a descriptor it checked. The path is
-// resolved once (realpath), then opened again from `/` one component at a time with O_NOFOLLOW: every directory
+// B4 (SECURITY.md): root's `mrcheck probe nccl` loads a library only through a descriptor it checked. Every prefix
+// of the path as given must be root's (no link a user placed or could replace), then the path is resolved once
+// (realpath), then opened again from `/` one component at a time with O_NOFOLLOW: every directory
 // on the way and the file itself must be root's and not writable by group or others (a sticky directory
 // excepted for the directories), and a component that became a link since is refused. The ranks then load
 // `/proc/PID/fd/N` of this process, the file that was checked, never the path again: a link swapped between
@@ -28,9 +29,31 @@ std::string not_roots(const std::string& what, const struct stat& st) {
                      st.st_mode & 07777);
 }
 
+// The path as given, before it is resolved: each prefix, as the kernel sees it (lstat), must be root's and, a
+// directory, not writable by group or others unless sticky. A link in a directory of a user's (pointing at root's
+// own library at the moment of the check) is refused here: what it points at is the user's choice, however
+// harmless its target is now.
+status check_given_path(const std::string& path) {
+  std::string full = path;
+  if (!path.starts_with('/')) {
+    char cwd[PATH_MAX];
+    if (!::getcwd(cwd, sizeof cwd)) return status::from_errno("getcwd", errno);
+    full = std::string(cwd) + "/" + path;
+  }
+  for (std::size_t at = full.find('/', 1);; at = full.find('/', at + 1)) {
+    std::string prefix = full.substr(0, at);
+    struct stat st {};
+    if (::lstat(prefix.c_str(), &st) != 0) return status::from_errno("lstat " + escape_line(prefix, 300), errno);
+    bool shared_dir = S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
+    if (st.st_uid != 0 || shared_dir) return status::error(not_roots(prefix, st));
+    if (at == std::string::npos) return status::ok();
+  }
+}
+
 }  // namespace
 
 result<int> open_root_library(const std::string& path) {
+  if (auto given = check_given_path(path); !given.is_ok()) return given;
   char buf[PATH_MAX];
   if (!::realpath(path.c_str(), buf)) return status::from_errno("resolve " + escape_line(path, 300), errno);
   std::string real = buf;

@@ -94,7 +94,9 @@ send_outcome send_sealed(int fd, std::uint64_t job_id, std::uint64_t step_id, co
   if (!send_all(fd, hello(job_id, step_id) + " " + s.nonce() + "\n") || !read_line(fd, reply, 4096, until()))
     return {k::walk, ""};
   if (reply == "noauth") return {k::stop, "admin handoff: node 0 could not authenticate (munged)"};
-  if (!reply.starts_with("auth ")) return {k::walk, ""};  // "busy": another step's listener
+  if (reply == "busy") return {k::walk, ""};  // another step's listener: the protocol's own answer
+  // Anything else is no listener of mrcheck's: a squatter answering "ok" or its own words. Walk on, and name it.
+  if (!reply.starts_with("auth ")) return {k::walk, "no credential, answered \"" + escape_line(reply, 64) + "\""};
   auto opened = s.open(std::string_view(reply).substr(5));
   if (!opened) {
     if (opened.error().message().starts_with("could not authenticate")) {
