@@ -226,7 +226,10 @@ void print_text(const node_judgement& j, const std::optional<stack_history>& his
     // The last change mrcheck-prolog saw, one line per fact (the whole history: state_dir/history-<node>.json).
     if (hist->changes.empty()) fmt::print("stack: unchanged since {}\n", utc_minute(hist->since));
     if (!hist->changes.empty()) {
-      for (const auto& i : hist->changes.back().items) fmt::print("{}\n", change_line(hist->changes.back(), i));
+      // Each change, then the registration defaults that changed across it (include/mrcheck/history.h).
+      for (const auto& i : hist->changes.back().items) {
+        for (const auto& line : change_lines(hist->changes.back(), i)) fmt::print("{}\n", line);
+      }
     }
   }
   for (const auto& line : failure_lines(j.rep)) fmt::print(stderr, "{}\n", line);
