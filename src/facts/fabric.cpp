@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
