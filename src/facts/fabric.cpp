@@ -30,7 +30,6 @@ struct nvml_fabric_info_v2 {
   unsigned int health_mask;
 };
 constexpr unsigned k_fabric_info_v2 = static_cast<unsigned>(sizeof(nvml_fabric_info_v2)) | (2u << 24);
-constexpr int k_nvml_not_supported = 3;  // NVML_ERROR_NOT_SUPPORTED
 constexpr unsigned k_max_gpus = 64;
 
 using nvml_init_fn = int (*)();
