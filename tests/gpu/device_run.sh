@@ -24,7 +24,7 @@ M=/tmp/bc/cli/mrcheck
 F=$(find /tmp/f -name libibverbs.so.1 | head -1)
 for t in "$here"/*_test.sh; do
   bash "$t" "$M" "$F" >"$OUT/$(basename "$t" .sh).log" 2>&1
-  log "$(basename "$t"): rc=$? (0 pass, 77 skip); $(grep -c 'ok:' "$OUT/$(basename "$t" .sh).log") ok, $(grep -c 'FAIL' "$OUT/$(basename "$t" .sh).log") FAIL"
+  log "$(basename "$t"): rc=$? (0 pass, 77 skip); $(grep -c 'ok:' "$OUT/$(basename "$t" .sh).log") ok, $(grep -c '^[a-z_]*: FAIL:' "$OUT/$(basename "$t" .sh).log") FAIL"
 done
 log "== probe mr --gpu on a node without an HCA vs probe mr, $RUNS interleaved runs after one warm-up (wall ms)"
 $M probe mr --gpu >/dev/null 2>&1; $M probe mr >/dev/null 2>&1
