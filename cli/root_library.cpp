@@ -29,6 +29,12 @@ std::string not_roots(const std::string& what, const struct stat& st) {
                      st.st_mode & 07777);
 }
 
+// A directory (or a link) on the way that only root can change: root's, and not writable by group or others
+// unless sticky (where no one may replace another's entry).
+bool roots_alone_on_the_way(const struct stat& st) {
+  return st.st_uid == 0 && ((st.st_mode & (S_IWGRP | S_IWOTH)) == 0 || (st.st_mode & S_ISVTX) != 0);
+}
+
 // The path as given, before it is resolved: each prefix, as the kernel sees it (lstat), must be root's and, a
 // directory, not writable by group or others unless sticky. A link in a directory of a user's (pointing at root's
 // own library at the moment of the check) is refused here: what it points at is the user's choice, however
@@ -44,8 +50,9 @@ status check_given_path(const std::string& path) {
     std::string prefix = full.substr(0, at);
     struct stat st {};
     if (::lstat(prefix.c_str(), &st) != 0) return status::from_errno("lstat " + escape_line(prefix, 300), errno);
-    bool shared_dir = S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
-    if (st.st_uid != 0 || shared_dir) return status::error(not_roots(prefix, st));
+    // A link's own mode bits mean nothing (lrwxrwxrwx): only its owner counts.
+    bool ok = S_ISLNK(st.st_mode) ? st.st_uid == 0 : roots_alone_on_the_way(st);
+    if (!ok) return status::error(not_roots(prefix, st));
     if (at == std::string::npos) return status::ok();
   }
 }
@@ -63,8 +70,7 @@ result<int> open_root_library(const std::string& path) {
   std::size_t at = 1;
   for (;;) {
     struct stat st {};
-    if (::fstat(dir, &st) != 0 || st.st_uid != 0 ||
-        ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+    if (::fstat(dir, &st) != 0 || !roots_alone_on_the_way(st)) {
       ::close(dir);
       return status::error(not_roots(walked.empty() ? "/" : walked, st));
     }
