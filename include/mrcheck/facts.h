@@ -255,8 +255,6 @@ result<efa_installer_fact> parse_efa_installer(std::string_view text);
 result<nvidia_driver_fact> parse_nvidia_version(std::string_view version_file);
 // A pid file: one positive decimal number, optional trailing whitespace.
 result<pid_t> parse_pid_file(std::string_view text);
-// SlurmdPidFile= from slurm.conf text (case-insensitive key, '#' comments); "" when not set.
-std::string slurmd_pid_file_from_conf(std::string_view slurm_conf);
 // "libibverbs.so.1.14.44.0" -> "1.14.44.0"; "" when the name has no version after ".so.".
 std::string library_version_from_path(std::string_view path);
 // dlopen(name, RTLD_LAZY|RTLD_LOCAL), realpath of the loaded file, and for each "sym@VERSION" in `symbols`

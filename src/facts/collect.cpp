@@ -2,6 +2,7 @@
 // replays it) and each with its own status. Where each fact lives: docs/facts/kernel-and-drivers.md.
 #include <mrcheck/facts.h>
 #include <mrcheck/nic_family.h>
+#include <mrcheck/slurm_conf.h>
 
 #include "facts/internal.h"
 
@@ -198,19 +199,6 @@ result<std::vector<gpu_fact>> read_gpus(const sysroot& root) {
   return out;
 }
 
-// SlurmdPidFile may hold %n (node name) and %h (host name) for several slurmd on one host. slurmd's node name
-// is the short host name unless it was started with -N, so both expand to that; a -N node name differs and
-// then the file is simply not found (reported as such).
-std::string expand_pid_pattern(std::string pattern, const std::string& host) {
-  std::string shortname = host.substr(0, host.find('.'));
-  for (const char* k : {"%n", "%h"}) {
-    for (auto at = pattern.find(k); at != std::string::npos; at = pattern.find(k, at + shortname.size())) {
-      pattern.replace(at, 2, shortname);
-    }
-  }
-  return pattern;
-}
-
 result<process_fact> read_slurmd(const sysroot& root, const collect_options& opts, const nlohmann::json* recorded,
                                  const std::string& host, std::string& used) {
   std::vector<std::string> candidates;
@@ -222,9 +210,13 @@ result<process_fact> read_slurmd(const sysroot& root, const collect_options& opt
     // slurm.conf may hold AccountingStoragePass: read it without recording, so a dump never copies it.
     sysroot quiet = root;
     quiet.set_recorder(nullptr);
-    if (auto conf = quiet.read(opts.slurm_conf)) {
-      if (auto p = slurmd_pid_file_from_conf(*conf); !p.empty() && p.front() == '/') {
-        candidates.push_back(expand_pid_pattern(p, host));
+    // SlurmdPidFile may hold %n (node name) and %h (host name) for several slurmd on one host. slurmd's node
+    // name is the short host name unless it was started with -N, so both expand to that; a -N node name differs
+    // and then the file is simply not found (reported as such).
+    if (auto conf = read_slurm_conf_settings(quiet, opts.slurm_conf)) {
+      if (const auto* p = conf->find("SlurmdPidFile"); p && p->value.starts_with('/')) {
+        const std::string shortname = host.substr(0, host.find('.'));
+        candidates.push_back(expand_slurmd_pid_file(p->value, shortname, shortname));
       }
     }
   }

@@ -204,21 +204,6 @@ result<pid_t> parse_pid_file(std::string_view text) {
   return static_cast<pid_t>(v);
 }
 
-std::string slurmd_pid_file_from_conf(std::string_view slurm_conf) {
-  std::string found;
-  for_each_line(slurm_conf, [&](std::string_view line) {
-    line = line.substr(0, line.find('#'));
-    line = trim(line);
-    auto eq = line.find('=');
-    if (eq == std::string_view::npos) return true;
-    std::string key(trim(line.substr(0, eq)));
-    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (key == "slurmdpidfile") found = std::string(trim(line.substr(eq + 1)));  // the last one wins, as in Slurm
-    return true;
-  });
-  return found;
-}
-
 std::string library_version_from_path(std::string_view path) {
   auto slash = path.rfind('/');
   std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);

@@ -197,6 +197,33 @@ TEST(facts_fixture, inbox_open_line2) {
   EXPECT_NE(f.libibverbs.error().message().find("not read under --root"), std::string::npos);
 }
 
+// SlurmdPidFile comes from the one slurm.conf reader (src/config/slurm_conf.cpp): through an include, quoted, with
+// %n expanded to the short host name.
+TEST(facts_fixture, slurmd_pid_file_from_slurm_conf_with_include) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("facts_pidfile." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto put = [&](const std::string& rel, const std::string& text) {
+    fs::create_directories((dir / rel).parent_path());
+    std::ofstream(dir / rel) << text;
+  };
+  put("proc/sys/kernel/hostname", "node7.cluster.example\n");
+  put("etc/slurm/slurm.conf", "ClusterName=c\nInclude pid.conf\n");
+  put("etc/slurm/pid.conf", "SlurmdPidFile=\"/run/slurm/slurmd-%n.pid\"  # per node\n");
+  put("run/slurm/slurmd-node7.pid", "4242\n");
+  put("proc/4242/stat", "4242 (slurmd) S 1 4242 4242 0 -1 4194560 100 0 0 0\n");
+  put("proc/4242/status", "Name:\tslurmd\nPPid:\t1\nUid:\t0\t0\t0\t0\n");
+  put("proc/4242/limits", "Max locked memory         unlimited            unlimited            bytes\n");
+  auto root = sysroot::open(dir);
+  ASSERT_TRUE(root.is_ok());
+  collect_options o;
+  o.slurmd_pid_file = "/run/none.pid";
+  auto f = collect_facts(*root, o);
+  EXPECT_EQ(f.slurmd_pid_file, "/run/slurm/slurmd-node7.pid");
+  ASSERT_TRUE(f.slurmd.is_ok()) << f.slurmd.error().message();
+  EXPECT_EQ(f.slurmd->pid, 4242);
+  fs::remove_all(dir);
+}
+
 TEST(facts_fixture, limits_variants) {
   auto root = *sysroot::open(k_fixtures / "limits_variants");
   auto f = collect("limits_variants");

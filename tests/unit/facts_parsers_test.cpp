@@ -1,5 +1,5 @@
 // The pure parsers behind the node facts: PCI resources and BAR1, meminfo, the NVIDIA version line, pid files,
-// slurm.conf's SlurmdPidFile, library versions from file names, and dlopen on this host.
+// library versions from file names, and dlopen on this host.
 #include <mrcheck/facts.h>
 
 #include <gtest/gtest.h>
@@ -105,10 +105,6 @@ TEST(facts_misc, pid_files_conf_and_library_names) {
   EXPECT_FALSE(parse_pid_file("-5").is_ok());
   EXPECT_FALSE(parse_pid_file("12 13").is_ok());
   EXPECT_FALSE(parse_pid_file("99999999999").is_ok());
-  EXPECT_EQ(slurmd_pid_file_from_conf("# SlurmdPidFile=/nope\nSlurmdPidFile=/var/run/slurm/slurmd.pid # c\n"),
-            "/var/run/slurm/slurmd.pid");
-  EXPECT_EQ(slurmd_pid_file_from_conf("slurmdpidfile = /a\nSLURMDPIDFILE=/b\n"), "/b");
-  EXPECT_EQ(slurmd_pid_file_from_conf("SlurmctldPidFile=/x\n"), "");
   EXPECT_EQ(library_version_from_path("/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"), "1.14.44.0");
   EXPECT_EQ(library_version_from_path("libnccl.so.2.28.3"), "2.28.3");
   EXPECT_EQ(library_version_from_path("/usr/lib/libcuda.so"), "");
