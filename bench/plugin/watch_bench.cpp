@@ -30,9 +30,14 @@ int main(int argc, char** argv) {
       struct rlimit r {};
       ::getrlimit(RLIMIT_MEMLOCK, &r);
       mrcheck::memlock_limit predicted{r.rlim_cur, r.rlim_max};
-      if (!mrcheck::spawn_post_exec_watcher(::getpid(), predicted, 1 << 20, "/etc/taskprolog", false, out,
-                                            std::chrono::milliseconds(100)))
-        ::_exit(9);
+      mrcheck::post_exec_watch w;
+      w.task = ::getpid();
+      w.predicted = predicted;
+      w.required = 1 << 20;
+      w.task_prolog = "/etc/taskprolog";
+      w.fd = out;
+      w.window = std::chrono::milliseconds(100);
+      if (!mrcheck::spawn_post_exec_watcher(w)) ::_exit(9);
       ::usleep(3000);
       r.rlim_cur = 65536;
       ::setrlimit(RLIMIT_MEMLOCK, &r);

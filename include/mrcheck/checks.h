@@ -8,6 +8,8 @@
 #include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 
+#include <optional>
+
 namespace mrcheck {
 
 struct matrix_rules;
@@ -33,5 +35,10 @@ check_result check_hugepages(const node_facts& f, const matrix_rules& r);
 // status an error, its cluster UUID zero, or the IMEX daemon not running; warn on degraded bandwidth; error when
 // NVML could not be asked on a node with the NVIDIA driver.
 check_result check_mnnvl(const mnnvl_facts& f);
+
+// The plugin's post-exec check `imex_channel` (owner site, src/checks/imex_channel.cpp): on a node that serves an
+// IMEX domain (node_serves_imex), the task's mount namespace has an IMEX channel the job user may open read-write.
+// No verdict where the node serves none or the task was gone before its namespace was read.
+std::optional<check_result> check_imex_channel(const imex_facts& node, const task_imex_view& task);
 
 }  // namespace mrcheck

@@ -92,7 +92,18 @@ bool imex_installed(const sysroot& root);
 // .mrcheck/fabric.json.
 mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded);
 
-// The IMEX channel devices a task sees are read_imex_facts() of its mount namespace
-// (sysroot::open("/proc/PID/root")): the plugin's check of them is not wired yet (docs/facts/mnnvl.md §4).
+// Whether a task on this node needs an IMEX channel: the node is configured for an IMEX domain (its nodes file)
+// or has channel devices of its own. The plugin then reads the task's view after its exec (read_task_imex).
+bool node_serves_imex(const imex_facts& node);
+
+// The IMEX channel devices a task sees: read_imex_facts() of its mount namespace (sysroot::open_process_root, no
+// process scan) and which of them the caller may open read-write (faccessat with the real ids: the plugin's post-exec
+// watcher runs as the job user). `read` is false when the task's root could not be opened (it has exited).
+struct task_imex_view {
+  bool read = false;
+  imex_facts seen;
+  std::vector<unsigned> usable;
+};
+task_imex_view read_task_imex(int pid);
 
 }  // namespace mrcheck

@@ -5,6 +5,7 @@
 
 #include <mrcheck/check.h>
 #include <mrcheck/config.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/limit_chain.h>
 #include <mrcheck/memlock_chain.h>
@@ -95,6 +96,9 @@ struct node_state {
   std::vector<std::pair<std::string, std::string>> limit_env;
   std::uint64_t required = k_unlimited;
   std::string task_prolog;
+  // The node's IMEX set-up where it serves an IMEX domain (node_serves_imex, fabric.h): the post-exec watcher then
+  // judges the channel devices the task sees (imex_channel). Read with the step's facts.
+  std::optional<imex_facts> imex;
   // Facts that are the same for every task of the step: slurm.conf and slurmd's limits. Read once per step
   // in slurmstepd before the tasks fork (prefetch_step_facts from remote init_post_opt, as root), so each
   // task child does not read them again; node_privileged reads them itself when that did not happen.
@@ -159,17 +163,27 @@ struct task_verdict {
 // task_init (job user): verdicts, probes, what to print.
 task_verdict node_task(const config& c, const task_facts& t, node_state& st, const probe_runner& probe);
 
+// What the post-exec watcher watches and judges (send_task_record fills it from the node's state).
+struct post_exec_watch {
+  pid_t task = 0;
+  memlock_limit predicted;  // the task's limit as predicted (or enforced) at task_init
+  std::uint64_t required = 0;
+  std::string task_prolog;
+  bool batch_step = false;
+  int fd = 2;  // where a finding is written: the task's stderr
+  std::chrono::milliseconds window{3000};
+  std::optional<imex_facts> node_imex;  // set: judge imex_channel too, on the task's view after its exec
+};
 // Forks a short-lived watcher (double fork, as the current user) that waits for `task` to exec, reads its
 // /proc/PID/limits right after exec and for a short while after, and writes one line to `fd` when the task
-// runs with something other than `predicted` (TaskProlog override, wrapper). Bounded: exits when the task
-// exits or after `window`. Returns at once.
-// `done` runs in the watcher once it has judged (the verdict, or nullopt when the task runs as predicted) with
-// `record_fd` (if >= 0) open in the watcher as the descriptor it is given: the admins' record is sent from
-// there, so that it carries the verdict after exec.
-using post_exec_done = std::function<void(const std::optional<check_result>& verdict, int record_fd)>;
-status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
-                               const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window, const post_exec_done& done = {}, int record_fd = -1);
+// runs with something other than `predicted` (TaskProlog override, wrapper); with `node_imex`, it then reads the
+// IMEX channels in the task's mount namespace (read_task_imex) and writes a line when the task has none it may
+// use. Bounded: exits when the task exits or after `window`. Returns at once.
+// `done` runs in the watcher once it has judged (the verdicts: a memlock finding when the task does not run as
+// predicted, imex_channel's verdict) with `record_fd` (if >= 0) open in the watcher as the descriptor it is
+// given: the admins' record is sent from there, so that it carries the verdicts after exec.
+using post_exec_done = std::function<void(const std::vector<check_result>& verdicts, int record_fd)>;
+status spawn_post_exec_watcher(const post_exec_watch& w, const post_exec_done& done = {}, int record_fd = -1);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded). `exec_fd` (closed here), when
 // >= 0, is the read end of a pipe whose only write end the task holds close-on-exec: its end-of-file is the
 // exec itself.
@@ -200,9 +214,7 @@ struct task_step_io {
   // Writes the admins' record of `rep` to `fd` (admin_record.h's message); also run in the post-exec watcher.
   std::function<void(int fd, const task_facts&, const node_state&, const report&)> send_record;
   // spawn_post_exec_watcher (a test's may fail).
-  std::function<status(pid_t, const memlock_limit&, std::uint64_t, const std::string&, bool, int,
-                       std::chrono::milliseconds, const post_exec_done&, int)>
-      spawn_watcher = spawn_post_exec_watcher;
+  std::function<status(const post_exec_watch&, const post_exec_done&, int)> spawn_watcher = spawn_post_exec_watcher;
 };
 
 struct task_step_outcome {

@@ -22,6 +22,11 @@ class sysroot {
   sysroot() = default;
   // Opens DIR as the root. Error if it does not exist or is not a directory.
   static result<sysroot> open(const std::filesystem::path& dir);
+  // A process's root as it sees it: /proc/PID/root, kept as that path. open() would resolve the link to the
+  // path of the root in this process's namespace ("/" for a task in a mount namespace of its own) and so read
+  // this process's mounts instead of the task's (tests/unit/imex_channel_test.cpp). Error when the process is
+  // gone or its root cannot be read (ptrace access: another user's process).
+  static result<sysroot> open_process_root(int pid);
 
   bool is_host() const { return root_ == "/"; }
   const std::filesystem::path& root() const { return root_; }

@@ -162,6 +162,10 @@ const auto k_checks = std::to_array<check_def>({
     // AdminComment record (spank/plugin.cpp).
     {"memlock_exec", check_group::memlock, "the task's RLIMIT_MEMLOCK after its exec, against memlock_min", nullptr,
      check_origin::post_exec},
+    // The same watcher, on a node that serves an IMEX domain: the channel devices the task sees.
+    {"imex_channel", check_group::memlock,
+     "on a node with IMEX: an IMEX channel in the task's mount namespace after its exec, read-write for the job user",
+     nullptr, check_origin::post_exec},
     // mrcheck-prolog after a stack change (prolog/revalidate.h): both probes as nobody.
     {"revalidate", check_group::revalidation,
      "after a stack change, the registration probe, the NCCL pair and the data-plane probe as nobody", nullptr,

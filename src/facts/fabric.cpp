@@ -300,6 +300,21 @@ bool imex_installed(const sysroot& root) {
   return root.exists("/etc/nvidia-imex") || root.exists("/usr/bin/nvidia-imex") || root.exists(k_imex_channels_dir);
 }
 
+bool node_serves_imex(const imex_facts& node) { return node.nodes_config || !node.channels.empty(); }
+
+task_imex_view read_task_imex(int pid) {
+  task_imex_view v;
+  auto root = sysroot::open_process_root(pid);
+  if (!root) return v;
+  v.read = true;
+  v.seen = read_imex_facts(*root, false);
+  for (unsigned c : v.seen.channels) {
+    auto path = root->host_path(fmt::format("{}/channel{}", k_imex_channels_dir, c));
+    if (::access(path.c_str(), R_OK | W_OK) == 0) v.usable.push_back(c);
+  }
+  return v;
+}
+
 mnnvl_facts collect_mnnvl_facts(const sysroot& root, bool nvidia_loaded) {
   mnnvl_facts m;
   m.nvidia_loaded = nvidia_loaded;

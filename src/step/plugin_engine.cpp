@@ -105,6 +105,7 @@ void prefetch_step_facts(const sysroot& root, const std::string& slurm_conf_path
                          const std::string& host, node_state& st) {
   st.step_read = true;
   st.step_conf = read_slurm_conf_facts(root, slurm_conf_path);
+  if (auto imex = read_imex_facts(root, false); node_serves_imex(imex)) st.imex = std::move(imex);
   std::string pid_file = expand_slurmd_pid_file(st.step_conf ? st.step_conf->slurmd_pid_file : "/run/slurmd.pid", node,
                                                 host);
   auto pid_text = root.read_value(pid_file);
@@ -452,9 +453,9 @@ task_verdict node_task(const config& c, const task_facts& t, node_state& st, con
   // it after exec (local task 0). It costs ~4 % of `srun -n 2 true` on the 2-core test VM (bench/plugin:
   // its fork in the task's path), so it runs where an override matters most: a TaskProlog is configured, the
   // site enforces (a wrapper must not silently undo the raise), or the user asked for verbose. A task that
-  // ends here never execs: nothing to watch.
+  // ends here never execs: nothing to watch. On a node that serves IMEX it also reads the task's IMEX channels.
   v.watch_post_exec = st.checks.memlock && first && v.rc == 0 &&
-                      (!st.task_prolog.empty() || st.enf.has_value() || st.checks.verbose);
+                      (!st.task_prolog.empty() || st.enf.has_value() || st.checks.verbose || st.imex.has_value());
   return v;
 }
 

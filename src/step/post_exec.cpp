@@ -4,7 +4,9 @@
 #include <mrcheck/memlock_step.h>
 #include <mrcheck/step.h>
 
+#include <mrcheck/checks.h>
 #include <mrcheck/child.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/proc_tree.h>
 #include <mrcheck/units.h>
 
@@ -209,9 +211,9 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   return o;
 }
 
-status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::uint64_t required,
-                               const std::string& task_prolog, bool batch_step, int fd,
-                               std::chrono::milliseconds window, const post_exec_done& done, int record_fd) {
+status spawn_post_exec_watcher(const post_exec_watch& w, const post_exec_done& done, int record_fd) {
+  const pid_t task = w.task;
+  const int fd = w.fd;
   child_spec spec;
   // Detached (double fork): the task never has to reap the watcher, and its exit status stays the program's.
   // It holds the task's stderr (`fd`, as fd 2) and, when the admins' record waits for it, the record pipe (as
@@ -233,17 +235,18 @@ status spawn_post_exec_watcher(pid_t task, const memlock_limit& predicted, std::
   if (task == ::getpid() && ::pipe2(notice, O_CLOEXEC) == 0) spec.extra_fds.push_back({notice_at, notice[0]});
   const bool has_notice = notice[0] >= 0;
   spec.run_in_child = [=]() -> int {
-    auto o = observe_post_exec(task, predicted, task_prolog, window, has_notice ? notice_at : -1);
-    o.batch_step = batch_step;
-    auto r = judge_post_exec(o, required);
-    if (r) {
-      report rep;
-      rep.checks.push_back(*r);
-      for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
+    auto o = observe_post_exec(task, w.predicted, w.task_prolog, w.window, has_notice ? notice_at : -1);
+    o.batch_step = w.batch_step;
+    report rep;
+    if (auto r = judge_post_exec(o, w.required)) rep.checks.push_back(*r);
+    // After the limits: the task's mount namespace as it runs (a container entered before exec included).
+    if (w.node_imex) {
+      if (auto r = check_imex_channel(*w.node_imex, read_task_imex(task))) rep.checks.push_back(*r);
     }
-    // The verdict after exec reaches the admins' record too (it used to be sent before exec
+    for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
+    // The verdicts after exec reach the admins' record too (it used to be sent before exec
     // and said pass where the task's stderr said FAIL).
-    if (done) done(r, record_fd >= 0 ? 3 : -1);
+    if (done) done(rep.checks, record_fd >= 0 ? 3 : -1);
     return 0;
   };
   auto c = child_process::spawn(spec);  // detached: the handle only closes its descriptors

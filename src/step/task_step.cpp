@@ -68,19 +68,23 @@ std::vector<std::string> send_task_record(const task_step_outcome& o, const task
   // exec reaches the record and not only the task's stderr (tests/e2e/hostile_postexec_test.sh).
   post_exec_done done;
   if (rec >= 0) {
-    done = [t, st, rep = v.rep, send = io.send_record](const std::optional<check_result>& after, int fd) {
+    done = [t, st, rep = v.rep, send = io.send_record](const std::vector<check_result>& after, int fd) {
       report r = rep;
-      if (after) {
-        check_result c = *after;
-        c.id = "memlock_exec";
+      for (check_result c : after) {
+        if (c.id == "memlock") c.id = "memlock_exec";
         r.checks.push_back(std::move(c));
       }
       send(fd, t, st, r);
     };
   }
-  memlock_limit start = st.enf ? st.enf->start : st.prediction.start;
-  auto w = io.spawn_watcher(t.task_pid, start, st.required, st.task_prolog, t.batch_step, 2,
-                            std::chrono::milliseconds(3000), done, rec);
+  post_exec_watch w_in;
+  w_in.task = t.task_pid;
+  w_in.predicted = st.enf ? st.enf->start : st.prediction.start;
+  w_in.required = st.required;
+  w_in.task_prolog = st.task_prolog;
+  w_in.batch_step = t.batch_step;
+  w_in.node_imex = st.imex;
+  auto w = io.spawn_watcher(w_in, done, rec);
   if (!w) {
     // No watcher: the record goes now, without the verdict after exec.
     errors.push_back("mrcheck: memlock: " + w.message());

@@ -30,6 +30,15 @@ result<sysroot> sysroot::open(const fs::path& dir) {
   return sysroot(canon);
 }
 
+result<sysroot> sysroot::open_process_root(int pid) {
+  const fs::path link = fmt::format("/proc/{}/root", pid);
+  std::error_code ec;
+  if (!fs::is_directory(link, ec)) {
+    return status::from_errno(fmt::format("root directory of process {}", pid), ec ? ec.value() : ENOTDIR);
+  }
+  return sysroot(link);
+}
+
 fs::path sysroot::host_path(std::string_view path) const {
   if (is_host()) return fs::path(path);
   std::string_view rel = path;

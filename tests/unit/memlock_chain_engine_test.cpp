@@ -135,6 +135,9 @@ TEST(MemlockChainEngine, TaskInitFailsPerPolicyAndPrintsOneLineOnTaskZeroOnly) {
   st.task_prolog.clear();
   st.enf = enforcement{};
   EXPECT_TRUE(node_task(site("on_fail=warn"), task_facts{}, st, probe).watch_post_exec);
+  st.enf.reset();
+  st.imex = imex_facts{};  // a node that serves IMEX: the task's channels are read after its exec
+  EXPECT_TRUE(node_task(site("on_fail=warn"), task_facts{}, st, probe).watch_post_exec);
 }
 
 TEST(MemlockChainEngine, ProbeCrashIsAVerdictPerOnError) {

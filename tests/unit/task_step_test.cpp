@@ -46,6 +46,7 @@ struct fake_io {
   post_exec_done done;
   int watcher_fd = -2;
   memlock_limit watcher_start;
+  bool watcher_imex = false;
   bool placed = false;
   fake_io() {
     int p[2];
@@ -74,12 +75,12 @@ struct fake_io {
     };
     i.take_record_fd = [this](const task_facts&) { return record_fd ? pipe_w : -1; };
     i.send_record = [this](int fd, const task_facts&, const node_state&, const report& r) { sent.emplace_back(fd, r); };
-    i.spawn_watcher = [this](pid_t, const memlock_limit& start, std::uint64_t, const std::string&, bool, int,
-                             std::chrono::milliseconds, const post_exec_done& d, int fd) {
+    i.spawn_watcher = [this](const post_exec_watch& w, const post_exec_done& d, int fd) {
       ++spawned;
       done = d;
       watcher_fd = fd;
-      watcher_start = start;
+      watcher_start = w.predicted;
+      watcher_imex = w.node_imex.has_value();
       return spawn_result;
     };
     return i;
@@ -201,12 +202,31 @@ TEST(TaskStep, TheWatcherSendsTheRecordWithItsVerdictAfterExec) {
   EXPECT_TRUE(f.sent.empty());                        // not before exec
   EXPECT_FALSE(is_open(f.pipe_w));                    // the watcher holds its own copy
   ASSERT_TRUE(static_cast<bool>(f.done));
-  f.done(item("memlock", verdict::fail), 7);
+  f.done({item("memlock", verdict::fail)}, 7);
   ASSERT_EQ(f.sent.size(), 1u);
   EXPECT_EQ(f.sent[0].first, 7);
   EXPECT_EQ(ids(f.sent[0].second), (std::vector<std::string>{"memlock", "memlock_exec"}));
-  f.done(std::nullopt, 7);  // the task runs as predicted
+  f.done({}, 7);  // the task runs as predicted
   EXPECT_EQ(ids(f.sent[1].second), std::vector<std::string>{"memlock"});
+  EXPECT_FALSE(f.watcher_imex);  // the node serves no IMEX
+}
+
+TEST(TaskStep, OnANodeThatServesImexTheWatcherJudgesTheChannelAndTheRecordCarriesIt) {
+  config c;
+  task_facts t;
+  fake_io f;
+  node_state st = probing_node();
+  st.imex = imex_facts{};
+  st.imex->nodes_config = true;
+  auto io = f.io(verdict_of({item("memlock", verdict::pass)}, true));
+  auto o = run_task_step(c, t, st, io);
+  EXPECT_TRUE(send_task_record(o, t, st, io).empty());
+  EXPECT_EQ(f.spawned, 1);
+  EXPECT_TRUE(f.watcher_imex);
+  ASSERT_TRUE(static_cast<bool>(f.done));
+  f.done({item("imex_channel", verdict::fail)}, 7);
+  ASSERT_EQ(f.sent.size(), 1u);
+  EXPECT_EQ(ids(f.sent[0].second), (std::vector<std::string>{"memlock", "imex_channel"}));
 }
 
 TEST(TaskStep, AWatcherThatCannotStartMakesTheRecordGoAtOnce) {
