@@ -1,5 +1,5 @@
 // The core functions the SPANK hooks call, behind one table so a test can swap in a core that throws
-// (tests/unit/spank_hooks_test.cpp) and check that every hook still returns per policy.
+// (tests/spank/hooks_test.cpp) and check that every hook still returns per policy.
 #pragma once
 
 #include <mrcheck/memlock_step.h>

@@ -2,7 +2,7 @@
 //
 // Two levels:
 //  - parse_nccl_line(): stateless, one line in, at most one event out. For code that already holds lines
-//    (the NCCL smoke test feeds each captured line of its ranks' output through it).
+//    (the form table's tests feed each row's sample line through it, tests/unit/explain_forms_test.cpp).
 //  - nccl_log_scanner: stateful, fed line by line (or a whole fd with scan_fd()); adds what one line cannot
 //    know (the rank a process announced earlier, "unhandled system error" tied to the warning before it) and
 //    groups repeats by (kind, call, errno, completion status), listing ranks and hosts.

@@ -1,6 +1,7 @@
 // The job's command and library settings, carried to the probe child under MRCHECK_JOB_* names (the child must
 // not get the real LD_LIBRARY_PATH, docs/containers.md), and read back there. Small and apart from job_nccl.cpp:
-// the SPANK plugin's core links this file only (src/step/CMakeLists.txt).
+// the SPANK plugin's core needs this object of the probes layer's archive and not job_nccl.cpp's
+// (src/CMakeLists.txt links the layer archives; the linker takes only the objects used).
 #include <mrcheck/job_nccl.h>
 
 #include <fmt/format.h>
