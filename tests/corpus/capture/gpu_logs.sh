@@ -2,8 +2,11 @@
 # Runs on the GPU machine (device `run`, repo root): real NCCL and torch logs, healthy and failing, for explain's
 # tests. Each case is one shell command; its log is stdout+stderr together, with the command as the first line.
 # Everything lands in $OUT/gpu_logs.tar.gz (one .log per case, CASES lists the commands and exit statuses).
+# Usage: gpu_logs.sh [CASES.sh]: the cases to run, gpu_cases_2026-12-06.sh (tests/fixtures/nccl_logs/gpu_h100) by
+# default, gpu_cases_2026-12-07.sh for the second, held-out set (tests/corpus/heldout-gpu-2026-12-07).
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
+cases="${1:-$here/gpu_cases_2026-12-06.sh}"
 out="${OUT:-/tmp/gpu-logs}"
 w=/tmp/gpu-logs-work
 mkdir -p "$out" "$w/logs"
@@ -19,29 +22,7 @@ case_() { # case_ NAME COMMAND...
   echo "$name	$(tail -1 "$w/logs/$name.log" | sed 's/# exit status: //')	$*" >>"$w/logs/CASES"
 }
 export NCCL_SOCKET_IFNAME=lo
-case_ torch_hostid_info        "MODE=hostid NCCL_DEBUG=INFO $tr"
-case_ torch_hostid_warn        "MODE=hostid NCCL_DEBUG=WARN $tr"
-case_ torch_hostid_nodebug     "MODE=hostid $tr"
-case_ torch_hostid_ibdisable   "MODE=hostid NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 $tr"
-case_ torch_hostid_memlock64   "ulimit -S -l 64; MODE=hostid NCCL_DEBUG=INFO $tr"
-case_ torch_hostid_stack_unl   "ulimit -S -s unlimited; MODE=hostid NCCL_DEBUG=INFO $tr"
-case_ torch_hostid_nofile64    "ulimit -S -n 64; MODE=hostid NCCL_DEBUG=WARN $tr"
-case_ torch_same_gpu_info      "MODE=ok NCCL_DEBUG=INFO $tr"
-case_ torch_same_gpu_warn      "MODE=ok NCCL_DEBUG=WARN $tr"
-case_ torch_ifname_bad_warn    "MODE=hostid NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=nonexistent0 $tr"
-case_ torch_ifname_bad_info    "MODE=hostid NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=nonexistent0 $tr"
-case_ torch_ifname_bad_nodebug "MODE=hostid NCCL_SOCKET_IFNAME=nonexistent0 $tr"
-case_ torch_net_ib_warn        "MODE=hostid NCCL_DEBUG=WARN NCCL_NET=IB $tr"
-case_ torch_net_ib_info        "MODE=hostid NCCL_DEBUG=INFO NCCL_NET=IB $tr"
-case_ torch_net_ib_hca_info    "MODE=hostid NCCL_DEBUG=INFO NCCL_NET=IB NCCL_IB_HCA=mlx5_0 $tr"
-case_ torch_ib_hca_info        "MODE=hostid NCCL_DEBUG=INFO NCCL_IB_HCA=mlx5_0 $tr"
-case_ torch_gpu_filled_info    "MODE=fill NCCL_DEBUG=INFO $tr"
-case_ torch_gpu_filled_warn    "MODE=fill NCCL_DEBUG=WARN $tr"
-case_ torch_oom_outside_info   "MODE=oom NCCL_DEBUG=INFO $tr"
-case_ torch_oom_outside_nodebug "MODE=oom $tr"
-case_ raw_hostid_info          "NCCL_COMM_ID=127.0.0.1:29701 NCCL_DEBUG=INFO timeout 60 $w/pair hostid"
-case_ raw_hostid_warn          "NCCL_COMM_ID=127.0.0.1:29702 NCCL_DEBUG=WARN timeout 60 $w/pair hostid"
-case_ raw_same_warn            "NCCL_COMM_ID=127.0.0.1:29703 NCCL_DEBUG=WARN timeout 60 $w/pair same"
-case_ raw_hostid_p2pshm_info   "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_COMM_ID=127.0.0.1:29704 timeout 60 $w/pair hostid"
+# shellcheck source=/dev/null
+source "$cases"
 tar -C "$w" -czf "$out/gpu_logs.tar.gz" logs
 cat "$w/logs/CASES"; cat "$w/logs/MACHINE"
