@@ -100,20 +100,24 @@ bool command_line::given(const std::string& name) const { return app_.count(name
 
 std::optional<int> command_line::parse(const args& a) {
   std::vector<std::string> reversed(a.rbegin(), a.rend());  // CLI11 takes a vector last argument first
+  std::string error;
   try {
     app_.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     fmt::print("{}", help());
     return k_exit_ok;
   } catch (const CLI::ParseError& e) {
-    return usage_error(fmt::format("{} (see mrcheck {} --help)", escape_line(e.what(), 200), words_));
+    error = escape_line(e.what(), 200);
   }
+  // An unknown option first: a missing required one ("--out is required") may only be its consequence.
   std::vector<std::string> extra = app_.remaining();
-  if (extra.empty()) return std::nullopt;
-  const std::string& x = extra.front();
-  return usage_error(fmt::format("{} '{}' (see mrcheck {} --help)",
-                                 x.size() > 1 && x[0] == '-' ? "unknown option" : "unexpected argument",
-                                 escape_line(x, 64), words_));
+  if (!extra.empty()) {
+    const std::string& x = extra.front();
+    error = fmt::format("{} '{}'", x.size() > 1 && x[0] == '-' ? "unknown option" : "unexpected argument",
+                        escape_line(x, 64));
+  }
+  if (error.empty()) return std::nullopt;
+  return usage_error(fmt::format("{} (see mrcheck {} --help)", error, words_));
 }
 
 int command_line::usage_error(std::string_view msg) const {
