@@ -326,7 +326,7 @@ void declare_dump(command_line& c) {
   c.about(
       "Re-runs the fact collectors and copies exactly the files they read into DIR, at the same paths, so that\n"
       "`mrcheck report --root DIR` replays the node. Nothing is copied that the collectors did not read.\n");
-  c.option("--out", o.out_dir, "DIR", "where to write: a new or empty directory of the caller's")->required();
+  c.option("--out", o.out_dir, "DIR", "where to write: a new or empty directory of the caller's", shown::required);
   c.option("--root", o.root_dir, "DIR", "dump a tree (itself a dump) instead of this host");
   c.footer("exit: 0, or 2 on a usage or I/O error\n");
 }

@@ -235,7 +235,7 @@ void declare_fleet(command_line& c) {
   c.option("--rules", o.rules_file, "FILE",
            "rules the dump trees are judged by (default /etc/slurm/mrcheck-rules.conf when it exists, else the "
            "built-in ones)");
-  c.positional("PATH", o.paths, "PATH", "a report, a dump tree or a directory of either", true)->required();
+  c.positional("PATH", o.paths, "PATH", "a report, a dump tree or a directory of either", true, shown::required);
   c.footer(
       "exit: 0 the fleet agrees or its outliers pass, 1 an outlier fails a check its difference matters for,\n"
       "2 usage error or no report with a stack\n");

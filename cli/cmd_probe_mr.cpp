@@ -279,7 +279,7 @@ void declare_probe_mr(command_line& c) {
            "kill the probe's child after DURATION (default: the config's probe_timeout less a tenth, 27s); a hang "
            "or a crash of the child is a verdict");
   c.flag("-v,--verbose", o.verbose, "the facts behind each verdict, and every call as it is made, on stderr");
-  command_line::hide(c.flag("--isolated-child", o.child, "internal: run the probe in this process"));
+  c.flag("--isolated-child", o.child, "internal: run the probe in this process", shown::hidden);
   c.footer(
       "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
       "exit: 0 pass or warn, 1 fail, 2 error or usage, 3 skip (every check skipped: nothing was tested)\n");

@@ -218,7 +218,7 @@ void declare_probe_rdma(command_line& c) {
            "kill the probe's child after DURATION (default: the config's probe_timeout less a tenth, 27s); a hang "
            "or a crash of the child is a verdict");
   c.flag("-v,--verbose", o.verbose, "each port's line, and every call as it is made, on stderr");
-  command_line::hide(c.flag("--isolated-child", o.child, "internal: run the probe in this process"));
+  c.flag("--isolated-child", o.child, "internal: run the probe in this process", shown::hidden);
   c.footer("exit: 0 pass, 1 fail, 2 error or usage, 3 skip (no RDMA device: nothing was tested)\n");
 }
 

@@ -4,6 +4,7 @@
 #include <mrcheck/units.h>
 
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 
@@ -58,8 +59,6 @@ std::string wrap_words(const std::string& lead, std::string_view text, std::size
   return out + "\n";
 }
 
-}  // namespace
-
 std::string option_names(const CLI::Option& o) {
   std::string s;
   for (const auto& n : o.get_snames()) s += (s.empty() ? "-" : ", -") + n;
@@ -69,40 +68,48 @@ std::string option_names(const CLI::Option& o) {
 
 std::string option_value(const CLI::Option& o) { return is_flag(o) ? "" : o.get_type_name(); }
 
-command_line::command_line(std::string words) : app_("", "mrcheck " + words), words_(std::move(words)) {
-  help_ = app_.set_help_flag("-h,--help", "this text");
+}  // namespace
+
+command_line::command_line(std::string words)
+    : app_(std::make_unique<CLI::App>("", "mrcheck " + words)), words_(std::move(words)) {
+  help_ = app_->set_help_flag("-h,--help", "this text");
   // Unknown names and extra arguments are collected and refused by parse() in the command's own words.
-  app_.allow_extras();
+  app_->allow_extras();
   // An option given twice: the last one counts, as every command's own loop did.
-  app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
-CLI::Option* command_line::flag(const std::string& names, bool& target, const std::string& help) {
-  return app_.add_flag(names, target, help);
+command_line::~command_line() = default;
+
+void command_line::shape(CLI::Option* o, shown s) {
+  if (s == shown::required) o->required();
+  if (s == shown::hidden) o->group("");
 }
 
-CLI::Option* command_line::option(const std::string& names, std::string& target, const std::string& value,
-                                  const std::string& help) {
-  return app_.add_option(names, target, help)->type_name(value);
+void command_line::flag(const std::string& names, bool& target, const std::string& help, shown s) {
+  shape(app_->add_flag(names, target, help), s);
 }
 
-CLI::Option* command_line::positional(const std::string& name, std::vector<std::string>& target,
-                                      const std::string& value, const std::string& help, bool many) {
-  CLI::Option* o = app_.add_option(name, target, help)->type_name(value);
+void command_line::option(const std::string& names, std::string& target, const std::string& value,
+                          const std::string& help, shown s) {
+  shape(app_->add_option(names, target, help)->type_name(value), s);
+}
+
+void command_line::positional(const std::string& name, std::vector<std::string>& target, const std::string& value,
+                              const std::string& help, bool many, shown s) {
+  CLI::Option* o = app_->add_option(name, target, help)->type_name(value);
   o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // not the TakeLast of the options
   if (!many) single_.push_back(o);
-  return o;
+  shape(o, s);
 }
 
-CLI::Option* command_line::hide(CLI::Option* o) { return o->group(""); }
-
-bool command_line::given(const std::string& name) const { return app_.count(name) > 0; }
+bool command_line::given(const std::string& name) const { return app_->count(name) > 0; }
 
 std::optional<int> command_line::parse(const args& a) {
   std::vector<std::string> reversed(a.rbegin(), a.rend());  // CLI11 takes a vector last argument first
   std::string error;
   try {
-    app_.parse(reversed);
+    app_->parse(reversed);
   } catch (const CLI::CallForHelp&) {
     fmt::print("{}", help());
     return k_exit_ok;
@@ -110,7 +117,7 @@ std::optional<int> command_line::parse(const args& a) {
     error = escape_line(e.what(), 200);
   }
   // An unknown option first: a missing required one ("--out is required") may only be its consequence.
-  std::vector<std::string> extra = app_.remaining();
+  std::vector<std::string> extra = app_->remaining();
   if (!extra.empty()) {
     const std::string& x = extra.front();
     error = fmt::format("{} '{}'", x.size() > 1 && x[0] == '-' ? "unknown option" : "unexpected argument",
@@ -127,8 +134,19 @@ int command_line::usage_error(std::string_view msg) const {
 
 std::vector<const CLI::Option*> command_line::listed() const {
   std::vector<const CLI::Option*> out;
-  for (const CLI::Option* o : app_.get_options()) {
+  for (const CLI::Option* o : app_->get_options()) {
     if (o != help_ && !o->get_group().empty()) out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<option_doc> command_line::docs() const {
+  std::vector<const CLI::Option*> shown_options = listed();
+  std::vector<option_doc> out;
+  for (const CLI::Option* o : app_->get_options()) {
+    if (!o->nonpositional() || o->get_lnames().empty()) continue;  // a positional
+    bool hidden = std::find(shown_options.begin(), shown_options.end(), o) == shown_options.end();
+    out.push_back({"--" + o->get_lnames().front(), option_value(*o), hidden});
   }
   return out;
 }

@@ -9,19 +9,36 @@
 
 #include "commands.h"
 
-#include <CLI/CLI.hpp>
-
 #include <any>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+// CLI11 stays inside command_line.cpp: its header is most of the compile time of a file that includes it.
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
 namespace mrcheck::cli {
+
+// How an option shows: in the usage as [--opt VALUE] (listed), as --opt VALUE and refused when absent (required),
+// or nowhere though parsed (hidden: the internal --isolated-child).
+enum class shown { listed, required, hidden };
+
+// An option as --help lists it and mrcheck(1) names it.
+struct option_doc {
+  std::string name;   // its first long name, "--root"
+  std::string value;  // "DIR"; empty for a flag
+  bool hidden = false;
+};
 
 class command_line {
  public:
   // words: the command as typed after `mrcheck` ("probe mr").
   explicit command_line(std::string words);
+  ~command_line();
   command_line(const command_line&) = delete;
   command_line& operator=(const command_line&) = delete;
 
@@ -36,15 +53,14 @@ class command_line {
     return std::any_cast<const O&>(options_);
   }
 
-  // Declarations. value: the name --help shows for the value ("DIR"). A hidden option is parsed but not listed
-  // (the internal --isolated-child).
-  CLI::Option* flag(const std::string& names, bool& target, const std::string& help);
-  CLI::Option* option(const std::string& names, std::string& target, const std::string& value, const std::string& help);
+  // Declarations. names: "--json", "-v,--verbose"; value: the name --help shows for the value ("DIR").
+  void flag(const std::string& names, bool& target, const std::string& help, shown s = shown::listed);
+  void option(const std::string& names, std::string& target, const std::string& value, const std::string& help,
+              shown s = shown::listed);
   // Words that are not options, all of them in `target`; `many` false: the usage shows one ([FILE]) and the
   // command refuses a second itself.
-  CLI::Option* positional(const std::string& name, std::vector<std::string>& target, const std::string& value,
-                          const std::string& help, bool many);
-  static CLI::Option* hide(CLI::Option* o);
+  void positional(const std::string& name, std::vector<std::string>& target, const std::string& value,
+                  const std::string& help, bool many, shown s = shown::listed);
   // Text --help prints after the usage line, and after the options (the exit line), each as given.
   void about(std::string text) { about_ = std::move(text); }
   void footer(std::string text) { footer_ = std::move(text); }
@@ -60,13 +76,14 @@ class command_line {
   const std::string& words() const { return words_; }
   std::string usage() const;  // "usage: mrcheck WORDS [--json] ...", wrapped, with its newline
   std::string help() const;   // usage, about, one line per listed option, footer
-  // The listed options (not hidden, not --help), in declaration order.
-  std::vector<const CLI::Option*> listed() const;
-  // Every option CLI11 knows, --help and the hidden ones included.
-  std::vector<const CLI::Option*> app_options() const { return app_.get_options(); }
+  // Every option with a long name, --help and the hidden ones marked hidden, in declaration order.
+  std::vector<option_doc> docs() const;
 
  private:
-  CLI::App app_;
+  void shape(CLI::Option* o, shown s);
+  std::vector<const CLI::Option*> listed() const;  // not hidden, not --help; positionals included
+
+  std::unique_ptr<CLI::App> app_;
   CLI::Option* help_ = nullptr;
   std::string words_;
   std::string about_;
@@ -74,9 +91,5 @@ class command_line {
   std::vector<const CLI::Option*> single_;  // positionals shown as one word
   std::any options_;
 };
-
-// An option as --help lists it: "--root", "-v, --verbose"; its value name, empty for a flag.
-std::string option_names(const CLI::Option& o);
-std::string option_value(const CLI::Option& o);
 
 }  // namespace mrcheck::cli

@@ -1,8 +1,6 @@
 // The table of commands (command_table.h) and what comes from it: the usage, the dispatch, the option lists.
 #include "command_table.h"
 
-#include "command_line.h"
-
 #include <mrcheck/build_config.h>
 
 #include <fmt/core.h>
@@ -105,14 +103,7 @@ int dispatch(const args& argv) {
 std::vector<option_doc> options_of(const command& c) {
   command_line line{std::string(c.words)};
   c.declare(line);
-  std::vector<const CLI::Option*> shown = line.listed();
-  std::vector<option_doc> out;
-  for (const CLI::Option* o : line.app_options()) {
-    if (!o->nonpositional() || o->get_lnames().empty()) continue;  // a positional, or --help's "-h" alone
-    bool hidden = std::find(shown.begin(), shown.end(), o) == shown.end();
-    out.push_back({"--" + o->get_lnames().front(), option_value(*o), hidden});
-  }
-  return out;
+  return line.docs();
 }
 
 }  // namespace mrcheck::cli

@@ -2,7 +2,7 @@
 // (tests/package/man_pages_test.cpp) all read it. A command is a row here and a cmd_<name>.cpp.
 #pragma once
 
-#include "commands.h"
+#include "command_line.h"
 
 #include <span>
 #include <string>
@@ -10,8 +10,6 @@
 #include <vector>
 
 namespace mrcheck::cli {
-
-class command_line;
 
 struct command {
   std::string_view words;          // as typed after `mrcheck`: "report", "probe mr"
@@ -28,12 +26,7 @@ std::string usage_text();
 // Runs the command that argv (after the program name) names; a usage error for none.
 int dispatch(const args& argv);
 
-// A command's options as --help lists them (and so mrcheck(1)): long names ("--root"), hidden ones apart.
-struct option_doc {
-  std::string name;
-  std::string value;  // "DIR"; empty for a flag
-  bool hidden = false;
-};
+// A command's options as its --help lists them (and so mrcheck(1)), from its declare function.
 std::vector<option_doc> options_of(const command& c);
 
 }  // namespace mrcheck::cli
