@@ -6,7 +6,7 @@
 // "nofile_soft","nofile_hard","lowered"}]}, first entry = PID,
 // limits in bytes or "unlimited", an unreadable limit as {"unknown": "<reason>"}. Exit 0, or 2 when PID
 // cannot be read or on a usage error.
-#include "commands.h"
+#include "command_line.h"
 
 #include <mrcheck/facts.h>
 #include <mrcheck/limit_chain.h>
@@ -23,8 +23,6 @@
 namespace mrcheck::cli {
 
 namespace {
-
-constexpr const char* k_chain_usage = "usage: mrcheck chain [--pid PID] [--json] [--root DIR]\n";
 
 std::string show(const result<memlock_limit>& m, bool hard) {
   if (!m) return "unknown";
@@ -53,84 +51,92 @@ result<pid_t> default_pid(const sysroot& root) {
   return p->ppid > 0 ? p->ppid : *pid;
 }
 
-}  // namespace
-
-int cmd_chain(const args& a) {
+struct chain_options {
   bool json = false;
   std::string root_dir;
-  std::optional<pid_t> pid;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--json") {
-      json = true;
-    } else if (o == "--root" && i + 1 < a.size()) {
-      root_dir = a[++i];
-    } else if (o.starts_with("--root=")) {
-      root_dir = o.substr(7);
-    } else if ((o == "--pid" && i + 1 < a.size()) || o.starts_with("--pid=")) {
-      std::string v = o == "--pid" ? a[++i] : o.substr(6);
-      pid_t p = 0;
-      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), p);
-      if (ec != std::errc() || ptr != v.data() + v.size() || p <= 0) {
-        fmt::print(stderr, "mrcheck: chain: --pid '{}' is not a process id\n", escape_line(v, 32));
-        return k_exit_usage;
-      }
-      pid = p;
-    } else if (o == "--help" || o == "-h") {
-      fmt::print("{}", k_chain_usage);
-      return k_exit_ok;
-    } else {
-      fmt::print(stderr, "mrcheck: chain: unknown or incomplete option '{}'\n{}", escape_line(o, 64), k_chain_usage);
-      return k_exit_usage;
-    }
-  }
-  sysroot root;
-  if (!root_dir.empty()) {
-    auto r = sysroot::open(root_dir);
-    if (!r) {
-      fmt::print(stderr, "mrcheck: chain: --root: {}\n", r.error().message());
-      return k_exit_usage;
-    }
-    root = *r;
-  }
-  if (!pid) {
+  std::string pid;
+};
+
+// The process the chain starts from: --pid, else the default (default_pid). Nullopt after printing why.
+std::optional<pid_t> start_pid(const command_line& line, const sysroot& root) {
+  const std::string& v = line.options<chain_options>().pid;
+  if (!line.given("--pid")) {
     auto d = default_pid(root);
     if (!d) {
-      fmt::print(stderr, "mrcheck: chain: {}\n", d.error().message());
-      return k_exit_usage;
+      line.usage_error(d.error().message());
+      return std::nullopt;
     }
-    pid = *d;
+    return *d;
   }
-  auto chain = read_chain(root, *pid);
-  if (!chain) {
-    fmt::print(stderr, "mrcheck: chain: {}\n", chain.error().message());
-    return k_exit_usage;
+  pid_t p = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), p);
+  if (ec != std::errc() || ptr != v.data() + v.size() || p <= 0) {
+    line.usage_error(fmt::format("--pid '{}' is not a process id", escape_line(v, 32)));
+    return std::nullopt;
   }
-  if (json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& p : *chain) arr.push_back(process_to_json(p));
-    nlohmann::json j = {{"schema_version", k_json_schema_version}, {"chain", std::move(arr)}};
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-    return k_exit_ok;
-  }
+  return p;
+}
+
+void print_json(const std::vector<process_fact>& chain) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : chain) arr.push_back(process_to_json(p));
+  nlohmann::json j = {{"schema_version", k_json_schema_version}, {"chain", std::move(arr)}};
+  fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void print_text(const std::vector<process_fact>& chain) {
   fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}  {:<10}  {:<8}\n", "PID", "COMM", "UID", "SOFT", "HARD", "STACK",
              "NOFILE");
-  for (std::size_t i = 0; i < chain->size(); ++i) {
-    const auto& p = (*chain)[i];
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const auto& p = chain[i];
+    const process_fact* parent = i + 1 < chain.size() ? &chain[i + 1] : nullptr;
     std::string mark;
-    if (p.lowered && i + 1 < chain->size()) {
-      const auto& parent = (*chain)[i + 1];
-      mark = fmt::format("  <- lowered here (parent {}: soft {} hard {})", parent.pid, show(parent.memlock, false),
-                         show(parent.memlock, true));
+    if (p.lowered && parent) {
+      mark = fmt::format("  <- lowered here (parent {}: soft {} hard {})", parent->pid, show(parent->memlock, false),
+                         show(parent->memlock, true));
     }
-    const process_fact* parent = i + 1 < chain->size() ? &(*chain)[i + 1] : nullptr;
     fmt::print("{:>8}  {:<16}  {:>6}  {:<12}  {:<12}  {:<10}  {:<8}{}\n", p.pid, escape_line(p.comm, 16),
                p.uid ? std::to_string(*p.uid) : "?", show(p.memlock, false), show(p.memlock, true),
                other(p, parent, rlimit_kind::stack), other(p, parent, rlimit_kind::nofile), mark);
     if (!p.memlock) fmt::print("{:>8}  limits unreadable: {}\n", "", p.memlock.error().message());
   }
-  if (chain->back().pid != 1 && chain->back().ppid > 0) {
-    fmt::print("(chain ends at pid {}: its parent {} could not be read)\n", chain->back().pid, chain->back().ppid);
+  if (chain.back().pid != 1 && chain.back().ppid > 0) {
+    fmt::print("(chain ends at pid {}: its parent {} could not be read)\n", chain.back().pid, chain.back().ppid);
+  }
+}
+
+}  // namespace
+
+void declare_chain(command_line& c) {
+  auto& o = c.make_options<chain_options>();
+  c.about(
+      "RLIMIT_MEMLOCK of PID and of each ancestor up to pid 1, marking the process where the limit dropped; beside\n"
+      "it the soft RLIMIT_STACK and RLIMIT_NOFILE of each, marked (*) where they changed.\n");
+  c.option("--pid", o.pid, "PID", "the process to start from (default: the shell that ran mrcheck)");
+  c.flag("--json", o.json, "the chain as JSON on stdout, PID first");
+  c.option("--root", o.root_dir, "DIR", "read the processes from a `mrcheck dump` tree instead of this host");
+  c.footer("exit: 0, or 2 when PID cannot be read or on a usage error\n");
+}
+
+int cmd_chain(const args& a) {
+  command_line line("chain");
+  declare_chain(line);
+  if (auto code = line.parse(a)) return *code;
+  const auto& o = line.options<chain_options>();
+  sysroot root;
+  if (!o.root_dir.empty()) {
+    auto r = sysroot::open(o.root_dir);
+    if (!r) return line.usage_error(fmt::format("--root: {}", r.error().message()));
+    root = *r;
+  }
+  auto pid = start_pid(line, root);
+  if (!pid) return k_exit_usage;
+  auto chain = read_chain(root, *pid);
+  if (!chain) return line.usage_error(chain.error().message());
+  if (o.json) {
+    print_json(*chain);
+  } else {
+    print_text(*chain);
   }
   return k_exit_ok;
 }

@@ -11,7 +11,7 @@
 // not the caller's (or root's) or that group or others can write: root dumping into a user's directory would
 // write wherever a link the user plants there points. Everything in DIR is created relative to DIR's descriptor
 // (include/mrcheck/private_dir.h), never through a link.
-#include "commands.h"
+#include "command_line.h"
 
 #include <mrcheck/build_config.h>
 #include <mrcheck/fabric.h>
@@ -34,6 +34,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -43,7 +44,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* k_dump_usage = "usage: mrcheck dump --out DIR [--root DIR]\n";
 constexpr int k_max_link_depth = 40;  // the kernel's own limit on nested symlinks
 
 // DIR's tree, every name made relative to DIR's descriptor and never through a link (a link in DIR is only ever
@@ -240,112 +240,123 @@ void keep_empty_dirs(const fs::path& out, const out_tree& tree) {
   }
 }
 
-}  // namespace
-
-int cmd_dump(const args& a) {
+struct dump_options {
   std::string out_dir;
   std::string root_dir;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if ((o == "--out" || o == "--root") && i + 1 < a.size()) {
-      (o == "--out" ? out_dir : root_dir) = a[++i];
-    } else if (o.starts_with("--out=")) {
-      out_dir = o.substr(6);
-    } else if (o.starts_with("--root=")) {
-      root_dir = o.substr(7);
-    } else if (o == "--help" || o == "-h") {
-      fmt::print("{}", k_dump_usage);
-      return k_exit_ok;
-    } else {
-      fmt::print(stderr, "mrcheck: dump: unknown or incomplete option '{}'\n{}", escape_line(o, 64), k_dump_usage);
-      return k_exit_usage;
-    }
-  }
-  if (out_dir.empty()) {
-    fmt::print(stderr, "mrcheck: dump: --out DIR is required\n{}", k_dump_usage);
-    return k_exit_usage;
-  }
-  sysroot root;
-  if (!root_dir.empty()) {
-    auto r = sysroot::open(root_dir);
-    if (!r) {
-      fmt::print(stderr, "mrcheck: dump: --root: {}\n", r.error().message());
-      return k_exit_usage;
-    }
-    root = *r;
-  }
+};
+
+// DIR made (or found empty) and opened as the caller's private directory; nullopt after printing why.
+std::optional<out_tree> open_out_dir(const command_line& line, const std::string& out_dir, fs::path& out) {
   std::error_code ec;
-  fs::path out = fs::absolute(out_dir, ec).lexically_normal();
+  out = fs::absolute(out_dir, ec).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "DIR/"
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)) {
-      fmt::print(stderr, "mrcheck: dump: {} exists and is not an empty directory; refusing to write into it\n",
-                 escape_line(out_dir, 256));
-      return k_exit_usage;
+      line.usage_error(
+          fmt::format("{} exists and is not an empty directory; refusing to write into it", escape_line(out_dir, 256)));
+      return std::nullopt;
     }
   } else {
     fs::create_directories(out.parent_path(), ec);
     if (::mkdir(out.c_str(), 0755) != 0) {
-      fmt::print(stderr, "mrcheck: dump: mkdir {}: {}\n", escape_line(out_dir, 256), std::strerror(errno));
-      return k_exit_usage;
+      line.usage_error(fmt::format("mkdir {}: {}", escape_line(out_dir, 256), std::strerror(errno)));
+      return std::nullopt;
     }
   }
   // Checked on the descriptor: the directory the dump writes into is the one it checked (a user cannot swap it).
   // (mkdir's 0755 can only lose bits to the umask, never become writable by others.)
-  auto out_dir_fd = open_private_dir(out.string(), ::geteuid(), "dump: --out");
-  if (!out_dir_fd) {
-    fmt::print(stderr, "mrcheck: {}\n", out_dir_fd.error().message());
-    return k_exit_usage;
+  auto fd = open_private_dir(out.string(), ::geteuid(), "dump: --out");
+  if (!fd) {
+    fmt::print(stderr, "mrcheck: {}\n", fd.error().message());
+    return std::nullopt;
   }
-  out_tree tree(std::move(*out_dir_fd));
+  return out_tree(std::move(*fd));
+}
 
+// What the collectors read, with the facts they made from it.
+struct recorded {
   std::vector<std::pair<sysroot::access, std::string>> reads;
-  root.set_recorder([&reads](sysroot::access k, const std::string& p) { reads.emplace_back(k, p); });
+  node_facts facts;
+  matrix_facts extra;
+};
+
+recorded record_reads(sysroot& root) {
+  recorded r;
+  root.set_recorder([&r](sysroot::access k, const std::string& p) { r.reads.emplace_back(k, p); });
   collect_options opts;
   opts.slurm_conf = slurm_conf_path(root);
-  node_facts facts = collect_facts(root, opts);
+  r.facts = collect_facts(root, opts);
   // What `mrcheck report` and the prolog read besides (src/matrix/facts.cpp): ofed_info's release and the
   // libibverbs.so.1.* names that carry rdma-core's version when the library itself does not load.
   // NVML's fabric answer too, where it was asked (the host's NVIDIA driver and IMEX: include/mrcheck/fabric.h).
-  matrix_facts extra = collect_matrix_facts(root, opts.slurm_conf, true);
+  r.extra = collect_matrix_facts(root, opts.slurm_conf, true);
   // The boot id, so that the stack fingerprint of a replay names the boot it was taken on (include/mrcheck/
   // history.h); not /proc/uptime, which would date a replay's boot from the replay's clock.
   (void)root.read_value(k_boot_id_path);
   root.set_recorder(nullptr);
+  return r;
+}
 
-  tree_copier copier(root, tree);
+// The files that are not copies: library facts (on the host what dlopen found; from a tree only what that tree
+// had recorded), NVML's fabric answer, the .keep files and MRCHECK_DUMP.
+status write_made_files(const sysroot& root, const recorded& rec, const out_tree& tree, const fs::path& out,
+                        std::size_t files) {
+  bool have_libs = root.is_host() || std::any_of(rec.reads.begin(), rec.reads.end(),
+                                                 [](const auto& r) { return r.second == k_libraries_json; });
+  if (have_libs) {
+    std::string text = libraries_to_json(rec.facts).dump(2) + "\n";
+    if (auto s = tree.file(fs::path(k_libraries_json).relative_path(), text); !s) return s;
+  }
+  if (root.is_host() && rec.extra.mnnvl && rec.extra.mnnvl->not_asked.empty()) {
+    std::string text = fabric_to_json(rec.extra.mnnvl->fabric).dump(2) + "\n";
+    if (auto s = tree.file(fs::path(k_fabric_json).relative_path(), text); !s) return s;
+  }
+  keep_empty_dirs(out, tree);
+  std::string stamp = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
+  std::string info = fmt::format(
+      "mrcheck dump of host {} at {} by mrcheck {}; source root {}; {} files; replay with: mrcheck report --root DIR\n",
+      rec.facts.hostname_status ? rec.facts.hostname : "unknown", stamp, MRCHECK_VERSION, root.root().string(), files);
+  return tree.file("MRCHECK_DUMP", info);
+}
+
+}  // namespace
+
+void declare_dump(command_line& c) {
+  auto& o = c.make_options<dump_options>();
+  c.about(
+      "Re-runs the fact collectors and copies exactly the files they read into DIR, at the same paths, so that\n"
+      "`mrcheck report --root DIR` replays the node. Nothing is copied that the collectors did not read.\n");
+  c.option("--out", o.out_dir, "DIR", "where to write: a new or empty directory of the caller's", shown::required);
+  c.option("--root", o.root_dir, "DIR", "dump a tree (itself a dump) instead of this host");
+  c.footer("exit: 0, or 2 on a usage or I/O error\n");
+}
+
+int cmd_dump(const args& a) {
+  command_line line("dump");
+  declare_dump(line);
+  if (auto code = line.parse(a)) return *code;
+  const auto& o = line.options<dump_options>();
+  sysroot root;
+  if (!o.root_dir.empty()) {
+    auto r = sysroot::open(o.root_dir);
+    if (!r) return line.usage_error(fmt::format("--root: {}", r.error().message()));
+    root = *r;
+  }
+  fs::path out;
+  std::optional<out_tree> tree = open_out_dir(line, o.out_dir, out);
+  if (!tree) return k_exit_usage;
+  recorded rec = record_reads(root);
+  tree_copier copier(root, *tree);
   std::size_t failed = 0;
-  for (const auto& [kind, path] : reads) {
-    if (path == k_libraries_json) continue;  // rewritten below
+  for (const auto& [kind, path] : rec.reads) {
+    if (path == k_libraries_json) continue;  // rewritten by write_made_files
     if (auto s = copier.copy(kind, path); !s) {
       // A process that exited between the read and the copy, for instance: keep going, say so.
       fmt::print(stderr, "mrcheck: dump: {}\n", s.message());
       ++failed;
     }
   }
-  // Library facts: on the host what dlopen found; from a tree only what that tree had recorded.
-  bool have_libs = root.is_host() ||
-                   std::any_of(reads.begin(), reads.end(), [](const auto& r) { return r.second == k_libraries_json; });
-  if (have_libs) {
-    if (auto s = tree.file(fs::path(k_libraries_json).relative_path(), libraries_to_json(facts).dump(2) + "\n"); !s) {
-      fmt::print(stderr, "mrcheck: {}\n", s.message());
-      return k_exit_usage;
-    }
-  }
-  if (root.is_host() && extra.mnnvl && extra.mnnvl->not_asked.empty()) {
-    std::string text = fabric_to_json(extra.mnnvl->fabric).dump(2) + "\n";
-    if (auto s = tree.file(fs::path(k_fabric_json).relative_path(), text); !s) {
-      fmt::print(stderr, "mrcheck: {}\n", s.message());
-      return k_exit_usage;
-    }
-  }
-  keep_empty_dirs(out, tree);
-  std::time_t now = std::time(nullptr);
-  std::string stamp = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(now));
-  std::string info = fmt::format(
-      "mrcheck dump of host {} at {} by mrcheck {}; source root {}; {} files; replay with: mrcheck report --root DIR\n",
-      facts.hostname_status ? facts.hostname : "unknown", stamp, MRCHECK_VERSION, root.root().string(), copier.files());
-  if (auto s = tree.file("MRCHECK_DUMP", info); !s) {
+  if (auto s = write_made_files(root, rec, *tree, out, copier.files()); !s) {
     fmt::print(stderr, "mrcheck: {}\n", s.message());
     return k_exit_usage;
   }

@@ -63,7 +63,7 @@
 //       "notes": [{"what": "kernel_abi", "line": 12, "text": "..."}]  // runtime | kernel_abi | provider_load |
 //     }                                     //   no_libibverbs | socket_fallback (line null: whole log)
 //   }
-#include "commands.h"
+#include "command_line.h"
 
 #include <mrcheck/explain.h>
 #include <mrcheck/sysroot.h>
@@ -81,12 +81,11 @@ namespace mrcheck::cli {
 
 namespace {
 
-constexpr const char* k_explain_usage =
-    "usage: mrcheck explain [FILE|-] [--root DIR] [--json]\n"
-    "  FILE      a job or NCCL log (stdin when '-' or omitted)\n"
-    "  --root    judge with the facts of a `mrcheck dump` tree instead of this node\n"
-    "  --json    machine-readable findings\n"
-    "exit: 0 no failure found, 1 failures found, 2 usage or I/O error\n";
+struct explain_command_line {
+  bool json = false;
+  std::string root_dir;
+  std::vector<std::string> files;
+};
 
 // Closes the fd it owns; stdin is borrowed.
 struct input_fd {
@@ -99,35 +98,26 @@ struct input_fd {
 
 }  // namespace
 
+void declare_explain(command_line& c) {
+  auto& o = c.make_options<explain_command_line>();
+  c.positional("FILE", o.files, "FILE|-", "a job or NCCL log (stdin when '-' or omitted)", false);
+  c.option("--root", o.root_dir, "DIR", "judge with the facts of a `mrcheck dump` tree instead of this node");
+  c.flag("--json", o.json, "machine-readable findings");
+  c.footer("exit: 0 no failure found, 1 failures found, 2 usage or I/O error\n");
+}
+
 int cmd_explain(const args& a) {
-  bool json = false;
-  std::string root_dir;
-  std::string file;
-  bool have_file = false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--json") {
-      json = true;
-    } else if (o == "--root" && i + 1 < a.size()) {
-      root_dir = a[++i];
-    } else if (o.starts_with("--root=")) {
-      root_dir = o.substr(7);
-    } else if (o == "--help" || o == "-h") {
-      fmt::print("{}", k_explain_usage);
-      return k_exit_ok;
-    } else if ((o == "-" || !o.starts_with("-")) && !have_file) {
-      file = o;
-      have_file = true;
-    } else {
-      fmt::print(stderr, "mrcheck: explain: unknown or extra argument '{}'\n{}", escape_line(o, 64), k_explain_usage);
-      return k_exit_usage;
-    }
-  }
-  if (!have_file) {
-    if (::isatty(STDIN_FILENO)) {
-      fmt::print(stderr, "mrcheck: explain: no log given and stdin is a terminal\n{}", k_explain_usage);
-      return k_exit_usage;
-    }
+  command_line line("explain");
+  declare_explain(line);
+  if (auto code = line.parse(a)) return *code;
+  const auto& opt = line.options<explain_command_line>();
+  const bool json = opt.json;
+  const std::string& root_dir = opt.root_dir;
+  if (opt.files.size() > 1)
+    return line.usage_error(fmt::format("unexpected argument '{}'", escape_line(opt.files[1], 64)));
+  std::string file = opt.files.empty() ? std::string() : opt.files.front();
+  if (opt.files.empty()) {
+    if (::isatty(STDIN_FILENO)) return line.usage_error("no log given and stdin is a terminal");
     file.assign(1, '-');  // not `file = "-"`: g++ 12 -O2 -Wrestrict false positive (GCC PR 105329)
   }
 

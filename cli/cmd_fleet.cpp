@@ -7,7 +7,7 @@
 //
 // Exit: 0 the fleet agrees or its outliers pass, 1 an outlier fails a check its difference matters for, 2 usage
 // error or no report with a stack.
-#include "commands.h"
+#include "command_line.h"
 
 #include <mrcheck/check_registry.h>
 #include <mrcheck/fleet.h>
@@ -27,13 +27,11 @@
 #include <atomic>
 #include <map>
 #include <thread>
-#include <variant>
 
 namespace mrcheck::cli {
 
 namespace {
 
-constexpr const char* k_fleet_usage = "usage: mrcheck fleet [--json] [--rules FILE] PATH...\n";
 constexpr std::size_t k_max_report = 16 << 20;
 constexpr std::size_t k_max_skip_lines = 20;
 
@@ -176,32 +174,6 @@ struct fleet_options {
   std::vector<std::string> paths;
 };
 
-// The options, or the exit code when there is nothing to compare (--help, a usage error).
-std::variant<fleet_options, int> parse_fleet_options(const args& a) {
-  fleet_options o;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& opt = a[i];
-    if (opt == "--json") {
-      o.json = true;
-    } else if (opt == "--rules" && i + 1 < a.size()) {
-      o.rules_file = a[++i];
-    } else if (opt == "--help" || opt == "-h") {
-      fmt::print("{}", k_fleet_usage);
-      return k_exit_ok;
-    } else if (opt.starts_with("-")) {
-      fmt::print(stderr, "mrcheck: fleet: unknown or incomplete option '{}'\n{}", escape_line(opt, 64), k_fleet_usage);
-      return k_exit_usage;
-    } else {
-      o.paths.push_back(opt);
-    }
-  }
-  if (o.paths.empty()) {
-    fmt::print(stderr, "mrcheck: fleet: no PATH\n{}", k_fleet_usage);
-    return k_exit_usage;
-  }
-  return o;
-}
-
 // Every input read or judged, on up to 8 threads (one per 64 inputs), in the inputs' order.
 std::vector<parsed> read_all(const std::vector<input>& in, const matrix_rules& rules) {
   std::vector<parsed> out(in.size());
@@ -254,10 +226,26 @@ void print_skipped(const std::vector<std::pair<std::string, std::string>>& skipp
 
 }  // namespace
 
+void declare_fleet(command_line& c) {
+  auto& o = c.make_options<fleet_options>();
+  c.about(
+      "PATH is a report file (`mrcheck report --json`, `mrcheck-prolog --json`, a report_dir file), a directory of\n"
+      "them, or a `mrcheck dump` tree (or a directory of trees); the newest report of a node wins.\n");
+  c.flag("--json", o.json, "the comparison as JSON on stdout");
+  c.option("--rules", o.rules_file, "FILE",
+           "rules the dump trees are judged by (default /etc/slurm/mrcheck-rules.conf when it exists, else the "
+           "built-in ones)");
+  c.positional("PATH", o.paths, "PATH", "a report, a dump tree or a directory of either", true, shown::required);
+  c.footer(
+      "exit: 0 the fleet agrees or its outliers pass, 1 an outlier fails a check its difference matters for,\n"
+      "2 usage error or no report with a stack\n");
+}
+
 int cmd_fleet(const args& a) {
-  auto parsed_options = parse_fleet_options(a);
-  if (const int* code = std::get_if<int>(&parsed_options)) return *code;
-  const fleet_options& o = std::get<fleet_options>(parsed_options);
+  command_line line("fleet");
+  declare_fleet(line);
+  if (auto code = line.parse(a)) return *code;
+  const auto& o = line.options<fleet_options>();
   auto rules = load_matrix_rules_or_default(o.rules_file);
   if (!rules) {
     fmt::print(stderr, "mrcheck: fleet: rules: {}\n", rules.error().message());

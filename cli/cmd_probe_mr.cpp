@@ -5,7 +5,7 @@
 // The probe always runs in a child of its own (this binary again, --isolated-child) so that a registration that
 // hangs or a library that crashes becomes a verdict here too, as the plugin's child runner does from slurmstepd.
 // --timeout bounds it; without it the config's probe_timeout (30 s by default) less a tenth does.
-#include "commands.h"
+#include "command_line.h"
 #include "isolated_child.h"
 
 #include <mrcheck/probe_checks.h>
@@ -39,29 +39,6 @@ namespace mrcheck::cli {
 
 namespace {
 
-constexpr std::string_view k_help =
-    "usage: mrcheck probe mr [--size BYTES] [--device NAME] [--verbs-library PATH] [--gpu] [--json]\n"
-    "                        [--config FILE] [--timeout DURATION] [--verbose]\n"
-    "\n"
-    "Registers memory with each HCA NCCL would use, exactly as NCCL does (ibv_reg_mr_iova2 with\n"
-    "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING, page-aligned, iova = addr), as this\n"
-    "user under this process's RLIMIT_MEMLOCK, probes DMA-BUF support like NCCL (fd -1), and with --gpu\n"
-    "registers GPU memory (peer-memory path and a DMA-BUF fd). Checks: mr_host, dmabuf, mr_gpu.\n"
-    "\n"
-    "  --size BYTES          register this much (8M, 1G, ...) instead of the estimate of NCCL's buffers\n"
-    "  --device NAME         only this HCA (default: NCCL_IB_HCA, else the HCAs nearest the GPUs, else all)\n"
-    "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
-    "  --gpu                 also register GPU memory (CUDA driver API, libcuda.so.1)\n"
-    "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
-    "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG
-    " when it exists)\n"
-    "  --timeout DURATION    kill the probe's child after DURATION (default: the config's probe_timeout less a\n"
-    "                        tenth, 27s); a hang or a crash of the child is a verdict\n"
-    "  --verbose             the facts behind each verdict, and every call as it is made, on stderr\n"
-    "\n"
-    "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
-    "exit: 0 pass or warn, 1 fail, 2 error or usage, 3 skip (every check skipped: nothing was tested)\n";
-
 struct options {
   std::optional<std::uint64_t> size;
   std::string device;
@@ -72,6 +49,12 @@ struct options {
   std::optional<std::string> config_file;
   std::optional<std::chrono::milliseconds> timeout;
   bool child = false;  // internal: we are the isolated child of --timeout
+};
+
+// The command line as given, before its values are checked (options_from).
+struct raw_options {
+  std::string size, device, verbs_library, config_file, timeout;
+  bool gpu = false, json = false, verbose = false, child = false;
 };
 
 int usage_error(const std::string& msg) {
@@ -240,58 +223,75 @@ int run_isolated(const options& opt, const args& original) {
   return k_exit_fail;
 }
 
+// The values checked; nullopt after printing why.
+std::optional<options> options_from(const command_line& line) {
+  const auto& r = line.options<raw_options>();
+  auto fail = [&line](std::string_view why) {
+    line.usage_error(why);
+    return std::nullopt;
+  };
+  options opt;
+  opt.gpu = r.gpu;
+  opt.json = r.json;
+  opt.verbose = r.verbose;
+  opt.child = r.child;
+  if (line.given("--size")) {
+    auto b = parse_bytes(r.size);
+    if (!b) return fail(b.error().message());
+    if (*b == 0 || *b == k_unlimited || *b > (1ull << 44)) return fail("--size must be between 1 byte and 16 TiB");
+    opt.size = *b;
+  }
+  if (line.given("--device") && (r.device.empty() || r.device.size() > 64))
+    return fail("--device needs an HCA name (e.g. mlx5_0)");
+  opt.device = r.device;
+  if (line.given("--verbs-library")) {
+    if (r.verbs_library.empty()) return fail("--verbs-library needs a path or library name");
+    opt.verbs_library = r.verbs_library;
+  }
+  if (line.given("--config")) opt.config_file = r.config_file;
+  if (line.given("--timeout")) {
+    auto d = parse_duration(r.timeout);
+    if (!d) return fail(d.error().message());
+    opt.timeout = *d;
+  }
+  return opt;
+}
+
 }  // namespace
 
-int cmd_probe_mr(const args& a) {
-  options opt;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& arg = a[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= a.size()) return std::nullopt;
-      return a[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", k_help);
-      return k_exit_ok;
-    } else if (arg == "--json") {
-      opt.json = true;
-    } else if (arg == "--gpu") {
-      opt.gpu = true;
-    } else if (arg == "--verbose" || arg == "-v") {
-      opt.verbose = true;
-    } else if (arg == "--isolated-child") {
-      opt.child = true;
-    } else if (arg == "--size") {
-      auto v = value();
-      if (!v) return usage_error("--size needs a value (e.g. 4M)");
-      auto b = parse_bytes(*v);
-      if (!b) return usage_error(b.error().message());
-      if (*b == 0 || *b == k_unlimited || *b > (1ull << 44))
-        return usage_error("--size must be between 1 byte and 16 TiB");
-      opt.size = *b;
-    } else if (arg == "--device") {
-      auto v = value();
-      if (!v || v->empty() || v->size() > 64) return usage_error("--device needs an HCA name (e.g. mlx5_0)");
-      opt.device = *v;
-    } else if (arg == "--verbs-library") {
-      auto v = value();
-      if (!v || v->empty()) return usage_error("--verbs-library needs a path or library name");
-      opt.verbs_library = *v;
-    } else if (arg == "--config") {
-      auto v = value();
-      if (!v) return usage_error("--config needs a file");
-      opt.config_file = *v;
-    } else if (arg == "--timeout") {
-      auto v = value();
-      if (!v) return usage_error("--timeout needs a duration (e.g. 30s)");
-      auto d = parse_duration(*v);
-      if (!d) return usage_error(d.error().message());
-      opt.timeout = *d;
-    } else {
-      return usage_error(fmt::format("unknown option '{}' (see mrcheck probe mr --help)", escape_line(arg, 64)));
-    }
-  }
+void declare_probe_mr(command_line& c) {
+  auto& o = c.make_options<raw_options>();
+  c.about(
+      "Registers memory with each HCA NCCL would use, exactly as NCCL does (ibv_reg_mr_iova2 with\n"
+      "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING, page-aligned, iova = addr), as this\n"
+      "user under this process's RLIMIT_MEMLOCK, probes DMA-BUF support like NCCL (fd -1), and with --gpu\n"
+      "registers GPU memory (peer-memory path and a DMA-BUF fd). Checks: mr_host, dmabuf, mr_gpu.\n");
+  c.option("--size", o.size, "BYTES", "register this much (8M, 1G, ...) instead of the estimate of NCCL's buffers");
+  c.option("--device", o.device, "NAME",
+           "only this HCA (default: NCCL_IB_HCA, else the HCAs nearest the GPUs, else all)");
+  c.option("--verbs-library", o.verbs_library, "PATH",
+           "libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)");
+  c.flag("--gpu", o.gpu, "also register GPU memory (CUDA driver API, libcuda.so.1)");
+  c.flag("--json", o.json, "report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}");
+  c.option("--config", o.config_file, "FILE",
+           "mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)");
+  c.option("--timeout", o.timeout, "DURATION",
+           "kill the probe's child after DURATION (default: the config's probe_timeout less a tenth, 27s); a hang "
+           "or a crash of the child is a verdict");
+  c.flag("-v,--verbose", o.verbose, "the facts behind each verdict, and every call as it is made, on stderr");
+  c.flag("--isolated-child", o.child, "internal: run the probe in this process", shown::hidden);
+  c.footer(
+      "A probe run as root proves nothing about memlock: the kernel skips the limit for CAP_IPC_LOCK.\n"
+      "exit: 0 pass or warn, 1 fail, 2 error or usage, 3 skip (every check skipped: nothing was tested)\n");
+}
 
+int cmd_probe_mr(const args& a) {
+  command_line line("probe mr");
+  declare_probe_mr(line);
+  if (auto code = line.parse(a)) return *code;
+  std::optional<options> parsed = options_from(line);
+  if (!parsed) return k_exit_usage;
+  options& opt = *parsed;
   config cfg;
   if (opt.config_file) {
     status st = load_config_file(cfg, *opt.config_file);

@@ -1,6 +1,7 @@
 // mrcheck probe nccl: a real 2-rank NCCL all-reduce through NCCL's network path. The same binary is
 // re-executed as each rank (`--rank R`, hidden); only those children load CUDA and NCCL.
 #include "cmd_probe_nccl.h"
+#include "command_line.h"
 
 #include "root_library.h"
 
@@ -25,24 +26,11 @@
 #include <climits>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
 
 namespace mrcheck::cli {
 
 namespace {
-
-constexpr std::string_view k_help =
-    "usage: mrcheck probe nccl [--mode local-pair|gpu-pair|node-pair] [--json] [--timeout SECONDS] [--verbose]\n"
-    "                          [--nccl-library PATH] [--count FLOATS]\n"
-    "                          node-pair: [--pair-rank 0|1] [--peer HOST] [--job-id N] [--step-id N]\n"
-    "\n"
-    "Runs a 2-rank NCCL all-reduce through NCCL's network transport and checks the sum. Default mode: the best\n"
-    "this allocation allows (2+ GPUs: gpu-pair, 1 GPU: local-pair). The job's NCCL_* settings apply.\n"
-    "node-pair: run once on each of the step's first two nodes; --pair-rank defaults to SLURM_NODEID, --peer to\n"
-    "the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), --job-id/--step-id to SLURM_JOB_ID/SLURM_STEP_ID;\n"
-    "they meet on a TCP port in 20000-28999 derived from job and step.\n"
-    "NCCL: without --nccl-library, the one the job's program would load (LD_LIBRARY_PATH, the Python interpreter's\n"
-    "nvidia-nccl wheel, VIRTUAL_ENV, CONDA_PREFIX, the system's); every NCCL found is listed with its version.\n"
-    "exit: 0 pass, warn or skip; 1 fail; 2 usage or the probe itself broke\n";
 
 std::optional<std::uint64_t> to_u64(std::string_view s) {
   std::uint64_t v = 0;
@@ -98,57 +86,50 @@ void defaults_from_slurm(nccl_command& cmd) {
   }
 }
 
-// The options, over the defaults. Returns the exit code of a usage error, or nothing.
-std::optional<int> parse_options(const args& a, nccl_command& cmd) {
+// The command line as given, before its values are checked (apply_options).
+struct raw_options {
+  std::string mode, timeout, nccl_library, count, pair_rank, peer, job_id, step_id;
+  bool json = false, verbose = false;
+};
+
+// The options, checked, over the defaults. Returns the exit code of a usage error, or nothing.
+std::optional<int> apply_options(const command_line& line, nccl_command& cmd) {
+  const auto& r = line.options<raw_options>();
   nccl_pair_options& o = cmd.o;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    std::string_view k = a[i];
-    auto value = [&]() -> std::optional<std::string_view> {
-      if (i + 1 >= a.size()) return std::nullopt;
-      return std::string_view(a[++i]);
-    };
-    if (k == "--json") {
-      cmd.json = true;
-    } else if (k == "--verbose" || k == "-v") {
-      o.verbose = true;
-    } else if (k == "--mode") {
-      auto v = value();
-      if (!v || !(cmd.mode = parse_nccl_mode(*v)))
-        return usage_error("--mode must be local-pair, gpu-pair or node-pair");
-    } else if (k == "--timeout") {
-      auto v = value();
-      if (!v) return usage_error("--timeout needs SECONDS");
-      auto d = parse_duration(*v);
-      if (!d || d->count() <= 0)
-        return usage_error(fmt::format("bad --timeout: {}", d ? "must be > 0" : d.error().message()));
-      o.timeout = *d;
-    } else if (k == "--nccl-library") {
-      auto v = value();
-      if (!v) return usage_error("--nccl-library needs PATH");
-      o.nccl_library = std::string(*v);
-      cmd.library_given = true;
-    } else if (k == "--count") {
-      auto v = value();
-      auto c = v ? to_u64(*v) : std::nullopt;
-      if (!c || *c == 0 || *c > (1ULL << 30)) return usage_error("--count must be 1 .. 2^30 floats");
-      o.count = *c;
-    } else if (k == "--pair-rank") {
-      auto v = value();
-      auto n = v ? to_int(*v, 0, 1) : std::nullopt;
-      if (!n) return usage_error("--pair-rank must be 0 or 1");
-      o.pair_rank = *n;
-    } else if (k == "--peer") {
-      auto v = value();
-      if (!v || v->empty() || v->size() > 255) return usage_error("--peer needs a host name or address");
-      o.peer = std::string(*v);
-    } else if (k == "--job-id" || k == "--step-id") {
-      auto v = value();
-      auto n = v ? to_u64(*v) : std::nullopt;
-      if (!n) return usage_error(fmt::format("{} needs a number", k));
-      (k == "--job-id" ? o.job_id : o.step_id) = *n;
-    } else {
-      return usage_error(fmt::format("unknown option '{}' (see --help)", escape_line(k, 64)));
-    }
+  cmd.json = r.json;
+  o.verbose = r.verbose;
+  if (line.given("--mode") && !(cmd.mode = parse_nccl_mode(r.mode)))
+    return line.usage_error("--mode must be local-pair, gpu-pair or node-pair");
+  if (line.given("--timeout")) {
+    auto d = parse_duration(r.timeout);
+    if (!d || d->count() <= 0)
+      return line.usage_error(fmt::format("bad --timeout: {}", d ? "must be > 0" : d.error().message()));
+    o.timeout = *d;
+  }
+  if (line.given("--nccl-library")) {
+    o.nccl_library = r.nccl_library;
+    cmd.library_given = true;
+  }
+  if (line.given("--count")) {
+    auto c = to_u64(r.count);
+    if (!c || *c == 0 || *c > (1ULL << 30)) return line.usage_error("--count must be 1 .. 2^30 floats");
+    o.count = *c;
+  }
+  if (line.given("--pair-rank")) {
+    auto n = to_int(r.pair_rank, 0, 1);
+    if (!n) return line.usage_error("--pair-rank must be 0 or 1");
+    o.pair_rank = *n;
+  }
+  if (line.given("--peer")) {
+    if (r.peer.empty() || r.peer.size() > 255) return line.usage_error("--peer needs a host name or address");
+    o.peer = r.peer;
+  }
+  for (const auto& [name, value, target] :
+       {std::tuple{"--job-id", &r.job_id, &o.job_id}, std::tuple{"--step-id", &r.step_id, &o.step_id}}) {
+    if (!line.given(name)) continue;
+    auto n = to_u64(*value);
+    if (!n) return line.usage_error(fmt::format("{} needs a number", name));
+    *target = *n;
   }
   return std::nullopt;
 }
@@ -229,29 +210,10 @@ void add_library_detail(check_result& ch, const job_nccl& job, bool library_give
   }
 }
 
-}  // namespace
-
-int cmd_probe_nccl(const args& a) { return probe_nccl_with_spawner(a, {}); }
-
-int probe_nccl_with_spawner(const args& a, const child_spawner& spawn) {
-  for (const auto& x : a) {
-    if (x == "--rank") return run_rank(a);
-    if (x == "--help" || x == "-h") {
-      fmt::print("{}", k_help);
-      return k_exit_ok;
-    }
-  }
-  nccl_command cmd;
-  nccl_pair_options& o = cmd.o;
-  o.env = current_environment();
-  defaults_from_slurm(cmd);
-  if (auto rc = parse_options(a, cmd)) return *rc;
-  o.spawn = spawn;
-
+// The pair as the options and the allocation ask for it: a skip, the library's verdict, or the pair's own.
+report run_pair(nccl_command& cmd, const job_nccl& job, std::optional<nccl_pair_outcome>& outcome) {
   report rep;
-  std::optional<nccl_pair_outcome> outcome;
-  // The NCCL the job would load (found, never loaded here), or the one asked for by hand.
-  job_nccl job = find_job_nccl(job_nccl_inputs_from_env(o.env));
+  nccl_pair_options& o = cmd.o;
   std::optional<check_result> library_problem = choose_library(cmd, job);
   std::optional<nccl_mode>& mode = cmd.mode;
   if (!mode) {
@@ -272,20 +234,66 @@ int probe_nccl_with_spawner(const args& a, const child_spawner& spawn) {
                           ""});
     mode.reset();
   }
-  if (mode) {
-    o.mode = *mode;
-    o.self_exe = self_exe();
-    if (o.mode == nccl_mode::node_pair) o.auth = munge_settings_from_slurm_conf();
-    // B4: as root, no loader variable reaches the ranks (the job's library was judged above, through a checked
-    // descriptor): LD_LIBRARY_PATH into a user's venv, conda tree or directory would make root's rank load the
-    // user's libcuda or a preloaded library.
-    if (::geteuid() == 0) std::erase_if(o.env, [](const std::string& e) { return e.starts_with("LD_"); });
-    outcome = run_nccl_pair(o);
-    // Each peer the rendezvous refused, one line (the plugin passes the probe's stderr on to slurmd's log).
-    for (const auto& line : outcome->refused) fmt::print(stderr, "mrcheck: {}\n", line);
-    outcome->parent = read_own_process(sysroot{});
-    rep.checks.push_back(judge_nccl_pair(*outcome));
-  }
+  if (!mode) return rep;
+  o.mode = *mode;
+  o.self_exe = self_exe();
+  if (o.mode == nccl_mode::node_pair) o.auth = munge_settings_from_slurm_conf();
+  // B4: as root, no loader variable reaches the ranks (the job's library was judged above, through a checked
+  // descriptor): LD_LIBRARY_PATH into a user's venv, conda tree or directory would make root's rank load the
+  // user's libcuda or a preloaded library.
+  if (::geteuid() == 0) std::erase_if(o.env, [](const std::string& e) { return e.starts_with("LD_"); });
+  outcome = run_nccl_pair(o);
+  // Each peer the rendezvous refused, one line (the plugin passes the probe's stderr on to slurmd's log).
+  for (const auto& line : outcome->refused) fmt::print(stderr, "mrcheck: {}\n", line);
+  outcome->parent = read_own_process(sysroot{});
+  rep.checks.push_back(judge_nccl_pair(*outcome));
+  return rep;
+}
+
+}  // namespace
+
+void declare_probe_nccl(command_line& c) {
+  auto& o = c.make_options<raw_options>();
+  c.about(
+      "Runs a 2-rank NCCL all-reduce through NCCL's network transport and checks the sum. Default mode: the best\n"
+      "this allocation allows (2+ GPUs: gpu-pair, 1 GPU: local-pair). The job's NCCL_* settings apply.\n"
+      "node-pair: run once on each of the step's first two nodes; --pair-rank defaults to SLURM_NODEID, --peer to\n"
+      "the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), --job-id/--step-id to "
+      "SLURM_JOB_ID/SLURM_STEP_ID;\n"
+      "they meet on a TCP port in 20000-28999 derived from job and step.\n"
+      "NCCL: without --nccl-library, the one the job's program would load (LD_LIBRARY_PATH, the Python interpreter's\n"
+      "nvidia-nccl wheel, VIRTUAL_ENV, CONDA_PREFIX, the system's); every NCCL found is listed with its version.\n");
+  c.option("--mode", o.mode, "local-pair|gpu-pair|node-pair",
+           "the pair to run (default: the best the allocation allows)");
+  c.flag("--json", o.json, "report JSON on stdout, with the pair's transport, timings and the job's NCCL");
+  c.option("--timeout", o.timeout, "SECONDS", "the deadline of the whole pair (30s, 2m, ...)");
+  c.flag("-v,--verbose", o.verbose, "the ranks' output and the verdict's detail, also on a pass");
+  c.option("--nccl-library", o.nccl_library, "PATH", "the libnccl the ranks load instead of the job's");
+  c.option("--count", o.count, "FLOATS", "floats per rank in the all-reduce (1 .. 2^30)");
+  c.option("--pair-rank", o.pair_rank, "0|1", "node-pair: this node's rank in the pair");
+  c.option("--peer", o.peer, "HOST", "node-pair: the host of rank 0");
+  c.option("--job-id", o.job_id, "N", "node-pair: the job id both nodes derive the port from");
+  c.option("--step-id", o.step_id, "N", "node-pair: the step id both nodes derive the port from");
+  c.footer("exit: 0 pass, warn or skip; 1 fail; 2 usage or the probe itself broke\n");
+}
+
+int cmd_probe_nccl(const args& a) { return probe_nccl_with_spawner(a, {}); }
+
+int probe_nccl_with_spawner(const args& a, const child_spawner& spawn) {
+  // A rank of the pair (this binary again, started by run_nccl_pair): its own arguments (parse_nccl_rank_args).
+  if (std::find(a.begin(), a.end(), "--rank") != a.end()) return run_rank(a);
+  command_line line("probe nccl");
+  declare_probe_nccl(line);
+  if (auto code = line.parse(a)) return *code;
+  nccl_command cmd;
+  cmd.o.env = current_environment();
+  defaults_from_slurm(cmd);
+  if (auto rc = apply_options(line, cmd)) return *rc;
+  cmd.o.spawn = spawn;
+  // The NCCL the job would load (found, never loaded here), or the one asked for by hand.
+  job_nccl job = find_job_nccl(job_nccl_inputs_from_env(cmd.o.env));
+  std::optional<nccl_pair_outcome> outcome;
+  report rep = run_pair(cmd, job, outcome);
   if (!rep.checks.empty()) add_library_detail(rep.checks.front(), job, cmd.library_given);
   print_result(cmd, rep, outcome, job);
   switch (rep.overall()) {

@@ -4,7 +4,7 @@
 //
 // Like `probe mr` it runs the verbs in a child of its own (this binary again, --isolated-child), so a call that
 // hangs in a driver or a library that crashes is a verdict too, naming the last call it made.
-#include "commands.h"
+#include "command_line.h"
 #include "isolated_child.h"
 
 #include <mrcheck/build_config.h>
@@ -34,31 +34,6 @@
 namespace mrcheck::cli {
 
 namespace {
-
-constexpr std::string_view k_help =
-    "usage: mrcheck probe rdma [--sizes LIST] [--iters N] [--device NAME] [--verbs-library PATH] [--json]\n"
-    "                          [--wait DURATION] [--config FILE] [--timeout DURATION] [--verbose]\n"
-    "\n"
-    "What ibv_rc_pingpong and ib_write_bw tell, as this user: on each ACTIVE port of each RDMA device, two RC\n"
-    "queue pairs of this process connected to each other (RoCE: the GID the table offers, RoCE v2 IPv4 first;\n"
-    "InfiniBand: the LID) through INIT/RTR/RTS, then a send/recv ping-pong and RDMA writes of each size, every\n"
-    "byte verified; latency and bandwidth reported. A failure names its step and cause: a port DOWN, an empty\n"
-    "GID table, ibv_modify_qp's errno, a completion's IBV_WC_* status, a completion that never came. Loopback\n"
-    "only: between the step's nodes is not tested yet. Check: data_plane.\n"
-    "\n"
-    "  --sizes LIST          message sizes, comma separated (default 4K,1M; each 1 byte to 64M)\n"
-    "  --iters N             messages per size and direction (default 1 MiB / size, within 4..1000)\n"
-    "  --device NAME         only this device (default: every device, or those NCCL_IB_HCA names)\n"
-    "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
-    "  --wait DURATION       the deadline of each completion (default 2s)\n"
-    "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
-    "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG
-    " when it exists)\n"
-    "  --timeout DURATION    kill the probe's child after DURATION (default: the config's probe_timeout less a\n"
-    "                        tenth, 27s); a hang or a crash of the child is a verdict\n"
-    "  --verbose             each port's line, and every call as it is made, on stderr\n"
-    "\n"
-    "exit: 0 pass, 1 fail, 2 error or usage, 3 skip (no RDMA device: nothing was tested)\n";
 
 struct options {
   rdma_probe_request req;
@@ -171,62 +146,88 @@ std::optional<std::string> parse_sizes(std::string_view list, std::vector<std::u
   return std::nullopt;
 }
 
-// One option at a[i] (and its value); an error message, or nothing.
-std::optional<std::string> parse_option(const args& a, std::size_t& i, options& opt) {
-  const std::string& arg = a[i];
-  auto value = [&]() -> std::optional<std::string> { return i + 1 < a.size() ? std::optional(a[++i]) : std::nullopt; };
-  if (arg == "--json") {
-    opt.json = true;
-  } else if (arg == "--verbose" || arg == "-v") {
-    opt.verbose = true;
-  } else if (arg == "--isolated-child") {
-    opt.child = true;
-  } else if (arg == "--sizes") {
-    auto v = value();
-    if (!v) return "--sizes needs a list (e.g. 4K,1M)";
-    return parse_sizes(*v, opt.req.sizes);
-  } else if (arg == "--iters") {
-    auto v = value();
+// The command line as given, before its values are checked (options_from).
+struct raw_options {
+  std::string sizes, iters, device, verbs_library, config_file, timeout, wait;
+  bool json = false, verbose = false, child = false;
+};
+
+std::optional<std::string> parse_duration_option(const std::string& name, const std::string& v,
+                                                 std::chrono::milliseconds& out) {
+  auto d = parse_duration(v);
+  if (!d) return d.error().message();
+  if (d->count() <= 0) return name + " must be positive";
+  out = *d;
+  return std::nullopt;
+}
+
+// The values checked into `opt`; an error message, or nothing.
+std::optional<std::string> options_from(const command_line& line, options& opt) {
+  const auto& r = line.options<raw_options>();
+  opt.json = r.json;
+  opt.verbose = r.verbose;
+  opt.child = r.child;
+  if (line.given("--sizes")) {
+    if (auto err = parse_sizes(r.sizes, opt.req.sizes)) return err;
+  }
+  if (line.given("--iters")) {
     char* end = nullptr;
-    long n = v ? std::strtol(v->c_str(), &end, 10) : 0;
-    if (!v || end == v->c_str() || *end != '\0' || n < 1 || n > 100000) return "--iters needs a number, 1 to 100000";
+    long n = std::strtol(r.iters.c_str(), &end, 10);
+    if (end == r.iters.c_str() || *end != '\0' || n < 1 || n > 100000) return "--iters needs a number, 1 to 100000";
     opt.req.iters = static_cast<int>(n);
-  } else if (arg == "--device") {
-    auto v = value();
-    if (!v || v->empty() || v->size() > 64) return "--device needs a device name (e.g. mlx5_0)";
-    opt.req.device = *v;
-  } else if (arg == "--verbs-library") {
-    auto v = value();
-    if (!v || v->empty()) return "--verbs-library needs a path or library name";
-    opt.verbs_library = *v;
-  } else if (arg == "--config") {
-    auto v = value();
-    if (!v) return "--config needs a file";
-    opt.config_file = *v;
-  } else if (arg == "--timeout" || arg == "--wait") {
-    auto v = value();
-    if (!v) return arg + " needs a duration (e.g. 2s)";
-    auto d = parse_duration(*v);
-    if (!d) return d.error().message();
-    if (d->count() <= 0) return arg + " must be positive";
-    (arg == "--wait" ? opt.req.wait : opt.timeout.emplace()) = *d;
-  } else {
-    return fmt::format("unknown option '{}' (see mrcheck probe rdma --help)", escape_line(arg, 64));
+  }
+  if (line.given("--device")) {
+    if (r.device.empty() || r.device.size() > 64) return "--device needs a device name (e.g. mlx5_0)";
+    opt.req.device = r.device;
+  }
+  if (line.given("--verbs-library")) {
+    if (r.verbs_library.empty()) return "--verbs-library needs a path or library name";
+    opt.verbs_library = r.verbs_library;
+  }
+  if (line.given("--config")) opt.config_file = r.config_file;
+  if (line.given("--wait")) {
+    if (auto err = parse_duration_option("--wait", r.wait, opt.req.wait)) return err;
+  }
+  if (line.given("--timeout")) {
+    if (auto err = parse_duration_option("--timeout", r.timeout, opt.timeout.emplace())) return err;
   }
   return std::nullopt;
 }
 
 }  // namespace
 
+void declare_probe_rdma(command_line& c) {
+  auto& o = c.make_options<raw_options>();
+  c.about(
+      "What ibv_rc_pingpong and ib_write_bw tell, as this user: on each ACTIVE port of each RDMA device, two RC\n"
+      "queue pairs of this process connected to each other (RoCE: the GID the table offers, RoCE v2 IPv4 first;\n"
+      "InfiniBand: the LID) through INIT/RTR/RTS, then a send/recv ping-pong and RDMA writes of each size, every\n"
+      "byte verified; latency and bandwidth reported. A failure names its step and cause: a port DOWN, an empty\n"
+      "GID table, ibv_modify_qp's errno, a completion's IBV_WC_* status, a completion that never came. Loopback\n"
+      "only: between the step's nodes is not tested yet. Check: data_plane.\n");
+  c.option("--sizes", o.sizes, "LIST", "message sizes, comma separated (default 4K,1M; each 1 byte to 64M)");
+  c.option("--iters", o.iters, "N", "messages per size and direction (default 1 MiB / size, within 4..1000)");
+  c.option("--device", o.device, "NAME", "only this device (default: every device, or those NCCL_IB_HCA names)");
+  c.option("--verbs-library", o.verbs_library, "PATH",
+           "libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)");
+  c.flag("--json", o.json, "report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}");
+  c.option("--wait", o.wait, "DURATION", "the deadline of each completion (default 2s)");
+  c.option("--config", o.config_file, "FILE",
+           "mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)");
+  c.option("--timeout", o.timeout, "DURATION",
+           "kill the probe's child after DURATION (default: the config's probe_timeout less a tenth, 27s); a hang "
+           "or a crash of the child is a verdict");
+  c.flag("-v,--verbose", o.verbose, "each port's line, and every call as it is made, on stderr");
+  c.flag("--isolated-child", o.child, "internal: run the probe in this process", shown::hidden);
+  c.footer("exit: 0 pass, 1 fail, 2 error or usage, 3 skip (no RDMA device: nothing was tested)\n");
+}
+
 int cmd_probe_rdma(const args& a) {
+  command_line line("probe rdma");
+  declare_probe_rdma(line);
+  if (auto code = line.parse(a)) return *code;
   options opt;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == "--help" || a[i] == "-h") {
-      fmt::print("{}", k_help);
-      return k_exit_ok;
-    }
-    if (auto err = parse_option(a, i, opt)) return usage_error(*err);
-  }
+  if (auto err = options_from(line, opt)) return usage_error(*err);
   config cfg;
   if (opt.config_file) {
     status st = load_config_file(cfg, *opt.config_file);

@@ -2,7 +2,7 @@
 //
 // Exit: 0 pass or warn, 1 a check failed, 2 usage or I/O error (bad --root, bad config) or a check that could
 // not run at all (verdict error).
-#include "commands.h"
+#include "command_line.h"
 
 #include <mrcheck/job_nccl.h>
 
@@ -26,13 +26,10 @@
 #include <ctime>
 
 #include <optional>
-#include <variant>
 
 namespace mrcheck::cli {
 
 namespace {
-
-constexpr const char* k_report_usage = "usage: mrcheck report [--json] [--root DIR] [--config FILE]\n";
 
 // A fact's text, or why it is unknown.
 template <typename R, typename F>
@@ -140,31 +137,6 @@ struct report_options {
   std::string config_file;
 };
 
-// The options, or the exit code when there is nothing to judge (--help, a usage error).
-std::variant<report_options, int> parse_report_options(const args& a) {
-  report_options o;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string& opt = a[i];
-    if (opt == "--json") {
-      o.json = true;
-    } else if ((opt == "--root" || opt == "--config") && i + 1 < a.size()) {
-      (opt == "--root" ? o.root_dir : o.config_file) = a[++i];
-    } else if (opt.starts_with("--root=")) {
-      o.root_dir = opt.substr(7);
-    } else if (opt.starts_with("--config=")) {
-      o.config_file = opt.substr(9);
-    } else if (opt == "--help" || opt == "-h") {
-      fmt::print("{}", k_report_usage);
-      return k_exit_ok;
-    } else {
-      fmt::print(stderr, "mrcheck: report: unknown or incomplete option '{}'\n{}", escape_line(opt, 64),
-                 k_report_usage);
-      return k_exit_usage;
-    }
-  }
-  return o;
-}
-
 // What the report judges under: the tree (or the host), the site's config and the rules. Nullopt after
 // printing why: a usage error.
 struct report_setup {
@@ -237,10 +209,23 @@ void print_text(const node_judgement& j, const std::optional<stack_history>& his
 
 }  // namespace
 
+void declare_report(command_line& c) {
+  auto& o = c.make_options<report_options>();
+  c.about(
+      "Every fact mrcheck reads about this node, or about the node a `mrcheck dump` tree holds, and a verdict per\n"
+      "check, judged by the same rules file as mrcheck-prolog; the NCCL this shell's job would load is judged too.\n");
+  c.flag("--json", o.json, "the facts, the verdicts and the stack fingerprint as JSON on stdout");
+  c.option("--root", o.root_dir, "DIR", "read the node from a `mrcheck dump` tree instead of this host");
+  c.option("--config", o.config_file, "FILE",
+           "mrcheck.conf to judge by (default " MRCHECK_DEFAULT_CONFIG " when it exists)");
+  c.footer("exit: 0 pass or warn, 1 a check failed, 2 usage or I/O error, or a check that could not run\n");
+}
+
 int cmd_report(const args& a) {
-  auto parsed = parse_report_options(a);
-  if (const int* code = std::get_if<int>(&parsed)) return *code;
-  const report_options& o = std::get<report_options>(parsed);
+  command_line line("report");
+  declare_report(line);
+  if (auto code = line.parse(a)) return *code;
+  const auto& o = line.options<report_options>();
   auto s = load_report_setup(o);
   if (!s) return k_exit_usage;
   // report_selection(): memlock, then the node's memory and the driver/firmware matrix under the same rules file

@@ -20,6 +20,7 @@ result<child_outcome> run_self_isolated(std::string_view probe, const args& orig
       ++i;
       continue;
     }
+    if (original[i].starts_with("--timeout=")) continue;
     spec.argv.push_back(original[i]);
   }
   spec.argv.push_back("--isolated-child");

@@ -101,7 +101,7 @@ result<std::string> run_help(const options& o, const std::string& name, std::vec
   return out->out;
 }
 
-// The "commands:" section of the CLI's usage (cli/main.cpp): two-space indent, the command's words
+// The "commands:" section of the CLI's usage (cli/command_table.cpp): two-space indent, the command's words
 // (lowercase, single spaces), two or more spaces, the summary.
 struct command_line {
   std::vector<std::string> words;

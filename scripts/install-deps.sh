@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format git ccache
-  libfmt-dev libhwloc-dev nlohmann-json3-dev libslurm-dev libibverbs-dev ibverbs-providers libmunge-dev
+  libfmt-dev libhwloc-dev nlohmann-json3-dev libcli11-dev libslurm-dev libibverbs-dev ibverbs-providers libmunge-dev
   libgtest-dev googletest
   # the real local Slurm the end-to-end tests run on
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server

@@ -83,7 +83,7 @@ image_cache=${MRCHECK_IMAGE_CACHE:-/var/cache/mrcheck/images}
 # What the root needs to build mrcheck and run the private Slurm: scripts/install-deps.sh's list, less what
 # only the main leg uses (clang and its sanitizer runtime, man, debootstrap). Same names in every suite.
 root_packages=(
-  build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev nlohmann-json3-dev libslurm-dev
+  build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev nlohmann-json3-dev libcli11-dev libslurm-dev
   libibverbs-dev ibverbs-providers libgtest-dev libmunge-dev
   slurmd slurmctld slurmdbd slurm-client munge mariadb-server
   procps iproute2 util-linux psmisc passwd python3 dpkg-dev debhelper fakeroot kmod file

@@ -1,12 +1,20 @@
 // The generated man pages render with man-db exactly as an admin will read them (`man -l`, 80 columns,
 // groff warnings on) and list what the programs really accept: every config key from config_keys(),
-// every command the CLI's own --help names, with each command's current usage line.
+// every command the CLI's own --help names, with each command's current usage line, and in each command's section
+// exactly the options the CLI's table of commands declares for it (cli/command_table.h).
+#include "command_table.h"
+
 #include <mrcheck/child.h>
 #include <mrcheck/config.h>
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -156,6 +164,95 @@ TEST_F(man_pages, every_subcommand_is_documented_with_its_usage) {
     EXPECT_NE(text.find(first), std::string::npos) << "mrcheck(1) lacks the current usage line: " << first;
   }
   EXPECT_NE(text.find("--version"), std::string::npos);
+}
+
+// The generated roff of mrcheck(1), each command's subsection (`.SS "mrcheck probe mr"`) up to the next heading, with
+// roff's escaped hyphens made plain.
+std::map<std::string, std::string> command_sections(const std::string& roff) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(roff);
+  std::string* cur = nullptr;
+  for (std::string l; std::getline(in, l);) {
+    if (l.starts_with(".SS \"mrcheck ") && l.ends_with("\"")) {
+      std::string words = l.substr(13, l.size() - 14);
+      for (std::size_t i; (i = words.find("\\-")) != std::string::npos;) words.replace(i, 2, "-");
+      cur = &out[words];
+      continue;
+    }
+    if (l.starts_with(".SH") || l.starts_with(".SS")) cur = nullptr;
+    if (!cur) continue;
+    for (std::size_t i; (i = l.find("\\-")) != std::string::npos;) l.replace(i, 2, "-");
+    *cur += l + "\n";
+  }
+  return out;
+}
+
+// Every long option named in `text`: "--" and a letter, not inside a word.
+std::set<std::string> long_options_in(const std::string& text) {
+  std::set<std::string> out;
+  for (std::size_t i = text.find("--"); i != std::string::npos; i = text.find("--", i + 2)) {
+    if (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '-')) continue;
+    std::size_t e = i + 2;
+    while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '-')) ++e;
+    if (e > i + 2 && std::isalpha(static_cast<unsigned char>(text[i + 2]))) out.insert(text.substr(i, e - i));
+  }
+  return out;
+}
+
+TEST(man_page_options, each_command_section_names_exactly_the_options_its_declaration_has) {
+  std::ifstream f(page_path("mrcheck.1"));
+  ASSERT_TRUE(f) << page_path("mrcheck.1") << " was not generated (target mrcheck_man)";
+  std::stringstream roff;
+  roff << f.rdbuf();
+  auto sections = command_sections(roff.str());
+  std::set<std::string> table;
+  for (const auto& c : mrcheck::cli::commands()) {
+    std::string words(c.words);
+    table.insert(words);
+    auto s = sections.find(words);
+    ASSERT_NE(s, sections.end()) << "mrcheck(1) has no section for the table's command '" << words << "'";
+    std::set<std::string> declared;
+    for (const auto& o : mrcheck::cli::options_of(c)) {
+      if (o.hidden) continue;
+      declared.insert(o.name);
+      // Listed with its value, as the usage and the option lines show it ("--root DIR").
+      if (!o.value.empty()) {
+        EXPECT_NE(s->second.find(o.name + " " + o.value), std::string::npos)
+            << "mrcheck " << words << ": the page does not show " << o.name << " " << o.value;
+      }
+    }
+    ASSERT_FALSE(declared.empty()) << words << " declares no option";
+    std::set<std::string> named = long_options_in(s->second);
+    named.erase("--help");  // every command's; the page's SYNOPSIS says so once
+    EXPECT_EQ(named, declared) << "mrcheck(1), section 'mrcheck " << words
+                               << "': the options it names differ from those the command declares";
+  }
+  for (const auto& [words, text] : sections) {
+    EXPECT_TRUE(table.count(words)) << "mrcheck(1) documents 'mrcheck " << words << "', which the table lacks";
+  }
+}
+
+// The options the shipped binary parses are the table's: each declared one is accepted (with --help, so
+// nothing runs), an option no command declares is refused with exit 2.
+TEST(man_page_options, the_binary_accepts_the_declared_options_and_refuses_others) {
+  for (const auto& c : mrcheck::cli::commands()) {
+    std::vector<std::string> base{MRCHECK_CLI};
+    std::istringstream w{std::string(c.words)};
+    for (std::string x; w >> x;) base.push_back(x);
+    for (const auto& o : mrcheck::cli::options_of(c)) {
+      if (o.hidden) continue;
+      auto argv = base;
+      argv.push_back(o.value.empty() ? o.name : o.name + "=1");
+      argv.emplace_back("--help");
+      auto r = run(argv);
+      EXPECT_EQ(r.code, 0) << c.words << " " << o.name << ": " << r.err;
+    }
+    auto argv = base;
+    argv.emplace_back("--no-such-option");
+    auto r = run(argv);
+    EXPECT_EQ(r.code, 2) << c.words;
+    EXPECT_NE(r.err.find("unknown option '--no-such-option'"), std::string::npos) << c.words << ": " << r.err;
+  }
 }
 
 TEST_F(man_pages, plugin_page_documents_the_option_and_the_plugstack_line) {
