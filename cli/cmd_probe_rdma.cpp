@@ -52,7 +52,8 @@ constexpr std::string_view k_help =
     "  --iters N             messages per size and direction (default 1 MiB / size, within 4..1000)\n"
     "  --device NAME         only this device (default: every device, or those NCCL_IB_HCA names)\n"
     "  --verbs-library PATH  libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)\n"
-    "  --wait DURATION       the deadline of each completion (default 2s)\n"
+    "  --wait DURATION       the deadline of each completion (default 2s); a pair between nodes waits six\n"
+    "                        times as long (3s to 12s) for its peer and each of its answers\n"
     "  --json                report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}\n"
     "  --config FILE         mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG
     " when it exists)\n"
@@ -119,7 +120,7 @@ int exit_code(verdict v) {
 
 // The step's nodes from Slurm's variables of the task, when it is task 0 of its node in a step of two nodes or
 // more (a malformed value: no pairs, said in the probe's notes by the caller).
-std::optional<rdma_peer_request> peers_from_env() {
+std::optional<rdma_peer_request> peers_from_env(std::chrono::milliseconds wait) {
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* step = std::getenv("SLURM_STEP_ID");
   const char* node = std::getenv("SLURM_NODEID");
@@ -139,6 +140,8 @@ std::optional<rdma_peer_request> peers_from_env() {
   p.node_index = static_cast<int>(n);
   p.nodes = std::move(*nodes);
   p.auth = munge_settings_from_slurm_conf();
+  // How long a pair waits for its peer node and each of its answers: six completion waits, 3 to 12 s.
+  p.meet = std::clamp<std::chrono::milliseconds>(6 * wait, std::chrono::seconds(3), std::chrono::seconds(12));
   return p;
 }
 
@@ -146,7 +149,7 @@ int run_here(const options& opt, const std::string& library) {
   stderr_log sink(opt.verbose || opt.child ? log_level::verbose : log_level::info);
   rdma_probe_request req = opt.req;
   if (const char* h = std::getenv("NCCL_IB_HCA"); h != nullptr) req.nccl_ib_hca = std::string(h);
-  req.peers = peers_from_env();
+  req.peers = peers_from_env(req.wait);
   rdma_probe_outcome o = run_rdma_probe(req, library, sink);
   check_result c = data_plane_check(o);
   print(c, opt.json, rdma_probe_to_json(o), opt.verbose);

@@ -157,7 +157,7 @@ void set_failure(rdma_pair_result& r, const failure& f) {
 // One pair after the meeting: the channel and what this side ran into so far.
 struct pair_run {
   detail::rendezvous& rv;
-  clock::time_point until;
+  std::chrono::milliseconds meet;  // each answer's deadline
   rdma_pair_result& r;
   std::optional<failure> local;  // this side's own first failure
   std::string peer_failed;       // what the peer said when it failed
@@ -167,7 +167,7 @@ struct pair_run {
   std::optional<std::string> exchange(const std::string& mine) {
     std::string line = local ? "fail " + local->step + ": " + local->message : mine;
     if (auto st = send_sealed_line(rv, line); !st) return end("send", "no_route", st.message());
-    auto got = read_sealed_line(rv, until);
+    auto got = read_sealed_line(rv, clock::now() + meet);
     if (!got) {
       const std::string why = got.error().message();
       return end("exchange",
@@ -196,11 +196,19 @@ struct pair_run {
   }
 };
 
+// Messages per size between nodes: --iters when given, else the loopback's rule but at most 16. The pair proves
+// the path between two kernels at NCCL's sizes; a round trip there is a real network's (44 ms for 4 KiB between
+// two TCG guests), and 256 of them would take the probe's whole time.
+constexpr int k_pair_max_iters = 16;
+int pair_iterations(const rdma_probe_request& req, std::uint64_t size) {
+  return req.iters > 0 ? req.iters : std::min(rdma_iterations(req, size), k_pair_max_iters);
+}
+
 // A's sizes: its traffic, then "wrote" against B's "echoed", then "next" against B's "verified".
 void serve_sizes(session& s, pair_run& p, const rdma_probe_request& req) {
   for (std::uint64_t size : req.sizes) {
     rdma_size_result sr;
-    if (!p.local) p.local = pair_send(s, size, rdma_iterations(req, size), sr);
+    if (!p.local) p.local = pair_send(s, size, pair_iterations(req, size), sr);
     auto echoed = p.exchange(fmt::format("wrote {} {:.3f} {:.3f}", size, sr.send_latency_us, sr.write_mbps));
     if (!echoed) return;
     if (*echoed != fmt::format("echoed {}", size)) return (void)p.protocol(*echoed);
@@ -216,12 +224,12 @@ void serve_sizes(session& s, pair_run& p, const rdma_probe_request& req) {
 void join_sizes(session& s, pair_run& p, const rdma_probe_request& req) {
   for (std::size_t k = 0; k < req.sizes.size(); ++k) {
     const std::uint64_t size = req.sizes[k];
-    if (!p.local) p.local = pair_echo(s, size, rdma_iterations(req, size));
+    if (!p.local) p.local = pair_echo(s, size, pair_iterations(req, size));
     auto wrote = p.exchange(fmt::format("echoed {}", size));
     if (!wrote) return;
     rdma_size_result sr;
     sr.size = size;
-    sr.iters = rdma_iterations(req, size);
+    sr.iters = pair_iterations(req, size);
     std::uint64_t said = 0;
     if (std::sscanf(wrote->c_str(), "wrote %lu %lf %lf", &said, &sr.send_latency_us, &sr.write_mbps) != 3 ||
         said != size) {
@@ -248,7 +256,7 @@ void run_met_pair(const verbs& v, ibv_context* ctx, const ibv_port_attr& pa, con
   s.ctx = ctx;
   s.port = static_cast<std::uint8_t>(p.r.port);
   s.log = &lg;
-  s.wait = req.wait;
+  s.wait = 2 * req.wait;  // a completion crosses the network and comes back: twice the loopback's wait
   rdma_port_result path;
   path.device = p.r.device;
   path.port = p.r.port;
@@ -314,7 +322,7 @@ rdma_pair_result run_role(const verbs& v, ibv_device* dev, const rdma_port_resul
     meeting_failed(r, role.serve, escape_line(met.error().message(), 300));
   } else {
     r.tcp_port = met->port;
-    pair_run p{*met, clock::now() + pr.meet, r, std::nullopt, ""};
+    pair_run p{*met, pr.meet, r, std::nullopt, ""};
     ibv_context* ctx = dev != nullptr ? v.open_device(dev) : nullptr;
     ibv_port_attr pa{};
     if (port == nullptr) {
