@@ -92,6 +92,15 @@ std::string pair_hint(const rdma_pair_result& r) {
   }
   if (r.cause == "peer") return fmt::format("see {}'s own data_plane line for its side", r.peer);
   if (r.cause == "protocol") return fmt::format("{} runs another mrcheck version, or not mrcheck", r.peer);
+  // Between nodes a completion that never comes is the path far more often than the device: the same as
+  // RETRY_EXC_ERR (a firewall or a switch dropping the packets before the HCA's retries end).
+  if (r.cause == "timeout" || r.wc_status == "IBV_WC_RETRY_EXC_ERR") {
+    return fmt::format(
+        "nothing between this node and {} acknowledged the packets: the path drops them (link, MTU, a "
+        "firewall dropping UDP port 4791 for RoCE v2); try `ibv_rc_pingpong -d DEV -g GID_INDEX` "
+        "between the two nodes",
+        r.peer);
+  }
   rdma_port_result as_port;
   as_port.step = r.step;
   as_port.cause = r.cause;

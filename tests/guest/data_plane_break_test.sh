@@ -19,17 +19,16 @@ trap 'on 2 "$restore"' EXIT
 tmp=$(mktemp -d)
 job=900001
 
-# pair SETUP [NODE2_ENV]: SETUP (root) then the probe on node2, and the probe on node1 at the same time, for a
-# step of node[1-2] (a fresh job id each time), small (4 KiB, 8 messages: Soft-RoCE under TCG is slow) and with
-# 600 ms completion waits (1.2 s between the nodes, past rxe's 7 retries of 67 ms), so a pair waits 3.6 s for
-# its peer. What the verdicts say is in F1[...] and F2[...] (fields below), SETUP's status in $setup_rc.
+# pair SETUP [NODE2_ENV [WAIT]]: SETUP (root) then the probe on node2, and the probe on node1 at the same time,
+# for a step of node[1-2] (a fresh job id each time), small (4 KiB, 8 messages: Soft-RoCE under TCG is slow) and
+# with WAIT (600 ms) per completion (twice that between the nodes), so a pair waits 6 WAIT (3.6 s) for its peer. What the verdicts say is in F1[...] and F2[...] (fields below), SETUP's status in $setup_rc.
 declare -A F1 F2
 pair() {
   local n cmd pids=()
   job=$((job + 1))
   for n in 1 2; do
     cmd=$(as_user unlimited SLURM_JOB_ID=$job SLURM_STEP_ID=0 SLURM_NODEID=$((n - 1)) SLURM_STEP_NODELIST='node[1-2]' \
-      "$([[ $n == 2 ]] && echo "${2:-}")" mrcheck probe rdma --json --sizes 4K --iters 8 --wait 600ms)
+      "$([[ $n == 2 ]] && echo "${2:-}")" mrcheck probe rdma --json --sizes 4K --iters 8 --wait "${3:-600ms}")
     [[ $n == 1 ]] || cmd="{ $1 ; } >&2; echo \"setup_rc \$?\" >&2; $cmd"
     bash "$guest_sh" run "$n" "$cmd" >"$tmp/out$n" 2>"$tmp/err$n" &
     pids+=($!)
@@ -56,8 +55,9 @@ for k, v in [("verdict", j["verdict"]), ("summary", c["summary"]), ("hint", c.ge
 }
 
 t0=$SECONDS
+# rxe's 7 retries of 67 ms take more than a second under TCG: 2 s waits (4 s between the nodes) for this one.
 pair "nft add table inet mrcheck_drop && nft add chain inet mrcheck_drop in '{ type filter hook input priority 0; }' &&
-  nft add rule inet mrcheck_drop in udp dport 4791 drop"
+  nft add rule inet mrcheck_drop in udp dport 4791 drop" "" 2s
 expect_eq "firewall: nftables drops UDP 4791 on node2" "$setup_rc" 0
 expect_eq "firewall: node1 fails" "${F1[verdict]}" fail
 expect_eq "firewall: node1's send gets no acknowledgement" "${F1[wc]}" IBV_WC_RETRY_EXC_ERR
