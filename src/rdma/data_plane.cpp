@@ -157,7 +157,9 @@ ibv_qp_attr transition(const session& s, int state, const destination& d, int& m
   } else {
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a lost packet ends as RETRY_EXC_ERR within 0.5 s
-    a.retry_cnt = 7;
+    // 6, not 7: Soft-RoCE (rxe_comp.c) takes a retry count of 7 as "retry forever", as the spec does for the RNR
+    // count only, so a path that drops everything (a firewall between the guests) never completed there.
+    a.retry_cnt = 6;
     a.rnr_retry = 3;
     a.sq_psn = 0;
     a.max_rd_atomic = 1;
