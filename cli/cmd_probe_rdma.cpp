@@ -90,10 +90,38 @@ int exit_code(verdict v) {
   }
 }
 
+// The step's nodes from Slurm's variables of the task, when it is task 0 of its node in a step of two nodes or
+// more (a malformed value: no pairs, said in the probe's notes by the caller).
+std::optional<rdma_peer_request> peers_from_env(std::chrono::milliseconds wait) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* step = std::getenv("SLURM_STEP_ID");
+  const char* node = std::getenv("SLURM_NODEID");
+  const char* list = std::getenv("SLURM_STEP_NODELIST");
+  const char* local = std::getenv("SLURM_LOCALID");
+  if (!job || !step || !node || !list || (local && std::string_view(local) != "0")) return std::nullopt;
+  rdma_peer_request p;
+  char* end = nullptr;
+  p.job_id = std::strtoull(job, &end, 10);
+  if (*end != '\0' || end == job) return std::nullopt;
+  p.step_id = std::strtoull(step, &end, 10);
+  if (*end != '\0' || end == step) return std::nullopt;
+  long n = std::strtol(node, &end, 10);
+  auto nodes = expand_nodelist(list);
+  if (*end != '\0' || end == node || !nodes || n < 0 || n >= static_cast<long>(nodes->size())) return std::nullopt;
+  if (nodes->size() < 2) return std::nullopt;
+  p.node_index = static_cast<int>(n);
+  p.nodes = std::move(*nodes);
+  p.auth = munge_settings_from_slurm_conf();
+  // How long a pair waits for its peer node and each of its answers: six completion waits, 3 to 12 s.
+  p.meet = std::clamp<std::chrono::milliseconds>(6 * wait, std::chrono::seconds(3), std::chrono::seconds(12));
+  return p;
+}
+
 int run_here(const options& opt, const std::string& library) {
   stderr_log sink(opt.verbose || opt.child ? log_level::verbose : log_level::info);
   rdma_probe_request req = opt.req;
   if (const char* h = std::getenv("NCCL_IB_HCA"); h != nullptr) req.nccl_ib_hca = std::string(h);
+  req.peers = peers_from_env(req.wait);
   rdma_probe_outcome o = run_rdma_probe(req, library, sink);
   check_result c = data_plane_check(o);
   print(c, opt.json, rdma_probe_to_json(o), opt.verbose);
@@ -203,15 +231,19 @@ void declare_probe_rdma(command_line& c) {
       "queue pairs of this process connected to each other (RoCE: the GID the table offers, RoCE v2 IPv4 first;\n"
       "InfiniBand: the LID) through INIT/RTR/RTS, then a send/recv ping-pong and RDMA writes of each size, every\n"
       "byte verified; latency and bandwidth reported. A failure names its step and cause: a port DOWN, an empty\n"
-      "GID table, ibv_modify_qp's errno, a completion's IBV_WC_* status, a completion that never came. Loopback\n"
-      "only: between the step's nodes is not tested yet. Check: data_plane.\n");
+      "GID table, ibv_modify_qp's errno, a completion's IBV_WC_* status, a completion that never came. In a job\n"
+      "step of two nodes or more (SLURM_STEP_NODELIST, SLURM_NODEID, SLURM_JOB_ID, SLURM_STEP_ID; task 0 of the\n"
+      "node), also node k with node k+1 of the step, their addresses exchanged as MUNGE credentials of the job's\n"
+      "user (munged of slurm.conf's AuthInfo). Check: data_plane.\n");
   c.option("--sizes", o.sizes, "LIST", "message sizes, comma separated (default 4K,1M; each 1 byte to 64M)");
   c.option("--iters", o.iters, "N", "messages per size and direction (default 1 MiB / size, within 4..1000)");
   c.option("--device", o.device, "NAME", "only this device (default: every device, or those NCCL_IB_HCA names)");
   c.option("--verbs-library", o.verbs_library, "PATH",
            "libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)");
   c.flag("--json", o.json, "report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}");
-  c.option("--wait", o.wait, "DURATION", "the deadline of each completion (default 2s)");
+  c.option("--wait", o.wait, "DURATION",
+           "the deadline of each completion (default 2s); a pair between nodes waits six times as long (3s to 12s) "
+           "for its peer and each of its answers");
   c.option("--config", o.config_file, "FILE",
            "mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)");
   c.option("--timeout", o.timeout, "DURATION",

@@ -45,7 +45,8 @@ void name_change_in_reason(desired_action& want, const report& rep, const histor
     const stack_change* change = change_for_check(*h.history, c.id, &item);
     if (!change) return;
     check_result named = c;
-    named.summary = change_words(*change, *item) + ": " + c.summary;
+    // The change in few words, so the cause the prolog printed (the check's summary) still fits the reason.
+    named.summary = change_words_short(*change, *item) + ": " + c.summary;
     want.reason = drain_reason(named);
     return;
   }

@@ -51,7 +51,7 @@ boot_timeout=${MRCHECK_GUEST_TIMEOUT:-180}
 # what mrcheck's .deb depends on (Slurm's plugins and libslurm, fmt, hwloc), munge and Slurm's daemons for a
 # cluster, and the libraries whose real failure logs tests/fixtures/guest_logs/ keeps (UCX, Open MPI, libfabric).
 packages=(
-  linux-image-amd64 kmod iproute2 iputils-ping procps util-linux
+  linux-image-amd64 kmod iproute2 iputils-ping procps util-linux nftables
   rdma-core ibverbs-utils ibverbs-providers librdmacm1 rdmacm-utils perftest
   libfmt9 libhwloc15 libslurm38 slurm-wlm-basic-plugins slurmd slurmctld slurm-client munge
   ucx-utils openmpi-bin libfabric-bin

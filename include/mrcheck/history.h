@@ -133,6 +133,10 @@ const stack_change* change_for_check(const stack_history& h, std::string_view ch
                                      const stack_change_item** item = nullptr);
 // "mlx5_core 24.10-1.1.4 (OFED) -> 6.1.0-28-amd64 (inbox) since reboot 2026-11-30T03:12Z": for a drain reason.
 std::string change_words(const stack_change& c, const stack_change_item& i);
+// change_words() when it is at most `max` bytes; else a list that changed (verbs providers, modules) by what
+// left and what came ("verbs_providers -rxe since ..."), or "KEY changed since ...": a drain reason has 200 bytes,
+// and the check's cause must still fit after the change.
+std::string change_words_short(const stack_change& c, const stack_change_item& i, std::size_t max = 100);
 
 // "# TYPE mrcheck_stack_changed_timestamp_seconds gauge" (the last change, 0 when none known) and
 // "mrcheck_stack_info{kernel=...,mlx5_core=...,...} 1": appended to the prolog's textfile.

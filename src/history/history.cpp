@@ -118,6 +118,32 @@ std::string change_words(const stack_change& c, const stack_change_item& i) {
                                                : "since " + utc_minute(c.time));
 }
 
+std::string change_words_short(const stack_change& c, const stack_change_item& i, std::size_t max) {
+  std::string full = change_words(c, i);
+  if (full.size() <= max) return full;
+  const std::size_t at = full.rfind(" since ");
+  const std::string since = at == std::string::npos ? std::string() : full.substr(at);
+  auto items = [](std::string_view v) {
+    std::vector<std::string> out;
+    while (!v.empty()) {
+      auto comma = v.find(',');
+      if (comma != 0) out.emplace_back(v.substr(0, comma));
+      v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
+    }
+    return out;
+  };
+  const auto before = items(i.before), after = items(i.after);
+  std::string diff;
+  for (const auto& b : before) {
+    if (std::find(after.begin(), after.end(), b) == after.end()) diff += " -" + b;
+  }
+  for (const auto& a : after) {
+    if (std::find(before.begin(), before.end(), a) == before.end()) diff += " +" + a;
+  }
+  if (diff.empty() || diff.size() > max / 2) diff = " changed";
+  return key_words(i.key) + diff + since;
+}
+
 std::string history_to_text(const stack_history& h) {
   nlohmann::json changes = nlohmann::json::array();
   for (const auto& c : h.changes) changes.push_back(change_to_json(c));

@@ -100,8 +100,37 @@ std::string rendezvous_hello(std::uint64_t job_id, std::uint64_t step_id) {
 }
 
 munge_session nccl_pair_session(std::uint64_t job_id, std::uint64_t step_id, bool server, const munge_settings& auth) {
-  return munge_session({"nccl-pair", auth.cluster, job_id, step_id}, server ? "serve" : "join",
+  return pair_session(nccl_pair_channel(job_id, step_id), server, auth);
+}
+
+munge_session pair_session(const pair_channel& ch, bool server, const munge_settings& auth) {
+  return munge_session({ch.purpose, auth.cluster, ch.job_id, ch.step_id}, server ? "serve" : "join",
                        server ? "join" : "serve", {::getuid(), ::getgid()}, auth);
+}
+
+status send_sealed_line(rendezvous& rv, std::string_view body) {
+  if (!rv.auth) return status::error("no session");
+  auto cred = rv.auth->seal(body);
+  if (!cred) return status::error(cred.error().message());
+  if (!send_line(rv.fd, "m " + *cred)) return status::error(fmt::format("send: {}", std::strerror(errno)));
+  return status::ok();
+}
+
+result<std::string> read_sealed_line(rendezvous& rv, clock::time_point until) {
+  if (!rv.auth) return status::error("no session");
+  std::string line;
+  const int wait = ms_until(until, 1 << 30);
+  if (!read_line_timed(rv.fd, line, std::max(wait, 1), 65536)) {
+    return status::error(wait == 0 ? "no answer in time" : "no answer in time, or the connection closed");
+  }
+  if (!line.starts_with("m "))
+    return status::error(fmt::format("a line that is no credential ('{}')", escape_line(line, 32)));
+  return rv.auth->open(std::string_view(line).substr(2));
+}
+
+pair_channel nccl_pair_channel(std::uint64_t job_id, std::uint64_t step_id, int port_attempts) {
+  return pair_channel{"nccl rendezvous", rendezvous_hello(job_id, step_id), "nccl-pair", job_id, step_id, 0,
+                      port_attempts};
 }
 
 namespace {
@@ -122,10 +151,16 @@ std::string peer_text(int fd) {
 
 // Before any port: munged must answer, or the probe says at once that it cannot authenticate (no trust
 // without it). The credential made for the test names no peer nonce: nobody accepts it.
-status munged_reachable(std::uint64_t job_id, std::uint64_t step_id, const munge_settings& auth) {
-  munge_session probe = nccl_pair_session(job_id, step_id, true, auth);
-  if (auto c = probe.seal("reachable"); !c) return status::error("nccl rendezvous: " + c.error().message());
+status munged_reachable(const pair_channel& ch, const munge_settings& auth) {
+  munge_session probe = pair_session(ch, true, auth);
+  if (auto c = probe.seal("reachable"); !c) return status::error(ch.name + ": " + c.error().message());
   return status::ok();
+}
+
+int attempts_of(const pair_channel& ch) { return ch.port_attempts > 0 ? ch.port_attempts : k_nccl_port_attempts; }
+
+std::uint16_t port_of(const pair_channel& ch, int attempt) {
+  return nccl_pair_port(ch.job_id, ch.step_id ^ ch.port_salt, attempt);
 }
 
 bool is_nonce(std::string_view n) {
@@ -168,13 +203,18 @@ std::string serve_one(int c, const std::string& want, munge_session& s, clock::t
 
 result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id, clock::time_point deadline,
                                     const munge_settings& auth, std::vector<std::string>& refused, int port_attempts) {
-  if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
-  if (auto st = munged_reachable(job_id, step_id, auth); !st) return st;
+  return rendezvous_serve(nccl_pair_channel(job_id, step_id, port_attempts), deadline, auth, refused);
+}
+
+result<rendezvous> rendezvous_serve(const pair_channel& ch, clock::time_point deadline, const munge_settings& auth,
+                                    std::vector<std::string>& refused) {
+  const int port_attempts = attempts_of(ch);
+  if (auto st = munged_reachable(ch, auth); !st) return st;
   int listener = -1;
   rendezvous rv;
   std::string tried;
   for (int k = 0; k < port_attempts && listener < 0; ++k) {
-    std::uint16_t port = nccl_pair_port(job_id, step_id, k);
+    std::uint16_t port = port_of(ch, k);
     int err = 0;
     int fd = tcp_listen_any(port, 8, &err);
     if (fd < 0) {
@@ -185,14 +225,14 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
     rv.port = port;
     rv.attempt = k;
   }
-  if (listener < 0) return status::error("nccl rendezvous: no free port of the job's sequence: " + tried);
+  if (listener < 0) return status::error(ch.name + ": no free port of the job's sequence: " + tried);
 
-  const std::string want = rendezvous_hello(job_id, step_id);
+  const std::string& want = ch.hello;
   for (;;) {
     int wait = ms_until(deadline, 1 << 30);
     if (wait == 0) {
       ::close(listener);
-      return status::error(fmt::format("nccl rendezvous: no peer of this job step reached port {} in time", rv.port));
+      return status::error(fmt::format("{}: no peer of this job step reached port {} in time", ch.name, rv.port));
     }
     struct pollfd p {
       listener, POLLIN, 0
@@ -201,12 +241,12 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
     if (n < 0 && errno != EINTR) {
       int e = errno;
       ::close(listener);
-      return status::from_errno("nccl rendezvous: poll", e);
+      return status::from_errno(ch.name + ": poll", e);
     }
     if (n <= 0) continue;
     int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
-    munge_session s = nccl_pair_session(job_id, step_id, true, auth);
+    munge_session s = pair_session(ch, true, auth);
     bool fatal = false;
     std::string why = serve_one(c, want, s, deadline, fatal);
     if (why.empty()) {
@@ -218,13 +258,13 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
     if (why == "busy") {
       send_line(c, "busy");  // another job's probe that derived the same port: it walks on
     } else {
-      refused.push_back(fmt::format("nccl rendezvous: refused peer {}: {}", peer_text(c), why));
+      refused.push_back(fmt::format("{}: refused peer {}: {}", ch.name, peer_text(c), why));
       send_line(c, "refused");
     }
     ::close(c);
     if (fatal) {
       ::close(listener);
-      return status::error("nccl rendezvous: " + why);
+      return status::error(ch.name + ": " + why);
     }
   }
 }
@@ -264,18 +304,23 @@ std::string join_one(int fd, const std::string& hello, munge_session& s, clock::
 result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id, std::uint64_t step_id,
                                    clock::time_point deadline, const munge_settings& auth,
                                    std::vector<std::string>& refused, int port_attempts) {
-  if (port_attempts <= 0) port_attempts = k_nccl_port_attempts;
-  if (auto st = munged_reachable(job_id, step_id, auth); !st) return st;
-  const std::string hello = rendezvous_hello(job_id, step_id);
+  return rendezvous_join(nccl_pair_channel(job_id, step_id, port_attempts), host, deadline, auth, refused);
+}
+
+result<rendezvous> rendezvous_join(const pair_channel& ch, const std::string& host, clock::time_point deadline,
+                                   const munge_settings& auth, std::vector<std::string>& refused) {
+  const int port_attempts = attempts_of(ch);
+  if (auto st = munged_reachable(ch, auth); !st) return st;
+  const std::string& hello = ch.hello;
   std::string last = "nobody answered";
   // The server may start later than us: walk the whole sequence again until the deadline.
   for (;;) {
     for (int k = 0; k < port_attempts; ++k) {
       if (clock::now() >= deadline) {
-        return status::error(fmt::format("nccl rendezvous: no mrcheck of job step {}.{} on {} ({})", job_id, step_id,
+        return status::error(fmt::format("{}: no mrcheck of job step {}.{} on {} ({})", ch.name, ch.job_id, ch.step_id,
                                          host.substr(0, 64), last));
       }
-      std::uint16_t port = nccl_pair_port(job_id, step_id, k);
+      std::uint16_t port = port_of(ch, k);
       struct addrinfo hints {};
       hints.ai_family = AF_UNSPEC;
       hints.ai_socktype = SOCK_STREAM;
@@ -283,11 +328,11 @@ result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id
       std::string service = std::to_string(port);
       int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
       if (gai != 0)
-        return status::error(fmt::format("nccl rendezvous: resolve {}: {}", host.substr(0, 64), ::gai_strerror(gai)));
+        return status::error(fmt::format("{}: resolve {}: {}", ch.name, host.substr(0, 64), ::gai_strerror(gai)));
       for (struct addrinfo* ai = res; ai; ai = ai->ai_next) {
         int fd = connect_timed(ai, std::max(1, ms_until(deadline, 1000)));
         if (fd < 0) continue;
-        munge_session s = nccl_pair_session(job_id, step_id, false, auth);
+        munge_session s = pair_session(ch, false, auth);
         bool fatal = false;
         std::string why = join_one(fd, hello, s, deadline, fatal);
         if (why.empty()) {
@@ -297,14 +342,14 @@ result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id
           return rv;
         }
         if (why != "busy") {
-          std::string line = fmt::format("nccl rendezvous: refused peer {}: {}", peer_text(fd), why);
+          std::string line = fmt::format("{}: refused peer {}: {}", ch.name, peer_text(fd), why);
           if (std::find(refused.begin(), refused.end(), line) == refused.end()) refused.push_back(line);
         }
         last = fmt::format("port {}: {}", port, why);
         ::close(fd);
         if (fatal) {
           ::freeaddrinfo(res);
-          return status::error("nccl rendezvous: " + why);
+          return status::error(ch.name + ": " + why);
         }
         break;
       }

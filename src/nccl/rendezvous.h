@@ -25,9 +25,24 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mrcheck::detail {
+
+// What one kind of pair meets on: the same walk, hello, credentials and refusals for the NCCL pair and the
+// data-plane probe's node pairs (include/mrcheck/rdma_probe.h), each with its own purpose, hello and ports.
+struct pair_channel {
+  std::string name;     // the prefix of every error and refusal line: "nccl rendezvous", "rdma pair 0"
+  std::string hello;    // what a joining node says first (then " <nonce>"): "mrcheck-nccl 2 <job>.<step>"
+  std::string purpose;  // the MUNGE binding's purpose: "nccl-pair", "rdma-pair 0"
+  std::uint64_t job_id = 0;
+  std::uint64_t step_id = 0;
+  std::uint64_t port_salt = 0;  // the ports are nccl_pair_port(job, step ^ port_salt, attempt)
+  int port_attempts = 0;        // 0: k_nccl_port_attempts
+};
+// The NCCL pair's channel for (job, step).
+pair_channel nccl_pair_channel(std::uint64_t job_id, std::uint64_t step_id, int port_attempts = 0);
 
 struct rendezvous {
   int fd = -1;             // connected TCP socket (owned by the caller)
@@ -46,6 +61,19 @@ result<rendezvous> rendezvous_serve(std::uint64_t job_id, std::uint64_t step_id,
 result<rendezvous> rendezvous_join(const std::string& host, std::uint64_t job_id, std::uint64_t step_id,
                                    std::chrono::steady_clock::time_point deadline, const munge_settings& auth,
                                    std::vector<std::string>& refused, int port_attempts = 0);
+// The same on any channel.
+result<rendezvous> rendezvous_serve(const pair_channel& ch, std::chrono::steady_clock::time_point deadline,
+                                    const munge_settings& auth, std::vector<std::string>& refused);
+result<rendezvous> rendezvous_join(const pair_channel& ch, const std::string& host,
+                                   std::chrono::steady_clock::time_point deadline, const munge_settings& auth,
+                                   std::vector<std::string>& refused);
+// After the meeting: one line to the peer as a credential of the session ("m CRED"), and the peer's next such
+// line opened, within `until` (silence, EOF, a line over 64 KiB or one that does not open: an error naming why).
+status send_sealed_line(rendezvous& rv, std::string_view body);
+result<std::string> read_sealed_line(rendezvous& rv, std::chrono::steady_clock::time_point until);
+
+// The session both sides of a channel use: this process's uid and gid may speak.
+munge_session pair_session(const pair_channel& ch, bool server, const munge_settings& auth);
 
 // The session both sides of a job's rendezvous use: the job's uid and gid (this process's) may speak.
 munge_session nccl_pair_session(std::uint64_t job_id, std::uint64_t step_id, bool server, const munge_settings& auth);

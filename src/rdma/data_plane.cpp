@@ -85,7 +85,8 @@ std::optional<failure> choose_gid(session& s, const ibv_port_attr& pa, rdma_port
   return std::nullopt;
 }
 
-std::optional<failure> setup(session& s, std::uint64_t max_size) {
+// The PD, the memory, and the CQ and QP of sides [first, last] (both for the loopback, one for a node pair).
+std::optional<failure> setup(session& s, std::uint64_t max_size, int first = 0, int last = 1) {
   log(*s.log, log_level::verbose, "probe rdma: calling ibv_alloc_pd");
   if ((s.pd = s.v->alloc_pd(s.ctx)) == nullptr) return call_failed("alloc_pd", "ibv_alloc_pd", errno);
   s.region = (max_size + 4095) / 4096 * 4096;
@@ -96,12 +97,12 @@ std::optional<failure> setup(session& s, std::uint64_t max_size) {
   log(*s.log, log_level::verbose, "probe rdma: calling ibv_reg_mr {} bytes", 3 * s.region);
   s.mr = s.v->reg_mr(s.pd, s.buf, 3 * s.region, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (s.mr == nullptr) return call_failed("reg_mr", fmt::format("ibv_reg_mr of {}", format_bytes(3 * s.region)), errno);
-  for (int side = 0; side < 2; ++side) {
+  for (int side = first; side <= last; ++side) {
     log(*s.log, log_level::verbose, "probe rdma: calling ibv_create_cq");
     s.cq[side] = s.v->create_cq(s.ctx, 2 * k_queue_depth + 2, nullptr, nullptr, 0);
     if (s.cq[side] == nullptr) return call_failed("create_cq", "ibv_create_cq", errno);
   }
-  for (int side = 0; side < 2; ++side) {
+  for (int side = first; side <= last; ++side) {
     ibv_qp_init_attr init{};
     init.send_cq = s.cq[side];
     init.recv_cq = s.cq[side];
@@ -117,56 +118,85 @@ std::optional<failure> setup(session& s, std::uint64_t max_size) {
   return std::nullopt;
 }
 
+// Where one QP sends: the other QP's number, its LID or GID, and the path MTU both ends can carry.
+struct destination {
+  std::uint32_t qpn = 0;
+  std::uint16_t lid = 0;
+  const ibv_gid* gid = nullptr;  // RoCE (or a global route): the GID, sent from sgid_index
+  int sgid_index = -1;
+  ibv_mtu mtu = IBV_MTU_1024;
+  bool peer = false;  // the other node's QP (the text says "to" its GID)
+};
+
+ibv_qp_attr transition(const session& s, int state, const destination& d, int& mask) {
+  ibv_qp_attr a{};
+  mask = IBV_QP_STATE;
+  if (state == 0) {
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = s.port;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  } else if (state == 1) {
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = d.mtu;
+    a.dest_qp_num = d.qpn;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dlid = d.lid;
+    a.ah_attr.port_num = s.port;
+    if (d.sgid_index >= 0 && d.gid != nullptr) {
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = *d.gid;
+      a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(d.sgid_index);
+      a.ah_attr.grh.hop_limit = 1;
+    }
+    mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+            IBV_QP_MIN_RNR_TIMER;
+  } else {
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a lost packet ends as RETRY_EXC_ERR within 0.5 s
+    // 6, not 7: Soft-RoCE (rxe_comp.c) takes a retry count of 7 as "retry forever", as the spec does for the RNR
+    // count only, so a path that drops everything (a firewall between the guests) never completed there.
+    a.retry_cnt = 6;
+    a.rnr_retry = 3;
+    a.sq_psn = 0;
+    a.max_rd_atomic = 1;
+    mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+  }
+  return a;
+}
+
+// One QP (`side`) from RESET to `to` (0 INIT, 1 RTR, 2 RTS) and from `from`; the failure names the transition.
+std::optional<failure> move_qp(session& s, int side, int from, int to, const destination& d) {
+  const char* names[] = {"INIT", "RTR", "RTS"};
+  for (int state = from; state <= to; ++state) {
+    int mask = 0;
+    ibv_qp_attr a = transition(s, state, d, mask);
+    log(*s.log, log_level::verbose, "probe rdma: calling ibv_modify_qp {}", names[state]);
+    if (int rc = s.v->modify_qp(s.qp[side], &a, mask); rc != 0) {
+      failure f = call_failed(fmt::format("modify_qp {}", names[state]),
+                              fmt::format("ibv_modify_qp to {}", names[state]), rc > 0 ? rc : errno);
+      if (state == 1) {
+        f.message += fmt::format(" (path MTU {}, {})", 128 << d.mtu,
+                                 d.sgid_index >= 0 && d.gid != nullptr
+                                     ? fmt::format("GID index {} {}{}", d.sgid_index, d.peer ? "to " : "",
+                                                   gid_text(*d.gid))
+                                     : fmt::format("LID {}", d.lid));
+      }
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
 // RESET -> INIT -> RTR -> RTS for both QPs, each the other's destination; what ibv_rc_pingpong sets.
 std::optional<failure> connect(session& s, const ibv_port_attr& pa, const rdma_port_result& r, const ibv_gid& gid) {
-  const char* names[] = {"INIT", "RTR", "RTS"};
   for (int state = 0; state < 3; ++state) {
     for (int side = 0; side < 2; ++side) {
-      ibv_qp_attr a{};
-      int mask = IBV_QP_STATE;
-      if (state == 0) {
-        a.qp_state = IBV_QPS_INIT;
-        a.pkey_index = 0;
-        a.port_num = s.port;
-        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-      } else if (state == 1) {
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = pa.active_mtu;
-        a.dest_qp_num = s.qp[1 - side]->qp_num;
-        a.rq_psn = 0;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        a.ah_attr.dlid = pa.lid;
-        a.ah_attr.port_num = s.port;
-        if (r.gid_index >= 0) {
-          a.ah_attr.is_global = 1;
-          a.ah_attr.grh.dgid = gid;
-          a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(r.gid_index);
-          a.ah_attr.grh.hop_limit = 1;
-        }
-        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                IBV_QP_MIN_RNR_TIMER;
-      } else {
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a lost packet ends as RETRY_EXC_ERR within 0.5 s
-        a.retry_cnt = 7;
-        a.rnr_retry = 3;
-        a.sq_psn = 0;
-        a.max_rd_atomic = 1;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
-      }
-      log(*s.log, log_level::verbose, "probe rdma: calling ibv_modify_qp {}", names[state]);
-      if (int rc = s.v->modify_qp(s.qp[side], &a, mask); rc != 0) {
-        failure f = call_failed(fmt::format("modify_qp {}", names[state]),
-                                fmt::format("ibv_modify_qp to {}", names[state]), rc > 0 ? rc : errno);
-        if (state == 1) {
-          f.message += fmt::format(" (path MTU {}, {})", 128 << pa.active_mtu,
-                                   r.gid_index >= 0 ? fmt::format("GID index {} {}", r.gid_index, r.gid)
-                                                    : fmt::format("LID {}", pa.lid));
-        }
-        return f;
-      }
+      destination d{s.qp[1 - side]->qp_num, pa.lid, &gid, r.gid_index, pa.active_mtu};
+      if (auto f = move_qp(s, side, state, state, d)) return f;
     }
   }
   return std::nullopt;
@@ -201,6 +231,46 @@ void session::release() {
   mr = nullptr;
   pd = nullptr;
   buf = nullptr;
+}
+
+std::optional<failure> pair_prepare(session& s, const ibv_port_attr& pa, rdma_port_result& r, std::uint64_t max_size,
+                                    int side, qp_info& mine) {
+  r.mtu = 128 << pa.active_mtu;
+  r.lid = pa.lid;
+  ibv_gid gid{};
+  std::optional<failure> f;
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    f = choose_gid(s, pa, r, gid);
+  } else if (pa.lid == 0) {
+    f = failure{"port", "no_lid", 0, "",
+                fmt::format("{} port {} is ACTIVE without a LID: no subnet manager has configured it", r.device,
+                            r.port)};
+  }
+  if (!f) f = setup(s, max_size, side, side);
+  if (!f) f = move_qp(s, side, 0, 0, destination{});
+  if (f) return f;
+  mine.qpn = s.qp[side]->qp_num;
+  mine.lid = pa.lid;
+  mine.has_gid = r.gid_index >= 0;
+  mine.gid = gid;
+  mine.mtu = pa.active_mtu;
+  // A's writes land in B's region: B announces it (A's address is unused by B).
+  mine.addr = reinterpret_cast<std::uintptr_t>(s.b_rx());
+  mine.rkey = s.mr->rkey;
+  return std::nullopt;
+}
+
+std::optional<failure> pair_connect(session& s, int side, const rdma_port_result& r, const qp_info& peer, int mtu) {
+  destination d{peer.qpn,
+                peer.lid,
+                peer.has_gid ? &peer.gid : nullptr,
+                peer.has_gid ? r.gid_index : -1,
+                static_cast<ibv_mtu>(mtu),
+                true};
+  s.remote = true;
+  s.remote_addr = peer.addr;
+  s.remote_rkey = peer.rkey;
+  return move_qp(s, side, 1, 2, d);
 }
 
 // One ACTIVE port: the pair, then every size.

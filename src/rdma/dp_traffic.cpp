@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <vector>
 
 namespace mrcheck::dp {
 
@@ -80,8 +81,9 @@ int post_send(session& s, int side, ibv_wr_opcode op, unsigned char* addr, std::
   wr.opcode = op;
   wr.send_flags = IBV_SEND_SIGNALED;
   if (op == IBV_WR_RDMA_WRITE) {
-    wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(remote);
-    wr.wr.rdma.rkey = s.mr->rkey;
+    // A node pair writes into the peer's memory, the loopback into B's region of this registration.
+    wr.wr.rdma.remote_addr = s.remote ? s.remote_addr : reinterpret_cast<std::uintptr_t>(remote);
+    wr.wr.rdma.rkey = s.remote ? s.remote_rkey : s.mr->rkey;
   }
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(s.qp[side], &wr, &bad);
@@ -186,10 +188,74 @@ std::optional<failure> writes(session& s, std::uint64_t size, int iters, rdma_si
   }
   double us = micros(clock::now() - t0);
   out.write_mbps = us > 0 ? static_cast<double>(size) * iters / us : 0;
+  // A node pair's writes landed on the peer, which checks them (pair_verify_written).
+  if (s.remote) return std::nullopt;
   return compare(s.b_rx(), s.a_tx(), size, "the RDMA write");
 }
 
+// What A's writes leave in B's region: A's source after fill_pattern and the writes' stamp.
+void written_pattern(unsigned char* p, std::uint64_t size) {
+  fill_pattern(p, size);
+  stamp(p, size, 0xffff);
+}
+
 }  // namespace
+
+std::optional<failure> pair_send(session& s, std::uint64_t size, int iters, rdma_size_result& out) {
+  out.size = size;
+  out.iters = iters;
+  fill_pattern(s.a_tx(), size);
+  if (int rc = post_recv(s, 0, s.a_rx(), size)) return call_failed("post_recv", "ibv_post_recv", rc);
+  auto t0 = clock::now();
+  for (int i = 0; i < iters; ++i) {
+    stamp(s.a_tx(), size, static_cast<std::uint64_t>(i));
+    if (int rc = post_send(s, 0, IBV_WR_SEND, s.a_tx(), size, nullptr)) {
+      return call_failed("post_send", "ibv_post_send", rc);
+    }
+    // The send's completion and the echo's receive, both on A's CQ.
+    if (auto f = await(s, 2, 0, size, "the send and the peer's echo")) return f;
+    if (!stamped(s.a_rx(), size, static_cast<std::uint64_t>(i))) {
+      return mismatch("verify", fmt::format("echo {} of {} bytes arrived without its stamp", i, size));
+    }
+    if (i + 1 < iters) {
+      if (int rc = post_recv(s, 0, s.a_rx(), size)) return call_failed("post_recv", "ibv_post_recv", rc);
+    }
+  }
+  out.send_latency_us = micros(clock::now() - t0) / iters / 2;
+  if (auto f = compare(s.a_rx(), s.a_tx(), size, "the last echo")) return f;
+  if (auto f = writes(s, size, iters, out)) return f;
+  out.verified = true;
+  return std::nullopt;
+}
+
+std::optional<failure> pair_post_first_recv(session& s, std::uint64_t size) {
+  if (int rc = post_recv(s, 1, s.b_rx(), size)) return call_failed("post_recv", "ibv_post_recv", rc);
+  return std::nullopt;
+}
+
+std::optional<failure> pair_echo(session& s, std::uint64_t size, int iters) {
+  for (int i = 0; i < iters; ++i) {
+    if (auto f = await(s, 0, 1, size, "the peer's send")) return f;
+    if (!stamped(s.b_rx(), size, static_cast<std::uint64_t>(i))) {
+      return mismatch("verify", fmt::format("send {} of {} bytes arrived without its stamp", i, size));
+    }
+    // The next receive before the echo: A sends again only once the echo arrived.
+    if (i + 1 < iters) {
+      if (int rc = post_recv(s, 1, s.b_rx(), size)) return call_failed("post_recv", "ibv_post_recv", rc);
+    }
+    if (int rc = post_send(s, 1, IBV_WR_SEND, s.b_rx(), size, nullptr)) {
+      return call_failed("post_send", "ibv_post_send", rc);
+    }
+    if (auto f = await(s, 0, 1, size, "the echo's send")) return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<failure> pair_verify_written(session& s, std::uint64_t size) {
+  std::vector<unsigned char> want(size);
+  written_pattern(want.data(), size);
+  return compare(s.b_rx(), want.data(), size, "the peer's RDMA write");
+}
 
 failure call_failed(std::string step, std::string call, int err) {
   if (err < 0) err = -err;

@@ -97,6 +97,7 @@ void run_all(const dp::verbs& v, const rdma_probe_request& req, log_sink& lg, rd
     int err = errno != 0 ? errno : ENODEV;
     // No uverbs in the kernel (ENOSYS) is no device, as in the registration probe.
     if (err != ENOSYS && err != ENODEV) o.list_error = fmt::format("ibv_get_device_list: {}", errno_name(err));
+    if (req.peers) dp::run_peers(v, nullptr, 0, req, lg, o);  // the peers hear why, not silence
     return;
   }
   // --device wins over NCCL_IB_HCA, as in the registration probe.
@@ -123,6 +124,7 @@ void run_all(const dp::verbs& v, const rdma_probe_request& req, log_sink& lg, rd
     run_device(v, ctx, dev, req, filter, lg, o);
     if (int rc = v.close_device(ctx); rc != 0) o.notes.push_back(fmt::format("{}: ibv_close_device failed", dev));
   }
+  if (req.peers) dp::run_peers(v, list, n, req, lg, o);
   v.free_device_list(list);
 }
 
@@ -139,6 +141,7 @@ rdma_probe_outcome run_rdma_probe(const rdma_probe_request& req, const std::stri
   auto v = dp::load(library);
   if (!v) {
     o.load_error = v.error().message();
+    if (req.peers) dp::run_peers(dp::verbs{}, nullptr, 0, req, log, o);  // the peers hear why, not silence
   } else {
     o.library = v->path;
     run_all(*v, req, log, o);

@@ -101,8 +101,11 @@ check("probe-rdma", run([mrcheck, "probe", "rdma", "--json", "--timeout", "20s"]
 # a completion error and a RoCE port without a GID.
 fake_verbs = os.path.join(build, "fakes", "lib", "libibverbs.so.1")
 if os.path.exists(fake_verbs):
+    # The last: node 1 of a two-node step whose pair cannot authenticate (no munged there): the JSON's pairs.
+    step = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1", "SLURM_STEP_NODELIST": "127.0.0.[1-2]",
+            "MRCHECK_MUNGE_SOCKET": "/nonexistent/munge.socket"}
     for what, extra, code in (("pass", {}, 0), ("IBV_WC_RETRY_EXC_ERR", {"MRCHECK_FAKE_IBV_WC": "RETRY_EXC_ERR"}, 1),
-                              ("no GID", {"MRCHECK_FAKE_IBV_PORT": "eth,nogid"}, 1)):
+                              ("no GID", {"MRCHECK_FAKE_IBV_PORT": "eth,nogid"}, 1), ("a pair between nodes", step, 1)):
         env = {**os.environ, "MRCHECK_FAKE_IBV_DATA": "loopback", **extra}
         p = subprocess.run([mrcheck, "probe", "rdma", "--json", "--verbs-library", fake_verbs, "--sizes", "64,64K",
                             "--iters", "4"], capture_output=True, text=True, timeout=60, env=env)

@@ -459,3 +459,30 @@ TEST(Fleet, ReportParsingFastPathAgreesWithTheFullParse) {
 
 }  // namespace
 }  // namespace mrcheck
+
+namespace mrcheck {
+namespace {
+
+// A drain reason has 200 bytes: a list that changed is named by what left and came, so the cause still fits
+// (the guests' slurm_prolog_drain_test: librxe removed, the reason was the two provider lists, cut).
+TEST(history_reason, a_long_list_change_is_named_by_its_difference) {
+  stack_change c;
+  c.time = 1764500000;
+  stack_change_item i{"verbs_providers",
+                      "bnxt_re,cxgb4,efa,erdma,hfi1verbs,hns,ipathverbs,irdma,mana,mlx4,mlx5,mthca,ocrdma,qedr,rxe,siw",
+                      "bnxt_re,cxgb4,efa,erdma,hfi1verbs,hns,ipathverbs,irdma,mana,mlx4,mlx5,mthca,ocrdma,qedr,siw"};
+  EXPECT_EQ(change_words_short(c, i), "verbs_providers -rxe since 2025-11-30T10:53Z");
+  stack_change_item k{"kernel", "6.1.0-50-amd64", "6.12.95+deb12-amd64"};
+  EXPECT_EQ(change_words_short(c, k), change_words(c, k)) << "short enough as it is";
+  stack_change_item swapped{"verbs_providers", std::string(120, 'a'), std::string(120, 'b')};
+  EXPECT_EQ(change_words_short(c, swapped), "verbs_providers changed since 2025-11-30T10:53Z");
+  check_result r;
+  r.id = "rdma_stack";
+  r.result = verdict::fail;
+  r.summary = change_words_short(c, i) + ": rxe0 (rxe) has no rdma-core provider librxe in user space";
+  EXPECT_NE(drain_reason(r).find("has no rdma-core provider librxe in user space"), std::string::npos)
+      << drain_reason(r);
+}
+
+}  // namespace
+}  // namespace mrcheck
