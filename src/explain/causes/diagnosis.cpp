@@ -26,6 +26,7 @@ diagnosis apply(const cause_row& row, const case_ctx& c) {
   d.summary = row.summary(c);
   d.fix = row.fix(c);
   d.fallback = std::string(row.fallback);
+  d.owner = row.owner;
   return d;
 }
 
@@ -115,6 +116,7 @@ void to_json(nlohmann::json& j, const diagnosis& d) {
                      {"evidence", d.evidence},
                      {"fix", d.fix},
                      {"fallback", d.fallback}};
+  if (d.owner != fix_owner::none) j["owner"] = to_string(d.owner);
 }
 
 }  // namespace mrcheck
