@@ -10,6 +10,7 @@
 // the most likely cause for the errno and says, through `confirmed`, whether the evidence backed it.
 #pragma once
 
+#include <mrcheck/check.h>
 #include <mrcheck/container_runtime.h>
 #include <mrcheck/facts.h>
 
@@ -141,6 +142,8 @@ struct node_evidence {
   std::optional<bool> peer_memory_client;
   nvidia_flavour driver_flavour = nvidia_flavour::unknown;
   std::string driver_version;  // "580.82.09"; "" unknown
+  // An nvidia-imex daemon runs (a process whose comm is nvidia-imex); unset where the node has no IMEX at all.
+  std::optional<bool> imex_daemon;
 };
 
 // Builds the evidence from collected facts: memlock of chain[0] (the start pid), meminfo, max_map_count,
@@ -181,6 +184,9 @@ struct diagnosis {
   std::vector<std::string> evidence;  // ordered: errno, limits, versions, max_map_count/hugepages
   std::string fix;                    // one actionable line
   std::string fallback;               // last resort with its cost (NCCL_IB_DISABLE=1); "" when not applicable
+  // Who fixes it, where a row knows and it is not the job's own: the node (its daemons, modules) or the site
+  // (slurm.conf, its plugins); none elsewhere (include/mrcheck/owner.h for the checks' owners).
+  fix_owner owner = fix_owner::none;
 };
 
 // The rules (docs/facts/verbs-and-nccl.md §2), in order:

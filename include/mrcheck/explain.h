@@ -9,6 +9,7 @@
 
 #include <mrcheck/container_runtime.h>
 #include <mrcheck/nccl_log.h>
+#include <mrcheck/nccl_probe.h>
 #include <mrcheck/status.h>
 #include <mrcheck/sysroot.h>
 
@@ -61,10 +62,12 @@ std::vector<const nccl_group*> failure_groups(const nccl_log_scanner& scanner, c
 
 // ---- The path NCCL took, from its INFO lines (NCCL_DEBUG=INFO): a silent fallback the node could avoid ----
 // GPUDirect RDMA off and sockets instead of InfiniBand never print an error (docs/facts/verbs-and-nccl.md §4).
-// The lines scan_fd() shows its observer that carry NCCL's transport and GPUDirect lines are kept (at most 4096
-// lines and 1 MiB; past that they are counted) and read once with parse_nccl_log() at the end.
+// The lines scan_fd() shows its observer that carry NCCL's transport and GPUDirect lines go, as they come, to
+// nccl_log_reader (src/nccl/log_parse.cpp), one of the line reader's listeners: at most 4096 lines and 1 MiB of
+// them; past that they are counted.
 struct nccl_path_scan {
-  std::string text;
+  nccl_log_reader reader;
+  std::size_t bytes = 0;  // of the lines read, newlines counted
   std::size_t kept = 0;
   std::size_t skipped = 0;      // relevant lines past the caps
   std::set<std::string> hosts;  // from NCCL's "host:pid:tid" headers, at most 16

@@ -171,6 +171,7 @@ class nccl_log_scanner {
                                      unsigned cls);
   std::optional<nccl_event> record(nccl_event ev, std::string_view thread, std::string_view message);
   std::optional<nccl_event> last_error_line(std::string_view line);
+  std::optional<nccl_event> form_line(std::string_view line, unsigned cls, bool after_last_error);
   bool asked_ib_ = false;
   bool log_gpu_ = false;
   std::uint64_t stack_unsafe_line_ = 0;

@@ -89,6 +89,21 @@ struct nccl_log_facts {
   std::vector<nccl_init_timing> init_timings;
   std::vector<std::string> warnings;  // text after "NCCL WARN ", escaped, in order
 };
+// What NCCL's log says, one line at a time: a listener of explain's line reader (through nccl_path_scan, which
+// has found the "NCCL INFO " marker already and hands over the text after it) and of parse_nccl_log below.
+class nccl_log_reader {
+ public:
+  void feed(std::string_view line);          // a whole line: finds "NCCL WARN " or "NCCL INFO " itself
+  void feed_info(std::string_view rest);     // the text after "NCCL INFO "
+  void feed_warn(std::string_view message);  // the text after "NCCL WARN "
+  nccl_log_facts facts() const;              // what the lines fed so far say
+
+ private:
+  nccl_log_facts f_;
+  std::optional<bool> hca_gdr_;  // what NCCL said of the HCAs ("GPU Direct RDMA Enabled/Disabled for HCA")
+  bool channel_gdr_ = false;     // a channel "via NET/.../GDRDMA"
+};
+// A whole captured output (a rank's stdout or stderr), line by line through nccl_log_reader.
 nccl_log_facts parse_nccl_log(std::string_view text);
 // Adds what `more` found (another rank's log) to `into`: distinct lists merged, flags or-ed.
 void merge_nccl_log_facts(nccl_log_facts& into, const nccl_log_facts& more);

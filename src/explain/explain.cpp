@@ -2,6 +2,7 @@
 #include <mrcheck/child.h>
 #include <mrcheck/container.h>
 #include <mrcheck/explain.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/facts.h>
 #include <mrcheck/nccl_log.h>
 #include <mrcheck/units.h>
@@ -130,6 +131,8 @@ node_evidence explain_evidence(const sysroot& root, evidence_origin& origin) {
     }
   }
   container_evidence(root, root.is_host() ? current_environment() : std::vector<std::string>{}, e);
+  // Whether this node's IMEX daemon runs: it decides who fixes a refused MNNVL fabric handle (causes_nccl.cpp).
+  if (imex_installed(root)) e.imex_daemon = read_imex_facts(root).daemon_pid.has_value();
   return e;
 }
 
@@ -306,6 +309,7 @@ std::string findings_to_text(const std::vector<finding>& findings, std::string_v
       out += fmt::format("   {}{}\n", i == 0 ? "evidence: " : "          ", d.evidence[i]);
     }
     out += fmt::format("   fix:      {}\n", d.fix);
+    if (d.owner != fix_owner::none) out += fmt::format("   owner:    {}\n", to_string(d.owner));
     if (!d.fallback.empty()) out += fmt::format("   fallback: {}\n", d.fallback);
   }
   return out;
@@ -346,6 +350,7 @@ nlohmann::json findings_to_json(const std::vector<finding>& findings, std::strin
     j["evidence"] = d.evidence;
     j["evidence_applies"] = f.evidence_applies;
     j["fix"] = d.fix;
+    if (d.owner != fix_owner::none) j["owner"] = to_string(d.owner);  // only where a row knows (diagnosis::owner)
     j["fallback"] = d.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.fallback);
     arr.push_back(std::move(j));
   }

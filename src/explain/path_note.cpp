@@ -65,7 +65,7 @@ void nccl_path_scan::feed(std::string_view line) {
   bool wanted = rest.find("NET/") != std::string_view::npos || rest.find("RDMA ") != std::string_view::npos ||
                 rest.starts_with("DMA-BUF is");
   if (!wanted) return;
-  if (kept >= k_max_lines || text.size() + line.size() + 1 > k_max_bytes) {
+  if (kept >= k_max_lines || bytes + line.size() + 1 > k_max_bytes) {
     ++skipped;
     return;
   }
@@ -73,15 +73,22 @@ void nccl_path_scan::feed(std::string_view line) {
     std::string h = host_of(line.substr(0, info));
     if (!h.empty()) hosts.insert(std::move(h));
   }
-  text.append(line.data(), line.size());
-  text += '\n';
+  // The marker is found: the reader of NCCL's facts gets the text after it (a line that also carries a WARN
+  // marker is the reader's to sort out, as in a captured output).
+  if (line.find("NCCL WARN ") != std::string_view::npos) {
+    reader.feed(line);
+  } else {
+    if (rest.ends_with('\r')) rest.remove_suffix(1);
+    reader.feed_info(rest);
+  }
+  bytes += line.size() + 1;
   ++kept;
 }
 
 std::optional<path_note> judge_path(const nccl_path_scan& scan, const std::function<const node_evidence&()>& evidence,
                                     const evidence_origin& origin) {
   if (scan.kept == 0) return std::nullopt;
-  nccl_log_facts f = parse_nccl_log(scan.text);
+  nccl_log_facts f = scan.reader.facts();
   bool ib = std::any_of(f.transports.begin(), f.transports.end(), [](const std::string& t) { return t == "NET/IB"; });
   bool socket = std::any_of(f.transports.begin(), f.transports.end(),
                             [](const std::string& t) { return t == "NET/Socket"; });

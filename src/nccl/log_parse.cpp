@@ -1,5 +1,7 @@
-// Transport and timing extraction from NCCL's own log. Failure lines (Call to ibv_... failed) are the shared
-// diagnosis' business; here we only collect the WARN texts and what NCCL says about the path it chose.
+// Transport and timing extraction from NCCL's own log, one line at a time (nccl_log_reader: a listener of the line
+// reader, src/explain/read/nccl_log_read.cpp, through explain's path note; parse_nccl_log feeds it a whole
+// captured output). Failure lines (Call to ibv_... failed) are the shared diagnosis' business; here we only collect
+// the WARN texts and what NCCL says about the path it chose.
 // Line formats: NCCL 2.28 src/transport.cc ("Channel %02d/%d : %d[%d] -> %d[%d] [%s] via %s"),
 // src/init.cc ("Init timings - ..."), src/transport/net_ib.cc ("NET/IB : Using ..."), graph/topo.cc.
 #include <mrcheck/nccl_probe.h>
@@ -116,69 +118,76 @@ void add_ib_devices(std::string_view devs, std::vector<std::string>& out) {
 
 }  // namespace
 
-nccl_log_facts parse_nccl_log(std::string_view text) {
-  nccl_log_facts f;
-  std::optional<bool> hca_gdr;
-  bool channel_gdr = false;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-
-    if (std::size_t w = line.find("NCCL WARN "); w != std::string_view::npos) {
-      f.warnings.push_back(escape_line(trim(line.substr(w + 10)), 400));
-      continue;
-    }
-    std::size_t i = line.find("NCCL INFO ");
-    if (i == std::string_view::npos) continue;
-    std::string_view rest = line.substr(i + 10);
-
-    if (rest.starts_with("NCCL version ")) {
-      std::string_view v = rest.substr(13);
-      f.version = escape_line(v.substr(0, v.find(' ')), 64);
-    } else if (rest.starts_with("Using network ")) {
-      f.network = escape_line(trim(rest.substr(14)), 64);
-    } else if (rest.starts_with("Init timings")) {
-      if (auto t = parse_timings(rest)) f.init_timings.push_back(std::move(*t));
-    } else if (rest.starts_with("NET/IB : No device found")) {
-      f.ib_no_device = true;
-    } else if (rest.starts_with("NET/IB : Using ")) {
-      add_ib_devices(rest.substr(15), f.ib_devices);
-    } else if (rest.starts_with("NET/Socket : Using ")) {
-      f.socket_devices = escape_line(trim(rest.substr(19)), 200);
-    } else if (rest.find("GPU Direct RDMA Enabled") != std::string_view::npos) {
-      hca_gdr = true;
-    } else if (std::size_t d = rest.find("GPU Direct RDMA Disabled"); d != std::string_view::npos) {
-      if (!hca_gdr) hca_gdr = false;
-      // "GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 8 > 5)" says why a NET channel goes through host
-      // memory; the per-HCA "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'" says less.
-      if (f.gdr_note.empty() || rest.starts_with("GPU Direct")) f.gdr_note = escape_line(trim(rest.substr(d)), 200);
-    } else if (rest.starts_with("DMA-BUF is available")) {
-      f.dmabuf = true;
-    } else if (std::size_t v = rest.find("] via "); v != std::string_view::npos && rest.starts_with("Channel ")) {
-      std::string_view via = rest.substr(v + 6);
-      via = via.substr(0, via.find(' '));
-      if (!via.empty()) {
-        add_distinct(f.channels, escape_line(via, 64));
-        add_distinct(f.transports, escape_line(transport_of(via), 64));
-        if (via.find("/GDRDMA") != std::string_view::npos) channel_gdr = true;
-      }
-    } else if (std::size_t n = rest.find(" nNodes "); n != std::string_view::npos) {
-      if (auto nn = to_int(rest.substr(n + 8))) f.nnodes = *nn;
-    }
+void nccl_log_reader::feed(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (std::size_t w = line.find("NCCL WARN "); w != std::string_view::npos) {
+    feed_warn(line.substr(w + 10));
+  } else if (std::size_t i = line.find("NCCL INFO "); i != std::string_view::npos) {
+    feed_info(line.substr(i + 10));
   }
+}
+
+void nccl_log_reader::feed_warn(std::string_view message) { f_.warnings.push_back(escape_line(trim(message), 400)); }
+
+void nccl_log_reader::feed_info(std::string_view rest) {
+  if (rest.starts_with("NCCL version ")) {
+    std::string_view v = rest.substr(13);
+    f_.version = escape_line(v.substr(0, v.find(' ')), 64);
+  } else if (rest.starts_with("Using network ")) {
+    f_.network = escape_line(trim(rest.substr(14)), 64);
+  } else if (rest.starts_with("Init timings")) {
+    if (auto t = parse_timings(rest)) f_.init_timings.push_back(std::move(*t));
+  } else if (rest.starts_with("NET/IB : No device found")) {
+    f_.ib_no_device = true;
+  } else if (rest.starts_with("NET/IB : Using ")) {
+    add_ib_devices(rest.substr(15), f_.ib_devices);
+  } else if (rest.starts_with("NET/Socket : Using ")) {
+    f_.socket_devices = escape_line(trim(rest.substr(19)), 200);
+  } else if (rest.find("GPU Direct RDMA Enabled") != std::string_view::npos) {
+    hca_gdr_ = true;
+  } else if (std::size_t d = rest.find("GPU Direct RDMA Disabled"); d != std::string_view::npos) {
+    if (!hca_gdr_) hca_gdr_ = false;
+    // "GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 8 > 5)" says why a NET channel goes through host
+    // memory; the per-HCA "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lo'" says less.
+    if (f_.gdr_note.empty() || rest.starts_with("GPU Direct")) f_.gdr_note = escape_line(trim(rest.substr(d)), 200);
+  } else if (rest.starts_with("DMA-BUF is available")) {
+    f_.dmabuf = true;
+  } else if (std::size_t v = rest.find("] via "); v != std::string_view::npos && rest.starts_with("Channel ")) {
+    std::string_view via = rest.substr(v + 6);
+    via = via.substr(0, via.find(' '));
+    if (!via.empty()) {
+      add_distinct(f_.channels, escape_line(via, 64));
+      add_distinct(f_.transports, escape_line(transport_of(via), 64));
+      if (via.find("/GDRDMA") != std::string_view::npos) channel_gdr_ = true;
+    }
+  } else if (std::size_t n = rest.find(" nNodes "); n != std::string_view::npos) {
+    if (auto nn = to_int(rest.substr(n + 8))) f_.nnodes = *nn;
+  }
+}
+
+nccl_log_facts nccl_log_reader::facts() const {
+  nccl_log_facts f = f_;
   // "Enabled for HCA" only says the HCA could; the channels say whether NCCL used it. NET channels without
   // "/GDRDMA" move through host bounce buffers (the memlock-charged path).
   if (std::any_of(f.transports.begin(), f.transports.end(),
                   [](const std::string& t) { return t.starts_with("NET/"); })) {
-    f.gdr = channel_gdr;
+    f.gdr = channel_gdr_;
   } else {
-    f.gdr = hca_gdr;
+    f.gdr = hca_gdr_;
   }
   if (f.gdr.value_or(false)) f.gdr_note.clear();
   return f;
+}
+
+nccl_log_facts parse_nccl_log(std::string_view text) {
+  nccl_log_reader r;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    r.feed(text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  return r.facts();
 }
 
 void merge_nccl_log_facts(nccl_log_facts& into, const nccl_log_facts& more) {

@@ -153,5 +153,34 @@ TEST(explain_forms, garbage_is_cheap_and_harmless) {
   EXPECT_EQ(forms::classify("abc"), 0u);
 }
 
+// The cheap rejection reads four bigrams per step and looks for each anchor's last five bytes: an anchor must be
+// found at every offset (a block's first, middle and last byte, the line's very start and end, a window across two
+// blocks), in lines of every length around the block size, and a near miss must stay unclassified.
+TEST(explain_forms, classify_finds_an_anchor_at_every_offset) {
+  struct want {
+    std::string_view anchor;
+    unsigned cls;
+  };
+  const want anchors[] = {{" WARN", forms::k_warn},    {"nRanks", forms::k_rank},
+                          {"errno", forms::k_form},    {"Got completion", forms::k_form},
+                          {"NET/IB", forms::k_net_ib}, {"Stack size limit", forms::k_env}};
+  for (const want& w : anchors) {
+    for (std::size_t before = 0; before < 20; ++before) {
+      for (std::size_t after = 0; after < 9; ++after) {
+        std::string line = std::string(before, 'q') + std::string(w.anchor) + std::string(after, 'q');
+        EXPECT_EQ(forms::classify(line) & w.cls, w.cls) << '"' << line << '"';
+        // One byte short of the anchor (its first, or its last): the same class must not come from it.
+        std::string cut = std::string(before, 'q') + std::string(w.anchor.substr(1)) + std::string(after, 'q');
+        EXPECT_EQ(forms::classify(cut) & w.cls, 0u) << '"' << cut << '"';
+        cut = std::string(before, 'q') + std::string(w.anchor.substr(0, w.anchor.size() - 1)) + std::string(after, 'q');
+        EXPECT_EQ(forms::classify(cut) & w.cls, 0u) << '"' << cut << '"';
+      }
+    }
+  }
+  // Two anchors in one line, the second right after the first: both classes.
+  EXPECT_EQ(forms::classify("nRanks WARN"), forms::k_rank | forms::k_warn);
+  EXPECT_EQ(forms::classify("gpu000:1:2 [0] NCCL INFO comm 0x1 rank 1 nRanks 64 nNodes 8"), forms::k_rank);
+}
+
 }  // namespace
 }  // namespace mrcheck

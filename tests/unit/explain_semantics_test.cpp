@@ -109,6 +109,75 @@ TEST(explain_semantics, duplicate_gpu_is_not_hidden_behind_no_device) {
   EXPECT_EQ(r.causes, causes{"duplicate_gpu"});
 }
 
+// Who fixes a refused MNNVL fabric handle: the site, which gives each job its IMEX channel (Slurm's
+// switch/nvidia_imex, a ComputeDomain), unless this node's IMEX daemon is known not to run: then the node.
+TEST(explain_semantics, mnnvl_refusal_is_the_sites_unless_the_imex_daemon_is_down) {
+  const char* mnnvl =
+      "gpu1:1:2 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX "
+      "channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.";
+  const char* cumem =
+      "[CUDA_ERROR_NOT_PERMITTED] operation not permitted in expression cuMemCreate(&handle, roundedUpAllocationSize, "
+      "&prop, 0 )";
+  node_evidence unknown;  // a node without IMEX, or facts of another node
+  node_evidence running;
+  running.imex_daemon = true;
+  node_evidence down;
+  down.imex_daemon = false;
+  for (const char* line : {mnnvl, cumem}) {
+    for (const node_evidence* e : {&unknown, &running}) {
+      result r = explain({line}, *e);
+      ASSERT_EQ(r.causes, causes{"imex_channel"}) << line;
+      EXPECT_EQ(r.findings[0].diag.owner, fix_owner::site) << line;
+      EXPECT_FALSE(r.findings[0].diag.confirmed);
+      EXPECT_NE(r.findings[0].diag.fix.find("switch/nvidia_imex"), std::string::npos) << r.findings[0].diag.fix;
+    }
+    result r = explain({line}, down);
+    ASSERT_EQ(r.causes, causes{"imex_channel"}) << line;
+    EXPECT_EQ(r.findings[0].diag.owner, fix_owner::node) << line;
+    EXPECT_TRUE(r.findings[0].diag.confirmed);
+    EXPECT_NE(r.findings[0].diag.fix.find("nvidia-imex-ctl -N"), std::string::npos) << r.findings[0].diag.fix;
+  }
+  // Other findings name no owner: the JSON keeps its old shape for them.
+  EXPECT_EQ(explain({"vm:1:1 [0] NCCL INFO NCCL_NET=IB", k_no_device}).findings.at(0).diag.owner, fix_owner::none);
+}
+
+// NCCL's RAS client report (ncclras; NVIDIA/nccl #1730 a healthy one, #1911 one with a MISMATCH under Warnings):
+// a running job's state, not something the program called fatal. Neither is a failure; RAS's Errors section has
+// no public sample yet and no row.
+TEST(explain_semantics, ras_report_of_a_running_job_is_no_failure) {
+  const std::initializer_list<const char*> head = {
+      "NCCL version 2.26.2 compiled with CUDA 12.6",
+      "CUDA runtime version 12060, driver version 12060",
+      "Job summary",
+      "===========",
+      "  Nodes  Processes         GPUs  Processes     GPUs",
+      "(total)   per node  per process    (total)  (total)",
+      "      4          8            1         32       32",
+      "Communicators... (0.00s)",
+      "=============",
+      "Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors",
+      "    #  in group  per comm  per node  per comm  in group",
+  };
+  std::vector<const char*> ok(head);
+  for (const char* l : {"    0         1        32         8       256       256   RUNNING      OK", "Errors",
+                        "======", "Warnings", "========"}) {
+    ok.push_back(l);
+  }
+  std::vector<const char*> mismatch(head);
+  for (const char* l : {"    0         1         4         8        32        32   RUNNING  MISMATCH", "Errors",
+                        "======", "Warnings", "========", "#0-0 (fa93daea854b060b) MISMATCH",
+                        "  Communicator ranks have different AllGather operation counts",
+                        "  30 ranks have launched up to operation 640", "  2 ranks have launched up to operation 641",
+                        "  Rank 12 -- GPU 4 managed by process 323032 on node 10.137.190.124"}) {
+    mismatch.push_back(l);
+  }
+  for (const auto* lines : {&ok, &mismatch}) {
+    nccl_log_scanner s;
+    for (const char* l : *lines) s.feed_line(l);
+    EXPECT_TRUE(s.groups().empty());
+  }
+}
+
 TEST(explain_semantics, new_forms_of_the_field) {
   EXPECT_EQ(explain({"gpu1:1:2 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. "
                      "Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set "

@@ -165,10 +165,17 @@ TEST(explain_ucx, the_limit_ucx_prints_confirms_memlock) {
   EXPECT_TRUE(d.confirmed);
   EXPECT_TRUE(any_contains(d.evidence, "soft 64 KiB"));
   EXPECT_NE(d.fallback.find("UCX_TLS"), std::string::npos);
-  // Node evidence, when there is some, still wins over the message.
+  // Evidence of the failed task itself (memlock_source empty) still wins over the message.
   node_evidence ev;
   ev.memlock_soft = k_unlimited;
   EXPECT_EQ(diagnose(e.what, ev).what, cause::pinning_resources);
+  // Another process's (explain's shell, a --root tree's pid) does not: its limit and CAP_IPC_LOCK are not the task's.
+  ev.memlock_source = "pid 797 (mrcheck) in the --root tree";
+  ev.cap_ipc_lock = true;
+  d = diagnose(e.what, ev);
+  EXPECT_EQ(d.what, cause::memlock);
+  EXPECT_TRUE(any_contains(d.evidence, "RLIMIT_MEMLOCK of the failed process (its own message): soft 64 KiB"));
+  EXPECT_FALSE(any_contains(d.evidence, "CAP_IPC_LOCK"));
 }
 
 // nccl_925_modify_qp_enodev.log

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -73,6 +74,35 @@ TEST(nccl_probe_log, fake_hca_enomem_names_the_call_and_the_path) {
     found = found || w == "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory";
   EXPECT_TRUE(found);
   EXPECT_TRUE(f.init_timings.size() == 1);
+}
+
+// The reader as a listener: lines fed one at a time (the marker already found, as explain's path note hands them
+// over) say what the whole captured output says.
+TEST(nccl_probe_log, reader_fed_line_by_line_says_what_the_whole_output_says) {
+  const std::string text = fixture("h200_fake_ibverbs_enomem_rank0.log");
+  nccl_log_reader r;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    if (std::size_t i = line.find("NCCL INFO "); i != std::string_view::npos && line.find("NCCL WARN ") == line.npos) {
+      r.feed_info(line.substr(i + 10));
+    } else {
+      r.feed(line);
+    }
+  }
+  nccl_log_facts a = r.facts();
+  nccl_log_facts b = parse_nccl_log(text);
+  EXPECT_EQ(a.transports, b.transports);
+  EXPECT_EQ(a.channels, b.channels);
+  EXPECT_EQ(a.ib_devices, b.ib_devices);
+  EXPECT_EQ(a.gdr, b.gdr);
+  EXPECT_EQ(a.gdr_note, b.gdr_note);
+  EXPECT_EQ(a.warnings, b.warnings);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_FALSE(b.warnings.empty());
+  ASSERT_TRUE(a.gdr.has_value());
+  EXPECT_FALSE(*a.gdr);  // NET channels without /GDRDMA: decided when the facts are asked for, not per line
 }
 
 TEST(nccl_probe_log, einval_warning_text) {

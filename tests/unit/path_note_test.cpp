@@ -131,7 +131,8 @@ TEST(PathNote, BoundedWhateverTheLog) {
   for (int i = 0; i < 10000; ++i) s.feed(line);
   EXPECT_EQ(s.kept, 4096u);
   EXPECT_EQ(s.skipped, 10000u - 4096u);
-  EXPECT_LE(s.text.size(), std::size_t{1} << 20);
+  EXPECT_LE(s.bytes, std::size_t{1} << 20);
+  EXPECT_EQ(s.reader.facts().channels, std::vector<std::string>{"NET/IB/0"});
   nccl_path_scan hosts;
   for (int i = 0; i < 100; ++i) {
     hosts.feed("node" + std::to_string(i) + ":7:7 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB");

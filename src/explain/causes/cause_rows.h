@@ -152,6 +152,7 @@ struct cause_row {
   text summary;
   text fix;
   std::string_view fallback;
+  fix_owner owner = fix_owner::none;  // who fixes it (diagnosis::owner)
 
   bool match(const case_ctx& c) const;
 };

@@ -48,12 +48,24 @@ const completion_row& completion_of(const case_ctx& c) {
 
 bool detail_is(const case_ctx& c, std::string_view d) { return c.f.detail == d; }
 
-constexpr std::string_view k_imex_summary =
+// MNNVL refused (NCCL's "MNNVL ... is available but not working", CUDA_ERROR_NOT_PERMITTED on a fabric handle):
+// the node's when its IMEX daemon is known not to run, else the site's, which gives each job its channel.
+constexpr std::string_view k_imex_node_summary =
+    "NCCL (or the program) could not create or import NVLink fabric memory (MNNVL) and no nvidia-imex daemon runs "
+    "on this node, so no fabric handle can be imported; since NCCL 2.27.3 that is fatal";
+constexpr std::string_view k_imex_node_fix =
+    "start the node's IMEX service (systemctl start nvidia-imex) and check with `nvidia-imex-ctl -N` that every "
+    "node of the IMEX domain is connected; NCCL_MNNVL_ENABLE=0 runs without MNNVL";
+constexpr std::string_view k_imex_site_summary =
     "NCCL (or the program) could not create or import NVLink fabric memory (MNNVL): the job has no IMEX channel "
-    "(/dev/nvidia-caps-imex-channels) or the IMEX daemon's nodes are not connected; since NCCL 2.27.3 that is fatal";
-constexpr std::string_view k_imex_fix =
-    "give the job an IMEX channel (Slurm switch/nvidia_imex, or a ComputeDomain on Kubernetes) and check "
-    "`nvidia-imex-ctl -N`; NCCL_MNNVL_ENABLE=0 runs without MNNVL";
+    "(/dev/nvidia-caps-imex-channels/channelN) or no permission on it; since NCCL 2.27.3 that is fatal";
+constexpr std::string_view k_imex_site_fix =
+    "the site gives each job an IMEX channel (Slurm's switch/nvidia_imex plugin, SwitchType in slurm.conf; a "
+    "ComputeDomain on Kubernetes): in the job /dev/nvidia-caps-imex-channels/channel0 must exist and be readable "
+    "by the job's user; if it is, `nvidia-imex-ctl -N` on the node shows whether the daemons are connected. "
+    "NCCL_MNNVL_ENABLE=0 runs without MNNVL";
+bool mnnvl_refused(const case_ctx& c) { return c.f.call == "mnnvl" || detail_is(c, "CUDA_ERROR_NOT_PERMITTED"); }
+bool imex_daemon_down(const case_ctx& c) { return c.e.imex_daemon.has_value() && !*c.e.imex_daemon; }
 constexpr line_list k_warn{lines::warn_errno};
 
 constexpr std::array k_rows{
@@ -92,18 +104,22 @@ constexpr std::array k_rows{
               .fix = "raise the job's open-files limit (`ulimit -n`, Slurm PropagateResourceLimits NOFILE, "
                      "LimitNOFILE= of slurmd)"},
     cause_row{.kind = k::fatal_warning,
-              .names = "mnnvl",
+              .names = "mnnvl|cuMemCreate",
+              .when = [](const case_ctx& c) { return mnnvl_refused(c) && imex_daemon_down(c); },
               .evidence = k_warn,
               .what = cause::imex_channel,
-              .summary = k_imex_summary,
-              .fix = k_imex_fix},
+              .confirmed = yes,
+              .summary = k_imex_node_summary,
+              .fix = k_imex_node_fix,
+              .owner = fix_owner::node},
     cause_row{.kind = k::fatal_warning,
-              .names = "cuMemCreate",
-              .when = [](const case_ctx& c) { return detail_is(c, "CUDA_ERROR_NOT_PERMITTED"); },
+              .names = "mnnvl|cuMemCreate",
+              .when = mnnvl_refused,
               .evidence = k_warn,
               .what = cause::imex_channel,
-              .summary = k_imex_summary,
-              .fix = k_imex_fix},
+              .summary = k_imex_site_summary,
+              .fix = k_imex_site_fix,
+              .owner = fix_owner::site},
     cause_row{.kind = k::fatal_warning,
               .names = "libmlx5_symbol",
               .evidence = k_warn,

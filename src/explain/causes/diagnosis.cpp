@@ -26,6 +26,7 @@ diagnosis apply(const cause_row& row, const case_ctx& c) {
   d.summary = row.summary(c);
   d.fix = row.fix(c);
   d.fallback = std::string(row.fallback);
+  d.owner = row.owner;
   return d;
 }
 
@@ -90,13 +91,19 @@ std::string_view to_string(rdma_flavour f) {
 }
 
 diagnosis diagnose(const failure& f, const node_evidence& given) {
-  // A limit the failing process printed itself (UCX: "current: 64 kbytes") is the task's own, better than the
-  // limit of whatever process explain runs in.
+  // A limit the failing process printed itself (UCX: "Please set max locked memory (ulimit -l) to 'unlimited'
+  // (current: 64 kbytes)") is the task's own: it wins over the limit of another process (memlock_source set:
+  // explain's own shell, a --root tree's pid), whose hard limit, hop and CAP_IPC_LOCK then say nothing about the
+  // task either. Evidence of the failed task itself (memlock_source empty) is not replaced.
   node_evidence with_log_limit;
-  const bool use_log_limit = f.log_memlock && !given.memlock_soft;
+  const bool use_log_limit = f.log_memlock && (!given.memlock_soft || !given.memlock_source.empty());
   if (use_log_limit) {
     with_log_limit = given;
     with_log_limit.memlock_soft = *f.log_memlock;
+    with_log_limit.memlock_hard.reset();
+    with_log_limit.memlock_hop.clear();
+    with_log_limit.cap_ipc_lock.reset();
+    with_log_limit.is_root.reset();
     with_log_limit.memlock_source = "the failed process (its own message)";
   }
   const case_ctx c{f, use_log_limit ? with_log_limit : given};
@@ -115,6 +122,7 @@ void to_json(nlohmann::json& j, const diagnosis& d) {
                      {"evidence", d.evidence},
                      {"fix", d.fix},
                      {"fallback", d.fallback}};
+  if (d.owner != fix_owner::none) j["owner"] = to_string(d.owner);
 }
 
 }  // namespace mrcheck

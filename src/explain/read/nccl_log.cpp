@@ -285,19 +285,22 @@ std::optional<nccl_event> nccl_log_scanner::feed_line(std::string_view line, boo
     log_gpu_ = contains(line, "/GDRDMA") || contains(line, "GPU Direct RDMA Enabled");
   }
 
-  std::optional<nccl_event> ev;
-  forms::prefix p;
-  if ((cls & forms::k_form) != 0) {
-    p = forms::read_prefix(line);
-    if (std::optional<forms::match> m = forms::match_line(p)) ev = event_from(p, *m);
-  }
-  if (!ev && (cls & forms::k_form) != 0 && p.message.ends_with("Last error:")) {
+  // A line without a form's anchor (a rank announcement, a NET/IB or path line) builds no prefix and no event.
+  if ((cls & forms::k_form) == 0) return after_last_error ? last_error_line(line) : no_event(line, {}, {}, cls);
+  return form_line(line, cls, after_last_error);
+}
+
+// A line the cheap rejection let through for the form table: the event of the form it matches, the line after a
+// framework's "Last error:", or a WARN or return trace.
+std::optional<nccl_event> nccl_log_scanner::form_line(std::string_view line, unsigned cls, bool after_last_error) {
+  forms::prefix p = forms::read_prefix(line);
+  if (std::optional<forms::match> m = forms::match_line(p)) return record(event_from(p, *m), p.thread, p.message);
+  if (p.message.ends_with("Last error:")) {
     last_error_at_ = lines_;
     return std::nullopt;
   }
-  if (!ev && after_last_error) return last_error_line(line);
-  if (!ev) return no_event(line, p.thread, p.message, cls);
-  return record(std::move(*ev), p.thread, p.message);
+  if (after_last_error) return last_error_line(line);
+  return no_event(line, p.thread, p.message, cls);
 }
 
 // A line no form read: a library's errno trace, or NCCL's return trace promoting a WARN that waits for it.
