@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Score `mrcheck explain` against the held-out log set in this directory.
+"""Score `mrcheck explain` against a held-out log set (a directory of tests/corpus/heldout-*).
 
 usage: score.py MRCHECK_BINARY DIR [--verbose] [-- EXTRA_EXPLAIN_ARGS...]
 
