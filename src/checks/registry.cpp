@@ -149,7 +149,8 @@ const auto k_checks = std::to_array<check_def>({
     {"mr_gpu", check_group::mr, "register GPU memory (peer memory and DMA-BUF)", nullptr, check_origin::probe},
     {"nccl_pair", check_group::nccl, "two NCCL ranks initialise and all-reduce", nullptr, check_origin::probe},
     {"data_plane", check_group::rdma,
-     "an RC queue pair through INIT/RTR/RTS on each active port: send/recv and RDMA write, bytes verified (loopback)",
+     "an RC queue pair through INIT/RTR/RTS on each active port: send/recv and RDMA write, bytes verified "
+     "(loopback; and with the next node of a multi-node step)",
      nullptr, check_origin::probe},
     // A task in its container (src/container/, docs/containers.md): the plugin's probe groups come from the
     // container helper instead of `mrcheck probe`.
