@@ -19,10 +19,11 @@ TEST(explain_forms, every_row_recognises_its_sample) {
   for (const forms::form_row& r : forms::rows()) {
     SCOPED_TRACE(std::string(r.sample));
     EXPECT_GE(r.anchor.size(), 4u);
-    // A public source, or a real log of the project's own (tests/fixtures/, made by a script that says how).
-    if (r.source.starts_with("tests/fixtures/")) {
-      EXPECT_TRUE(std::filesystem::exists(std::string(MRCHECK_FIXTURES_DIR) + "/" +
-                                          std::string(r.source.substr(std::string_view("tests/fixtures/").size()))))
+    // A public source, or a real log of the project's own (tests/fixtures/ or tests/corpus/, made by a script that
+    // says how).
+    if (r.source.starts_with("tests/fixtures/") || r.source.starts_with("tests/corpus/")) {
+      EXPECT_TRUE(
+          std::filesystem::exists(std::filesystem::path(MRCHECK_FIXTURES_DIR) / ".." / ".." / std::string(r.source)))
           << r.source;
     } else {
       EXPECT_TRUE(r.source.starts_with("https://")) << r.source;

@@ -134,9 +134,10 @@ constexpr std::array k_rows{
               .evidence = k_warn,
               .what = cause::socket_interface,
               .summary = "NCCL found no socket interface for its bootstrap: NCCL_SOCKET_IFNAME names no interface of "
-                         "this node (or the node has none but lo)",
+                         "this node (or the node has none but lo), or NCCL_COMM_ID gives an address this node does "
+                         "not have",
               .fix = "set NCCL_SOCKET_IFNAME to an interface that exists and has an address on every node (`ip -br "
-                     "addr`), or unset it"},
+                     "addr`), or unset it; NCCL_COMM_ID must name an address of the rank 0 node"},
     cause_row{.kind = k::fatal_warning,
               .names = "net_plugin",
               .evidence = k_warn,

@@ -265,6 +265,13 @@ constexpr row k_rows[] = {
       "NCCL host:pid:tid", "NCCL WARN Bootstrap : no socket interface found",
       "https://github.com/marin-community/marin/issues/6940"},
      m_fatal_warn},
+    {{"No usable listening interface found",
+      "NCCL bootstrap (NCCL_COMM_ID's address, or NCCL_SOCKET_IFNAME, "
+      "names no interface of this host to listen on)",
+      "socket_interface", "-", "NCCL host:pid:tid",
+      "bootstrap.cc:108 NCCL WARN NET/Socket : No usable listening interface found",
+      "tests/corpus/heldout-gpu-2026-12-07/raw_comm_id_foreign_warn.log"},
+     m_fatal_warn},
     {{"is available but not working on this system", "NCCL MNNVL (NCCL >= 2.27.3: fatal)", "mnnvl", "-",
       "NCCL host:pid:tid",
       "NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel "
