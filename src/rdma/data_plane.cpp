@@ -211,6 +211,20 @@ void apply(rdma_port_result& r, const failure& f) {
   r.message = f.message;
 }
 
+// The port's address and what the result shows of it: its MTU and LID, and on RoCE the GID choose_gid takes; an
+// InfiniBand port without a LID has no address at all.
+std::optional<failure> port_address(session& s, const ibv_port_attr& pa, rdma_port_result& r, ibv_gid& gid) {
+  r.mtu = 128 << pa.active_mtu;
+  r.lid = pa.lid;
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) return choose_gid(s, pa, r, gid);
+  if (pa.lid == 0) {
+    return failure{"port", "no_lid", 0, "",
+                   fmt::format("{} port {} is ACTIVE without a LID: no subnet manager has configured it", r.device,
+                               r.port)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void session::release() {
@@ -235,17 +249,8 @@ void session::release() {
 
 std::optional<failure> pair_prepare(session& s, const ibv_port_attr& pa, rdma_port_result& r, std::uint64_t max_size,
                                     int side, qp_info& mine) {
-  r.mtu = 128 << pa.active_mtu;
-  r.lid = pa.lid;
   ibv_gid gid{};
-  std::optional<failure> f;
-  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
-    f = choose_gid(s, pa, r, gid);
-  } else if (pa.lid == 0) {
-    f = failure{"port", "no_lid", 0, "",
-                fmt::format("{} port {} is ACTIVE without a LID: no subnet manager has configured it", r.device,
-                            r.port)};
-  }
+  std::optional<failure> f = port_address(s, pa, r, gid);
   if (!f) f = setup(s, max_size, side, side);
   if (!f) f = move_qp(s, side, 0, 0, destination{});
   if (f) return f;
@@ -278,8 +283,6 @@ void run_port(const verbs& v, ibv_context* ctx, const ibv_port_attr& pa, const r
               rdma_port_result& r) {
   auto t0 = clock::now();
   r.tested = true;
-  r.mtu = 128 << pa.active_mtu;
-  r.lid = pa.lid;
   session s;
   s.v = &v;
   s.ctx = ctx;
@@ -287,14 +290,7 @@ void run_port(const verbs& v, ibv_context* ctx, const ibv_port_attr& pa, const r
   s.log = &lg;
   s.wait = req.wait;
   ibv_gid gid{};
-  std::optional<failure> f;
-  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
-    f = choose_gid(s, pa, r, gid);
-  } else if (pa.lid == 0) {
-    f = failure{"port", "no_lid", 0, "",
-                fmt::format("{} port {} is ACTIVE without a LID: no subnet manager has configured it", r.device,
-                            r.port)};
-  }
+  std::optional<failure> f = port_address(s, pa, r, gid);
   std::uint64_t max_size = *std::max_element(req.sizes.begin(), req.sizes.end());
   if (!f) f = setup(s, max_size);
   if (!f) f = connect(s, pa, r, gid);
