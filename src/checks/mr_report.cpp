@@ -146,6 +146,37 @@ nlohmann::json attempt_json(const mr_attempt& a) {
   return j;
 }
 
+// One HCA's attempts: the host registration, the dma-buf probe and, with a GPU, its registrations.
+nlohmann::json hca_json(const hca_probe_result& h) {
+  nlohmann::json hj = {{"device", h.device}, {"ports", h.ports}, {"why", h.why}, {"host", attempt_json(h.host)}};
+  hj["dmabuf_probe"] = {{"attempted", h.dmabuf.attempted},
+                        {"symbol", h.dmabuf.symbol},
+                        {"errno", h.dmabuf.err},
+                        {"errno_name", std::string(errno_name(h.dmabuf.err))},
+                        {"support", std::string(to_string(h.dmabuf.support))}};
+  if (h.gpu.attempted) {
+    hj["gpu"] = {{"cuda_device", h.gpu.cuda_device},       {"pci_bdf", h.gpu.pci_bdf},
+                 {"driver_version", h.gpu.driver_version}, {"dmabuf_supported", h.gpu.dmabuf_attr},
+                 {"gdr_supported", h.gpu.gdr_attr},        {"bytes", h.gpu.bytes},
+                 {"peermem", attempt_json(h.gpu.peermem)}, {"dmabuf", attempt_json(h.gpu.dmabuf)}};
+    if (!h.gpu.dmabuf_handle_error.empty()) hj["gpu"]["dmabuf_handle_error"] = h.gpu.dmabuf_handle_error;
+    if (!h.gpu.error.empty()) hj["gpu"]["error"] = h.gpu.error;
+    // NCCL's distance from this GPU to the HCA, and the cuMem (VMM) buffer NCCL >= 2.19 allocates by default.
+    hj["gpu"]["hca_pci_bdf"] = h.pci_bdf;
+    hj["gpu"]["path_to_hca"] = std::string(to_string(h.gpu_path));
+    hj["gpu"]["vmm"] = {{"supported", h.gpu.vmm_attr},
+                        {"gdr_supported", h.gpu.vmm_gdr_attr},
+                        {"peermem", attempt_json(h.gpu.vmm_peermem)},
+                        {"dmabuf", attempt_json(h.gpu.vmm_dmabuf)}};
+    if (!h.gpu.vmm_error.empty()) hj["gpu"]["vmm"]["error"] = h.gpu.vmm_error;
+    if (!h.gpu.vmm_dmabuf_handle_error.empty()) {
+      hj["gpu"]["vmm"]["dmabuf_handle_error"] = h.gpu.vmm_dmabuf_handle_error;
+    }
+  }
+  if (!h.release.is_ok()) hj["release_error"] = h.release.message();
+  return hj;
+}
+
 }  // namespace
 
 nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_check>& checks) {
@@ -189,35 +220,7 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
   j["gpus"] = o.gpu_bdfs;
   j["selection"] = {{"rule", o.selection.rule}, {"skipped", o.selection.skipped}};
   nlohmann::json hcas = nlohmann::json::array();
-  for (const auto& h : o.hcas) {
-    nlohmann::json hj = {{"device", h.device}, {"ports", h.ports}, {"why", h.why}, {"host", attempt_json(h.host)}};
-    hj["dmabuf_probe"] = {{"attempted", h.dmabuf.attempted},
-                          {"symbol", h.dmabuf.symbol},
-                          {"errno", h.dmabuf.err},
-                          {"errno_name", std::string(errno_name(h.dmabuf.err))},
-                          {"support", std::string(to_string(h.dmabuf.support))}};
-    if (h.gpu.attempted) {
-      hj["gpu"] = {{"cuda_device", h.gpu.cuda_device},       {"pci_bdf", h.gpu.pci_bdf},
-                   {"driver_version", h.gpu.driver_version}, {"dmabuf_supported", h.gpu.dmabuf_attr},
-                   {"gdr_supported", h.gpu.gdr_attr},        {"bytes", h.gpu.bytes},
-                   {"peermem", attempt_json(h.gpu.peermem)}, {"dmabuf", attempt_json(h.gpu.dmabuf)}};
-      if (!h.gpu.dmabuf_handle_error.empty()) hj["gpu"]["dmabuf_handle_error"] = h.gpu.dmabuf_handle_error;
-      if (!h.gpu.error.empty()) hj["gpu"]["error"] = h.gpu.error;
-      // NCCL's distance from this GPU to the HCA, and the cuMem (VMM) buffer NCCL >= 2.19 allocates by default.
-      hj["gpu"]["hca_pci_bdf"] = h.pci_bdf;
-      hj["gpu"]["path_to_hca"] = std::string(to_string(h.gpu_path));
-      hj["gpu"]["vmm"] = {{"supported", h.gpu.vmm_attr},
-                          {"gdr_supported", h.gpu.vmm_gdr_attr},
-                          {"peermem", attempt_json(h.gpu.vmm_peermem)},
-                          {"dmabuf", attempt_json(h.gpu.vmm_dmabuf)}};
-      if (!h.gpu.vmm_error.empty()) hj["gpu"]["vmm"]["error"] = h.gpu.vmm_error;
-      if (!h.gpu.vmm_dmabuf_handle_error.empty()) {
-        hj["gpu"]["vmm"]["dmabuf_handle_error"] = h.gpu.vmm_dmabuf_handle_error;
-      }
-    }
-    if (!h.release.is_ok()) hj["release_error"] = h.release.message();
-    hcas.push_back(std::move(hj));
-  }
+  for (const auto& h : o.hcas) hcas.push_back(hca_json(h));
   j["hcas"] = std::move(hcas);
   nlohmann::json diags = nlohmann::json::object();
   for (const auto& c : checks) {

@@ -24,6 +24,44 @@ json library(const library_fact& l) {
   return {{"requested", l.requested}, {"path", l.path}, {"version", l.version}, {"symbols", l.symbols}};
 }
 
+json rdma_devices_to_json(const std::vector<rdma_device_fact>& devs) {
+  json a = json::array();
+  for (const auto& d : devs) {
+    json ports = json::array();
+    for (const auto& p : d.ports) {
+      ports.push_back({{"port", p.number},
+                       {"state", p.state},
+                       {"phys_state", p.phys_state},
+                       {"rate", p.rate},
+                       {"link_layer", p.link_layer}});
+    }
+    a.push_back({{"name", d.name},
+                 {"fw_ver", d.fw_ver},
+                 {"board_id", d.board_id},
+                 {"hca_type", d.hca_type},
+                 {"node_guid", d.node_guid},
+                 {"node_type", d.node_type},
+                 {"pci_bdf", d.pci_bdf},
+                 {"driver", d.driver},
+                 {"family", rdma_family(d)},
+                 {"ports", std::move(ports)}});
+  }
+  return a;
+}
+
+json gpus_to_json(const std::vector<gpu_fact>& gs) {
+  json a = json::array();
+  for (const auto& g : gs) {
+    json o = {{"pci_bdf", g.pci_bdf},
+              {"device_id", g.device_id},
+              {"bar1_bytes", g.bar1_error.empty() ? json(g.bar1_bytes) : json{{"unknown", g.bar1_error}}},
+              {"bar1_resource_line", g.bar1_resource_line},
+              {"memory_bytes", g.memory_bytes ? json(*g.memory_bytes) : json(nullptr)}};
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
 }  // namespace
 
 json memlock_to_json(const result<memlock_limit>& m, bool hard) {
@@ -66,30 +104,7 @@ void to_json(json& j, const node_facts& f) {
                 {"cma_total", h.cma_total ? json(*h.cma_total) : json(nullptr)},
                 {"cma_free", h.cma_free ? json(*h.cma_free) : json(nullptr)}};
   });
-  j["rdma_devices"] = maybe(f.rdma_devices, [](const std::vector<rdma_device_fact>& devs) {
-    json a = json::array();
-    for (const auto& d : devs) {
-      json ports = json::array();
-      for (const auto& p : d.ports) {
-        ports.push_back({{"port", p.number},
-                         {"state", p.state},
-                         {"phys_state", p.phys_state},
-                         {"rate", p.rate},
-                         {"link_layer", p.link_layer}});
-      }
-      a.push_back({{"name", d.name},
-                   {"fw_ver", d.fw_ver},
-                   {"board_id", d.board_id},
-                   {"hca_type", d.hca_type},
-                   {"node_guid", d.node_guid},
-                   {"node_type", d.node_type},
-                   {"pci_bdf", d.pci_bdf},
-                   {"driver", d.driver},
-                   {"family", rdma_family(d)},
-                   {"ports", std::move(ports)}});
-    }
-    return a;
-  });
+  j["rdma_devices"] = maybe(f.rdma_devices, rdma_devices_to_json);
   j["uverbs_abi"] = maybe(f.uverbs_abi, [](int v) { return json(v); });
   json mods = json::object();
   for (const auto& [name, m] : f.modules) {
@@ -105,18 +120,7 @@ void to_json(json& j, const node_facts& f) {
     if (!n.note.empty()) o["note"] = n.note;
     return o;
   });
-  j["gpus"] = maybe(f.gpus, [](const std::vector<gpu_fact>& gs) {
-    json a = json::array();
-    for (const auto& g : gs) {
-      json o = {{"pci_bdf", g.pci_bdf},
-                {"device_id", g.device_id},
-                {"bar1_bytes", g.bar1_error.empty() ? json(g.bar1_bytes) : json{{"unknown", g.bar1_error}}},
-                {"bar1_resource_line", g.bar1_resource_line},
-                {"memory_bytes", g.memory_bytes ? json(*g.memory_bytes) : json(nullptr)}};
-      a.push_back(std::move(o));
-    }
-    return a;
-  });
+  j["gpus"] = maybe(f.gpus, gpus_to_json);
   j["libibverbs"] = maybe(f.libibverbs, library);
   j["libcuda"] = maybe(f.libcuda, library);
   j["libnccl"] = maybe(f.libnccl, library);
