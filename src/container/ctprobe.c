@@ -208,6 +208,69 @@ typedef int (*dereg_mr_fn)(struct ibv_mr *);
 /* IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ: NCCL's host buffers. */
 #define NCCL_ACCESS (1 | 2 | 4)
 
+/* The verbs entry points of the loaded libibverbs that probe_verbs calls. */
+struct verbs {
+	get_device_list_fn get_list;
+	free_device_list_fn free_list;
+	get_device_name_fn name;
+	open_device_fn open_dev;
+	close_device_fn close_dev;
+	alloc_pd_fn alloc_pd;
+	dealloc_pd_fn dealloc_pd;
+	reg_mr_fn reg_mr;
+	dereg_mr_fn dereg_mr;
+};
+
+/* Looks every entry point up in h: 0 when one is missing. */
+static int load_verbs(void *h, struct verbs *v)
+{
+	v->get_list = (get_device_list_fn)dlsym(h, "ibv_get_device_list");
+	v->free_list = (free_device_list_fn)dlsym(h, "ibv_free_device_list");
+	v->name = (get_device_name_fn)dlsym(h, "ibv_get_device_name");
+	v->open_dev = (open_device_fn)dlsym(h, "ibv_open_device");
+	v->close_dev = (close_device_fn)dlsym(h, "ibv_close_device");
+	v->alloc_pd = (alloc_pd_fn)dlsym(h, "ibv_alloc_pd");
+	v->dealloc_pd = (dealloc_pd_fn)dlsym(h, "ibv_dealloc_pd");
+	v->reg_mr = (reg_mr_fn)dlsym(h, "ibv_reg_mr");
+	v->dereg_mr = (dereg_mr_fn)dlsym(h, "ibv_dereg_mr");
+	return v->get_list && v->free_list && v->name && v->open_dev && v->close_dev && v->alloc_pd && v->dealloc_pd &&
+	       v->reg_mr && v->dereg_mr;
+}
+
+/* One registration of `bytes` of host memory on dev, as NCCL registers its buffers. */
+static void register_host_memory(const struct verbs *v, struct ibv_device *dev, size_t bytes)
+{
+	struct ibv_context *ctx = v->open_dev(dev);
+	if (ctx == NULL) {
+		int e = errno;
+		putf("reg", "open %d %s %s", e, v->name(dev), strerror(e));
+	} else {
+		struct ibv_pd *pd = v->alloc_pd(ctx);
+		if (pd == NULL) {
+			int e = errno;
+			putf("reg", "pd %d %s %s", e, v->name(dev), strerror(e));
+		} else {
+			void *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (buf == MAP_FAILED) {
+				putf("reg", "mmap %d %s %s", errno, v->name(dev), strerror(errno));
+			} else {
+				errno = 0;
+				struct ibv_mr *mr = v->reg_mr(pd, buf, bytes, NCCL_ACCESS);
+				int e = errno;
+				if (mr != NULL) {
+					putf("reg", "ok 0 %s %zu", v->name(dev), bytes);
+					v->dereg_mr(mr);
+				} else {
+					putf("reg", "reg %d %s %s", e, v->name(dev), strerror(e));
+				}
+				munmap(buf, bytes);
+			}
+			v->dealloc_pd(pd);
+		}
+		v->close_dev(ctx);
+	}
+}
+
 static void probe_verbs(size_t bytes)
 {
 	void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -231,24 +294,15 @@ static void probe_verbs(size_t bytes)
 		snprintf(slash, sizeof(dir) - (size_t)(slash - dir), "/libibverbs");
 		put_dir("providers", dir);
 	}
-	get_device_list_fn get_list = (get_device_list_fn)dlsym(h, "ibv_get_device_list");
-	free_device_list_fn free_list = (free_device_list_fn)dlsym(h, "ibv_free_device_list");
-	get_device_name_fn name = (get_device_name_fn)dlsym(h, "ibv_get_device_name");
-	open_device_fn open_dev = (open_device_fn)dlsym(h, "ibv_open_device");
-	close_device_fn close_dev = (close_device_fn)dlsym(h, "ibv_close_device");
-	alloc_pd_fn alloc_pd = (alloc_pd_fn)dlsym(h, "ibv_alloc_pd");
-	dealloc_pd_fn dealloc_pd = (dealloc_pd_fn)dlsym(h, "ibv_dealloc_pd");
-	reg_mr_fn reg_mr = (reg_mr_fn)dlsym(h, "ibv_reg_mr");
-	dereg_mr_fn dereg_mr = (dereg_mr_fn)dlsym(h, "ibv_dereg_mr");
-	if (!get_list || !free_list || !name || !open_dev || !close_dev || !alloc_pd || !dealloc_pd || !reg_mr ||
-	    !dereg_mr) {
+	struct verbs v;
+	if (!load_verbs(h, &v)) {
 		put("devices", "error libibverbs lacks a verbs entry point");
 		return;
 	}
 	fflush(stdout);
 	int n = 0;
 	errno = 0;
-	struct ibv_device **list = get_list(&n);
+	struct ibv_device **list = v.get_list(&n);
 	if (list == NULL) {
 		/* rdma-core answers ENOSYS when the kernel has no uverbs at all (no /sys/class/infiniband_verbs). */
 		if (errno == ENOSYS)
@@ -261,45 +315,15 @@ static void probe_verbs(size_t bytes)
 	size_t used = 0;
 	names[0] = '\0';
 	for (int i = 0; i < n; ++i) {
-		int w = snprintf(names + used, sizeof(names) - used, "%s%s", i ? "," : "", name(list[i]));
+		int w = snprintf(names + used, sizeof(names) - used, "%s%s", i ? "," : "", v.name(list[i]));
 		if (w < 0 || (size_t)w >= sizeof(names) - used)
 			break;
 		used += (size_t)w;
 	}
 	putf("devices", "%d %s", n, names);
-	if (n > 0 && bytes > 0) {
-		/* One registration of `bytes` of host memory on the first device, as NCCL registers its buffers. */
-		struct ibv_context *ctx = open_dev(list[0]);
-		if (ctx == NULL) {
-			int e = errno;
-			putf("reg", "open %d %s %s", e, name(list[0]), strerror(e));
-		} else {
-			struct ibv_pd *pd = alloc_pd(ctx);
-			if (pd == NULL) {
-				int e = errno;
-				putf("reg", "pd %d %s %s", e, name(list[0]), strerror(e));
-			} else {
-				void *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-				if (buf == MAP_FAILED) {
-					putf("reg", "mmap %d %s %s", errno, name(list[0]), strerror(errno));
-				} else {
-					errno = 0;
-					struct ibv_mr *mr = reg_mr(pd, buf, bytes, NCCL_ACCESS);
-					int e = errno;
-					if (mr != NULL) {
-						putf("reg", "ok 0 %s %zu", name(list[0]), bytes);
-						dereg_mr(mr);
-					} else {
-						putf("reg", "reg %d %s %s", e, name(list[0]), strerror(e));
-					}
-					munmap(buf, bytes);
-				}
-				dealloc_pd(pd);
-			}
-			close_dev(ctx);
-		}
-	}
-	free_list(list);
+	if (n > 0 && bytes > 0)
+		register_host_memory(&v, list[0], bytes);
+	v.free_list(list);
 }
 
 static void probe_nccl(void)

@@ -46,6 +46,32 @@ runtime_guess task_runtime(const task_facts& t, const task_location& loc, const 
   return guess_runtime(s);
 }
 
+// `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon, dockerd),
+// never of the task, so no watcher could enter it: a warning that the verdicts say nothing about the image.
+check_result launched_outside_task(const runtime_guess& launcher) {
+  check_result r;
+  r.id = "container";
+  r.result = verdict::warn;
+  r.summary = fmt::format(
+      "not checked: {}, which starts the container outside the task (through its own monitor process), "
+      "where no Slurm plugin can follow it: the verdicts above are the host's, not the image's",
+      launcher.evidence);
+  r.hint =
+      "run the image through a Slurm container plugin (pyxis/enroot, Slurm's OCI support) or with "
+      "Apptainer, whose containers mrcheck checks inside";
+  return r;
+}
+
+check_result probe_not_run(const std::string& group, bool killed) {
+  check_result r;
+  r.id = "container";
+  r.result = verdict::error;
+  r.summary = fmt::format("probe {} not run: {}", group,
+                          killed ? "the previous probe was killed from outside (the step is ending)"
+                                 : "the step's probe time (below UnkillableStepTimeout) is used up");
+  return r;
+}
+
 }  // namespace
 
 probe_runner container_probe_runner(const config& c, const container_state& st, const task_location& loc,
@@ -75,21 +101,9 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       // task's watcher follows its descendants and says nothing unless one of them enters a root of its own.
       auto host = host_runner(group, t, limits);
       if (!*watching && loc.launcher.outside_task) {
-        // `podman run`, `docker run`: the container's processes are children of the runtime's monitor (conmon,
-        // dockerd), never of the task, so no watcher could enter it: a warning, once, that the verdicts say
-        // nothing about the image the job runs.
+        // No watcher could enter a container started this way: the warning, once, stands in its place.
         *watching = true;
-        check_result r;
-        r.id = "container";
-        r.result = verdict::warn;
-        r.summary = fmt::format(
-            "not checked: {}, which starts the container outside the task (through its own monitor process), "
-            "where no Slurm plugin can follow it: the verdicts above are the host's, not the image's",
-            loc.launcher.evidence);
-        r.hint =
-            "run the image through a Slurm container plugin (pyxis/enroot, Slurm's OCI support) or with "
-            "Apptainer, whose containers mrcheck checks inside";
-        host.push_back(std::move(r));
+        host.push_back(launched_outside_task(loc.launcher));
       }
       if (!*watching) {
         *watching = true;
@@ -115,15 +129,7 @@ probe_runner container_probe_runner(const config& c, const container_state& st, 
       }
       return host;
     }
-    if (*killed || left.count() <= 0) {
-      check_result r;
-      r.id = "container";
-      r.result = verdict::error;
-      r.summary = fmt::format("probe {} not run: {}", group,
-                              *killed ? "the previous probe was killed from outside (the step is ending)"
-                                      : "the step's probe time (below UnkillableStepTimeout) is used up");
-      return {r};
-    }
+    if (*killed || left.count() <= 0) return {probe_not_run(group, *killed)};
     ctprobe_run run = run_ctprobe(st, req);
     // Killed by the step's cancel (or by the job user), not by our timeout: the plugin sends no record of the
     // probe's verdicts, and node 0 reports the step as cancelled (docs/DESIGN.md §3).
