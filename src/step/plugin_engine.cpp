@@ -253,6 +253,39 @@ std::string validate_probe_report(std::string_view group, std::vector<check_resu
   return "";
 }
 
+// The probe child of `group` for task t: `mrcheck probe` as the helper, with the job's settings it needs, the
+// time left of the step's budget and the task's memlock limits.
+child_spec probe_child_spec(const config& c, const std::string& group, const task_facts& t, const memlock_limit& limits,
+                            std::chrono::milliseconds left) {
+  child_spec spec;
+  spec.argv = {c.helper_path(), std::string(k_probe_command), group, std::string(k_probe_json_flag)};
+  // The site's verbs_library= must reach the probe child, or it registers through a different library.
+  if (group == "mr" || group == "rdma") {
+    spec.argv.push_back(std::string(k_probe_verbs_library_flag));
+    spec.argv.push_back(c.verbs_library);
+    // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
+    // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
+    const std::chrono::milliseconds outer = std::min<std::chrono::milliseconds>(c.probe_timeout, left);
+    const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
+    const std::chrono::milliseconds inner = outer > 2 * margin ? outer - margin
+                                                               : std::max(outer / 2, std::chrono::milliseconds(1));
+    spec.argv.push_back("--timeout");
+    spec.argv.push_back(fmt::format("{}ms", inner.count()));
+  }
+  spec.max_output = k_probe_output_max;
+  spec.env = probe_environment(t.job_env, t.slurm_conf_path);
+  // The NCCL pair runs with the job's NCCL (found by the probe, as the job user, from these; include/mrcheck/
+  // job_nccl.h): its command and library settings travel under other names, never as LD_* themselves.
+  if (group == "nccl") {
+    for (auto& e : job_nccl_env_for_probe(t.job_argv, t.job_env)) spec.env.push_back(std::move(e));
+  }
+  spec.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
+  // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
+  spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, limits.soft == k_unlimited ? RLIM_INFINITY : limits.soft,
+                                      limits.hard == k_unlimited ? RLIM_INFINITY : limits.hard});
+  return spec;
+}
+
 }  // namespace
 
 std::span<const std::string_view> probe_check_ids(std::string_view group) {
@@ -316,32 +349,7 @@ probe_runner real_probe_runner_stop(const config& c, std::chrono::milliseconds b
                                     group);
       return {r};
     }
-    child_spec spec;
-    spec.argv = {c.helper_path(), std::string(k_probe_command), group, std::string(k_probe_json_flag)};
-    // The site's verbs_library= must reach the probe child, or it registers through a different library.
-    if (group == "mr" || group == "rdma") {
-      spec.argv.push_back(std::string(k_probe_verbs_library_flag));
-      spec.argv.push_back(c.verbs_library);
-      // The probe isolates its verbs calls in a child of its own (cli/cmd_probe_mr.cpp); its deadline comes a
-      // tenth (at least 1 s) before ours, so that a hang is reported with the call it hung in.
-      const std::chrono::milliseconds outer = std::min<std::chrono::milliseconds>(c.probe_timeout, left);
-      const std::chrono::milliseconds margin = std::max(outer / 10, std::chrono::milliseconds(1000));
-      const std::chrono::milliseconds inner = outer > 2 * margin ? outer - margin
-                                                                 : std::max(outer / 2, std::chrono::milliseconds(1));
-      spec.argv.push_back("--timeout");
-      spec.argv.push_back(fmt::format("{}ms", inner.count()));
-    }
-    spec.max_output = k_probe_output_max;
-    spec.env = probe_environment(t.job_env, t.slurm_conf_path);
-    // The NCCL pair runs with the job's NCCL (found by the probe, as the job user, from these; include/mrcheck/
-    // job_nccl.h): its command and library settings travel under other names, never as LD_* themselves.
-    if (group == "nccl") {
-      for (auto& e : job_nccl_env_for_probe(t.job_argv, t.job_env)) spec.env.push_back(std::move(e));
-    }
-    spec.timeout = std::min(group == "nccl" ? c.nccl_timeout : c.probe_timeout, left);
-    // The task's limits after set_user_limits(), not this process's: a probe under other limits proves nothing.
-    spec.rlimits.push_back(child_rlimit{RLIMIT_MEMLOCK, limits.soft == k_unlimited ? RLIM_INFINITY : limits.soft,
-                                        limits.hard == k_unlimited ? RLIM_INFINITY : limits.hard});
+    child_spec spec = probe_child_spec(c, group, t, limits, left);
     auto out = run_child(spec);
     if (!out) {
       r.summary = fmt::format("probe {} could not start: {}", group, out.error().message());

@@ -146,48 +146,9 @@ void name_node_hop(memlock_prediction& p, const memlock_inputs& in, std::uint64_
   p.fix = hop_fix(p.hop);
 }
 
-}  // namespace
-
-memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t required) {
-  memlock_prediction p;
-  slurm_conf_facts conf;
-  if (in.conf) {
-    conf = *in.conf;
-    for (const auto& pr : conf.problems) p.notes.push_back(fmt::format("slurm.conf: {}", pr));
-  } else {
-    p.notes.push_back(fmt::format("slurm.conf unreadable ({}); assuming Slurm's default PropagateResourceLimits=ALL",
-                                  in.conf.error().message()));
-  }
-  p.propagate_setting_text = conf.propagate_setting;
-  p.use_pam = conf.use_pam;
-  if (in.propagated) {
-    p.propagated_text = in.propagated;
-    auto v = parse_propagated_limit(*in.propagated);
-    if (v) {
-      p.propagated = *v;
-    } else {
-      p.notes.push_back(v.error().message() + " (slurmstepd ignores it)");
-    }
-  }
-  p.propagation_applies = p.propagated && (conf.memlock_propagated || p.propagated->user_requested);
-  p.start.hard = in.task_now.hard;
-  p.start.soft = p.propagation_applies ? slurmstepd_soft(*p.propagated, in.task_now) : in.task_now.soft;
-
-  if (in.submit_raw) {
-    auto r = decode_submit_record(*in.submit_raw);
-    if (!r) {
-      p.submit_problem = r.error().message();
-    } else if (!same_value(r->sent, in.propagated)) {
-      // A record from another srun (an inherited variable) or a forged one: it does not describe this step.
-      p.submit_problem = "MRCHECK_SUBMIT does not match the SLURM_RLIMIT_MEMLOCK that arrived; ignored";
-    } else {
-      p.submit = std::move(*r);
-    }
-    if (!p.submit_problem.empty()) p.notes.push_back(p.submit_problem);
-  }
-
-  // The table, oldest hop first.
-  if (p.submit) submit_rows(p);
+// The node's rows, after the submit side's: slurmd, slurmstepd's part of the task's chain, the task before exec and
+// the limits it is predicted to start with.
+void node_rows(memlock_prediction& p, const memlock_inputs& in, const slurm_conf_facts& conf) {
   {
     chain_row row;
     row.where = in.node;
@@ -232,6 +193,51 @@ memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t 
     }
     p.rows.push_back(std::move(row));
   }
+}
+
+}  // namespace
+
+memlock_prediction predict_task_memlock(const memlock_inputs& in, std::uint64_t required) {
+  memlock_prediction p;
+  slurm_conf_facts conf;
+  if (in.conf) {
+    conf = *in.conf;
+    for (const auto& pr : conf.problems) p.notes.push_back(fmt::format("slurm.conf: {}", pr));
+  } else {
+    p.notes.push_back(fmt::format("slurm.conf unreadable ({}); assuming Slurm's default PropagateResourceLimits=ALL",
+                                  in.conf.error().message()));
+  }
+  p.propagate_setting_text = conf.propagate_setting;
+  p.use_pam = conf.use_pam;
+  if (in.propagated) {
+    p.propagated_text = in.propagated;
+    auto v = parse_propagated_limit(*in.propagated);
+    if (v) {
+      p.propagated = *v;
+    } else {
+      p.notes.push_back(v.error().message() + " (slurmstepd ignores it)");
+    }
+  }
+  p.propagation_applies = p.propagated && (conf.memlock_propagated || p.propagated->user_requested);
+  p.start.hard = in.task_now.hard;
+  p.start.soft = p.propagation_applies ? slurmstepd_soft(*p.propagated, in.task_now) : in.task_now.soft;
+
+  if (in.submit_raw) {
+    auto r = decode_submit_record(*in.submit_raw);
+    if (!r) {
+      p.submit_problem = r.error().message();
+    } else if (!same_value(r->sent, in.propagated)) {
+      // A record from another srun (an inherited variable) or a forged one: it does not describe this step.
+      p.submit_problem = "MRCHECK_SUBMIT does not match the SLURM_RLIMIT_MEMLOCK that arrived; ignored";
+    } else {
+      p.submit = std::move(*r);
+    }
+    if (!p.submit_problem.empty()) p.notes.push_back(p.submit_problem);
+  }
+
+  // The table, oldest hop first.
+  if (p.submit) submit_rows(p);
+  node_rows(p, in, conf);
 
   if (p.start.soft >= required) return p;
   if (p.start.hard < required) {
