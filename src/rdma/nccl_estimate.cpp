@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
-#include <set>
+#include <map>
 #include <utility>
 
 namespace mrcheck {
@@ -289,6 +289,35 @@ bool nccl_hca_filter::matches(std::string_view device, int port) const {
   return in_list != exclude;
 }
 
+namespace {
+
+// For each GPU, the HCAs (indexes into hcas) nearest to it in the PCI tree, ties all kept; keyed by HCA, with the
+// GPUs it is nearest to. HCAs of unknown place are never nearest.
+std::map<std::size_t, std::vector<std::string>> nearest_hcas(const std::vector<const hca_candidate*>& hcas,
+                                                             const std::vector<std::string>& gpu_bdfs,
+                                                             const locality_fn& locality) {
+  std::map<std::size_t, std::vector<std::string>> for_gpu;
+  for (const auto& g : gpu_bdfs) {
+    int best = -1;
+    std::vector<std::size_t> best_idx;
+    for (std::size_t i = 0; i < hcas.size(); ++i) {
+      if (hcas[i]->pci_bdf.empty()) continue;
+      int d = locality(hcas[i]->pci_bdf, g);
+      if (d < 0) continue;
+      if (d > best) {
+        best = d;
+        best_idx = {i};
+      } else if (d == best) {
+        best_idx.push_back(i);
+      }
+    }
+    for (auto i : best_idx) for_gpu[i].push_back(g);
+  }
+  return for_gpu;
+}
+
+}  // namespace
+
 hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca_filter& filter,
                           std::string_view device, const std::vector<std::string>& gpu_bdfs,
                           const locality_fn& locality) {
@@ -336,32 +365,12 @@ hca_selection select_hcas(const std::vector<hca_candidate>& hcas, const nccl_hca
     return sel;
   }
   if (!gpu_bdfs.empty() && locality && usable.size() > 1) {
-    std::set<std::size_t> pick;
-    std::map<std::size_t, std::vector<std::string>> for_gpu;
-    for (const auto& g : gpu_bdfs) {
-      int best = -1;
-      std::vector<std::size_t> best_idx;
-      for (std::size_t i = 0; i < usable.size(); ++i) {
-        if (usable_src[i]->pci_bdf.empty()) continue;
-        int d = locality(usable_src[i]->pci_bdf, g);
-        if (d < 0) continue;
-        if (d > best) {
-          best = d;
-          best_idx = {i};
-        } else if (d == best) {
-          best_idx.push_back(i);
-        }
-      }
-      for (auto i : best_idx) {
-        pick.insert(i);
-        for_gpu[i].push_back(g);
-      }
-    }
-    if (!pick.empty()) {
+    auto for_gpu = nearest_hcas(usable_src, gpu_bdfs, locality);
+    if (!for_gpu.empty()) {
       sel.rule = fmt::format("the HCAs nearest to the task's GPU{} ({}) in the PCI tree",
                              gpu_bdfs.size() == 1 ? "" : "s", fmt::join(gpu_bdfs, ", "));
       for (std::size_t i = 0; i < usable.size(); ++i) {
-        if (pick.count(i) == 0) {
+        if (for_gpu.count(i) == 0) {
           sel.skipped.push_back(fmt::format("{}: farther from the GPUs than the chosen HCAs", usable[i].name));
           continue;
         }
