@@ -314,6 +314,23 @@ struct collected {
   std::vector<node_record> others;
 };
 
+// Node 0: accepts one other node's record from the listener and keeps it when it is of a node of the step not yet
+// heard from.
+void take_other_record(const collect_args& a, admin_listener& listener, const step_nodes& nodes,
+                       std::vector<node_record>& others) {
+  const std::string step = step_label(a.step);
+  auto r = admin_accept_record(listener, a.job, a.step, std::chrono::milliseconds(2000), nodes.addrs, a.auth);
+  if (!r) {
+    logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
+  } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
+             std::any_of(others.begin(), others.end(), [&](const node_record& o) { return o.node_id == r->node_id; })) {
+    logf("mrcheck: admin: job {} {}: ignored a record for node index {}", a.job, step, r->node_id);
+  } else {
+    if (r->node_id < nodes.names.size()) r->node = nodes.names[r->node_id];  // slurmctld's name, not the peer's
+    others.push_back(std::move(*r));
+  }
+}
+
 // Reads this node's record from the record pipe that arrives on fd 3 and, on node 0, the other nodes' records
 // from the listener, until all are in or time is up (own: a.own; then a.timeout more; a.timeout at most once
 // slurmstepd has gone). "Tasks ended" (or the control socket's close) before any pipe: local task 0 never
@@ -384,19 +401,7 @@ collected gather(const collect_args& a, std::optional<admin_listener>& listener,
         take_pipe_lines(buf, own, a);
       }
     }
-    if (listener && (p[1].revents & POLLIN)) {
-      auto r = admin_accept_record(*listener, a.job, a.step, std::chrono::milliseconds(2000), nodes.addrs, a.auth);
-      if (!r) {
-        logf("mrcheck: admin: job {} {}: {}", a.job, step, r.error().message());
-      } else if (r->node_id == 0 || r->node_id >= a.nnodes ||
-                 std::any_of(others.begin(), others.end(),
-                             [&](const node_record& o) { return o.node_id == r->node_id; })) {
-        logf("mrcheck: admin: job {} {}: ignored a record for node index {}", a.job, step, r->node_id);
-      } else {
-        if (r->node_id < nodes.names.size()) r->node = nodes.names[r->node_id];  // slurmctld's name, not the peer's
-        others.push_back(std::move(*r));
-      }
-    }
+    if (listener && (p[1].revents & POLLIN)) take_other_record(a, *listener, nodes, others);
   }
   if (record_fd >= 0) ::close(record_fd);
   return c;

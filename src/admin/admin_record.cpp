@@ -281,6 +281,17 @@ std::string step_label(std::uint32_t step_id) {
   return fmt::format("step {}", step_id);
 }
 
+namespace {
+
+// Node i's name in the record: its own record's, else slurmctld's (names), else its index.
+std::string record_node_name(const node_record* r, const std::vector<std::string>& names, std::uint32_t i) {
+  if (r && !r->node.empty()) return safe_name(r->node);
+  if (i < names.size() && !names[i].empty()) return safe_name(names[i]);
+  return fmt::format("node index {}", i);
+}
+
+}  // namespace
+
 std::string format_step_record(std::string_view step, std::uint32_t nnodes, const std::vector<node_record>& records,
                                const std::vector<std::string>& names, bool cancelled) {
   std::vector<const node_record*> by_id(nnodes, nullptr);
@@ -299,14 +310,7 @@ std::string format_step_record(std::string_view step, std::uint32_t nnodes, cons
   std::vector<std::string> missing;
   for (std::uint32_t i = 0; i < nnodes; ++i) {
     const node_record* r = by_id[i];
-    std::string name;
-    if (r && !r->node.empty()) {
-      name = safe_name(r->node);
-    } else if (i < names.size() && !names[i].empty()) {
-      name = safe_name(names[i]);
-    } else {
-      name = fmt::format("node index {}", i);
-    }
+    std::string name = record_node_name(r, names, i);
     if (!r) {
       missing.push_back(name);
       continue;

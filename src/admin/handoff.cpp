@@ -136,6 +136,24 @@ int reserved_socket(const addrinfo* ai, const addrinfo* source) {
   return -1;
 }
 
+// Connects the non-blocking socket fd to ai, waiting a second at most (less when the deadline is nearer): 0 once
+// connected.
+int connect_within(int fd, const addrinfo* ai, clock::time_point deadline) {
+  int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+  if (rc != 0 && errno == EINPROGRESS) {
+    struct pollfd p {
+      fd, POLLOUT, 0
+    };
+    int err = ETIMEDOUT;
+    if (::poll(&p, 1, std::min(1000, std::max(1, ms_until(deadline)))) == 1) {
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    rc = err == 0 ? 0 : -1;
+  }
+  return rc;
+}
+
 }  // namespace
 
 admin_listener::~admin_listener() {
@@ -271,19 +289,7 @@ status admin_send_record(const std::string& host, const std::string& source, std
           last = fmt::format("no reserved source port: {}", std::strerror(errno ? errno : EACCES));
           continue;
         }
-        int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS) {
-          struct pollfd p {
-            fd, POLLOUT, 0
-          };
-          int err = ETIMEDOUT;
-          if (::poll(&p, 1, std::min(1000, std::max(1, ms_until(deadline)))) == 1) {
-            socklen_t len = sizeof err;
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          }
-          rc = err == 0 ? 0 : -1;
-        }
-        if (rc != 0) {
+        if (connect_within(fd, ai, deadline) != 0) {
           ::close(fd);
           continue;
         }
