@@ -202,15 +202,6 @@ std::optional<failure> connect(session& s, const ibv_port_attr& pa, const rdma_p
   return std::nullopt;
 }
 
-void apply(rdma_port_result& r, const failure& f) {
-  r.ok = false;
-  r.step = f.step;
-  r.cause = f.cause;
-  r.err = f.err;
-  r.wc_status = f.wc_status;
-  r.message = f.message;
-}
-
 // The port's address and what the result shows of it: its MTU and LID, and on RoCE the GID choose_gid takes; an
 // InfiniBand port without a LID has no address at all.
 std::optional<failure> port_address(session& s, const ibv_port_attr& pa, rdma_port_result& r, ibv_gid& gid) {
@@ -302,9 +293,9 @@ void run_port(const verbs& v, ibv_context* ctx, const ibv_port_attr& pa, const r
   }
   s.release();
   if (f) {
-    apply(r, *f);
+    set_failure(r, *f);
   } else if (!s.cleanup_error.empty()) {
-    apply(r, failure{"cleanup", "errno", 0, "", s.cleanup_error});
+    set_failure(r, failure{"cleanup", "errno", 0, "", s.cleanup_error});
   } else {
     r.ok = true;
   }

@@ -30,6 +30,17 @@ struct failure {
 // "errno": a call failed with `err` (a negative return is taken as -errno, as some providers return it).
 failure call_failed(std::string step, std::string call, int err);
 
+// A result (a port's loopback, rdma_port_result, or a pair between nodes, rdma_pair_result) failed with `f`.
+template <class Result>
+void set_failure(Result& r, const failure& f) {
+  r.ok = false;
+  r.step = f.step;
+  r.cause = f.cause;
+  r.err = f.err;
+  r.wc_status = f.wc_status;
+  r.message = f.message;
+}
+
 // Side 0 ("A") sends and writes, side 1 ("B") receives and echoes. The memory is one registration of three
 // regions of `region` bytes each: A's source, B's destination, A's destination for the echo.
 struct session {

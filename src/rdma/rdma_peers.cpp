@@ -145,15 +145,6 @@ std::optional<qp_info> parse_qp_line(std::string_view line) {
   return q;
 }
 
-void set_failure(rdma_pair_result& r, const failure& f) {
-  r.ok = false;
-  r.step = f.step;
-  r.cause = f.cause;
-  r.err = f.err;
-  r.wc_status = f.wc_status;
-  r.message = f.message;
-}
-
 // One pair after the meeting: the channel and what this side ran into so far.
 struct pair_run {
   detail::rendezvous& rv;
