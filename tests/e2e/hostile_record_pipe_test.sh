@@ -53,7 +53,9 @@ SRUN=$!
 J="" COLL=""
 for _ in $(seq 1 200); do
   J=$(squeue -h -n "b7-$$" -o %i 2>/dev/null | head -1)
-  [[ -n $J ]] && COLL=$(pgrep -f "admin-collect --job $J " | head -1)
+  # Not yet there is no error: pgrep's status 1 ended the whole test under `set -e -o pipefail` (lib.sh) when the
+  # job was queued before its collector started (the 26.05 leg of the 2026-12-07 CI run: failed in 0.22 s, silent).
+  [[ -n $J ]] && COLL=$(pgrep -f "admin-collect --job $J " | head -1 || true)
   [[ -n $J && -n $COLL ]] && pgrep -u "$E2E_USER" -f mrcheck-ctprobe >/dev/null && break
   COLL=""
   sleep 0.05
