@@ -27,10 +27,11 @@
 //                                           // gpu_peer_memory | dmabuf_unsupported | duplicate_gpu |
 //                                           // no_rdma_device | unknown | hca_resources | gpu_out_of_memory |
 //                                           // imex_channel | socket_interface | stack_limit | open_files |
-//                                           // gpu_peer_limit
+//                                           // gpu_peer_limit | data_plane
 //         "confirmed": true,                // node evidence backs the cause (false: inferred from errno alone)
 //         "kind": "call",                   // call | completion_error | duplicate_gpu | no_device | system_error |
-//                                           // fatal_warning (a WARN outside the taxonomy that NCCL failed on)
+//                                           // fatal_warning (a WARN outside the taxonomy that NCCL failed on) |
+//                                           // own_verdict (mrcheck's own FAIL line: `call` is its check id)
 //         "transport": "ib",                // ib (NET/IB or another verbs user) | ofi (aws-ofi-nccl) | libfabric |
 //                                           // kernel (an RDMA driver's dmesg line) | ucx
 //         "provider": null,                 // libfabric provider or kernel device ("efa", "efa_0") when printed

@@ -44,16 +44,19 @@ enum class cause {
   stack_limit,        // a crash after NCCL warned that RLIMIT_STACK is unlimited
   open_files,         // EMFILE / ENFILE: RLIMIT_NOFILE (or the system's file table) exhausted
   gpu_peer_limit,     // CUDA's peer mappings exhausted (more than 8 peers of one GPU, 'peer mapping resources')
+  data_plane,         // RDMA traffic failed on a port or between nodes (link, GID, route, MTU, firewall), as
+                      // mrcheck's own data-plane probe reported it (src/checks/data_plane.cpp)
 };
 
-inline constexpr std::array<cause, 16> k_all_causes = {cause::memlock,           cause::capability,
+inline constexpr std::array<cause, 17> k_all_causes = {cause::memlock,           cause::capability,
                                                        cause::pinning_resources, cause::rdma_stack_mismatch,
                                                        cause::gpu_peer_memory,   cause::dmabuf_unsupported,
                                                        cause::duplicate_gpu,     cause::no_rdma_device,
                                                        cause::unknown,           cause::hca_resources,
                                                        cause::gpu_out_of_memory, cause::imex_channel,
                                                        cause::socket_interface,  cause::stack_limit,
-                                                       cause::open_files,        cause::gpu_peer_limit};
+                                                       cause::open_files,        cause::gpu_peer_limit,
+                                                       cause::data_plane};
 
 std::string_view to_string(cause c);
 
@@ -68,6 +71,8 @@ struct failure {
     system_error,      // NCCL "unhandled system error" with no preceding warning naming the call
     fatal_warning,     // an NCCL WARN outside the taxonomy that NCCL then failed on (its "-> N" return trace, or
                        // a terminal "unhandled ... error" line): CUDA out of memory, socket creation, topology...
+    own_verdict,       // mrcheck's own FAIL line (the plugin, a probe, `mrcheck report`: src/report/check.cpp's
+                       // failure_lines): `call` is its check id, `detail` its summary, `fix_given` the fix it names
   };
   kind what = kind::call;
   std::string call;                   // "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_create_cq", ...; "" unknown
@@ -83,6 +88,7 @@ struct failure {
   std::string provider;                      // libfabric provider or kernel device when printed: "efa", "efa_0"
   std::string detail;                        // fatal_warning: the library's own error text ("out of memory")
   std::optional<std::uint64_t> log_memlock;  // a memlock limit the log line itself printed (UCX: "current: 64 kbytes")
+  std::string fix_given;                     // own_verdict: the fix mrcheck's line named ("" when it named none)
   bool hca_limit_in_log = false;  // the same log shows the HCA refusing this kind of object ("limits exceeded")
 };
 

@@ -53,6 +53,7 @@ std::optional<failure> failure_from_logs(const nccl_pair_outcome& o) {
       case failure::kind::fatal_warning: return 3;
       case failure::kind::system_error: return 4;
       case failure::kind::no_device: return 9;
+      case failure::kind::own_verdict: return 9;  // mrcheck's own line: never the rank's
     }
     return 9;
   };

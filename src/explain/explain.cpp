@@ -44,6 +44,7 @@ std::string title(const failure& f) {
     case failure::kind::duplicate_gpu: return "Duplicate GPU detected";
     case failure::kind::no_device: return "NET/IB : No device found";
     case failure::kind::system_error: return "NCCL fatal error with no named call";
+    case failure::kind::own_verdict: return fmt::format("mrcheck's {} check: FAIL", f.call);
     case failure::kind::fatal_warning: {
       std::string what = f.call == "cuda" ? fmt::format("CUDA failure '{}'", f.detail)
                          : f.call.empty() ? std::string("NCCL warning")
@@ -329,6 +330,7 @@ nlohmann::json findings_to_json(const std::vector<finding>& findings, std::strin
                 : g.what.what == failure::kind::duplicate_gpu    ? "duplicate_gpu"
                 : g.what.what == failure::kind::no_device        ? "no_device"
                 : g.what.what == failure::kind::fatal_warning    ? "fatal_warning"
+                : g.what.what == failure::kind::own_verdict      ? "own_verdict"
                                                                  : "system_error";
     j["transport"] = g.what.transport.empty() ? nlohmann::json("ib") : nlohmann::json(g.what.transport);
     j["provider"] = g.what.provider.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.what.provider);

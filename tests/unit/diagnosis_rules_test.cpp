@@ -27,7 +27,8 @@ TEST(diagnosis_cause, strings_match_the_documented_list) {
   const char* documented[] = {"memlock",          "capability",         "pinning_resources", "rdma_stack_mismatch",
                               "gpu_peer_memory",  "dmabuf_unsupported", "duplicate_gpu",     "no_rdma_device",
                               "unknown",          "hca_resources",      "gpu_out_of_memory", "imex_channel",
-                              "socket_interface", "stack_limit",        "open_files",        "gpu_peer_limit"};
+                              "socket_interface", "stack_limit",        "open_files",        "gpu_peer_limit",
+                              "data_plane"};
   ASSERT_EQ(std::size(documented), k_all_causes.size());
   for (std::size_t i = 0; i < k_all_causes.size(); ++i) {
     EXPECT_EQ(to_string(k_all_causes[i]), documented[i]);

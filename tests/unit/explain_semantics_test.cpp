@@ -267,5 +267,56 @@ TEST(explain_semantics, healthy_warn_lines_are_no_failure) {
             causes{});
 }
 
+// mrcheck's own FAIL lines (src/report/check.cpp failure_lines) are the finding, with the check's words and fix.
+// The first two lines were printed by `mrcheck probe rdma` on the fake verbs with a port DOWN and by `mrcheck probe
+// mr` as nobody under `ulimit -l 64`; the third by the plugin's stack check (tests/e2e/plugin_k_stack_nofile_test.sh).
+TEST(explain_semantics, mrchecks_own_fail_lines_are_findings) {
+  result r = explain(
+      {"mrcheck: data_plane: FAIL: mlx5_0 port 1: port: mlx5_0 port 1 is DOWN, not ACTIVE: no link (cable, switch "
+       "port, or the netdev is down) (fix: bring the link up: the network device under a RoCE port (`ip link set DEV "
+       "up`), the cable or switch port of an InfiniBand one; `ibv_devinfo` shows the port's state)"});
+  ASSERT_EQ(r.causes, causes{"data_plane"});
+  EXPECT_EQ(r.findings[0].group.what.call, "data_plane");
+  EXPECT_NE(r.findings[0].diag.summary.find("mlx5_0 port 1 is DOWN, not ACTIVE: no link (cable, switch port, or the "
+                                            "netdev is down)"),
+            std::string::npos);
+  EXPECT_TRUE(r.findings[0].diag.fix.starts_with("bring the link up: the network device under a RoCE port"));
+  EXPECT_EQ(r.findings[0].diag.owner, fix_owner::node);
+
+  r = explain(
+      {"mrcheck: mr_host: FAIL: mlx5_0: ibv_reg_mr_iova2 of 73.5 MiB host memory failed with ENOMEM (Cannot allocate "
+       "memory) at buffer 1 of 24 (0 B of 73.5 MiB already registered): registration of 73.5 MiB needs locked memory "
+       "but the RLIMIT_MEMLOCK soft limit of the probe (pid 16895, uid 65534) is 64 KiB (fix: the limit was lowered "
+       "at pid 16892 (bash), soft 64 KiB (its parent pid 16890 (bash) had soft 8 MiB): set "
+       "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf and LimitMEMLOCK=infinity for slurmd (systemd drop-in), "
+       "restart slurmd; to test now run `ulimit -l unlimited` in the shell that starts srun)"});
+  ASSERT_EQ(r.causes, causes{"memlock"});
+  EXPECT_TRUE(r.findings[0].diag.fix.starts_with("the limit was lowered at pid 16892 (bash), soft 64 KiB"));
+
+  r = explain(
+      {"0: mrcheck: stack: FAIL: task will start with stack soft unlimited (above stack_max 1 GiB); set at "
+       "srun's propagation (job): SLURM_RLIMIT_STACK=18446744073709551615 from the shell that ran srun/sbatch "
+       "on node1"});
+  ASSERT_EQ(r.causes, causes{"stack_limit"});
+  EXPECT_EQ(r.findings[0].diag.owner, fix_owner::none);  // the job's own: the schema names node and site only
+
+  // A check with no cause of the taxonomy keeps its words; its fix when it names none is where to get one.
+  r = explain({"mrcheck: hca_fw: FAIL: mlx5_0 firmware 28.39.1002 is older than 28.41"});
+  ASSERT_EQ(r.causes, causes{"unknown"});
+  EXPECT_NE(r.findings[0].diag.fix.find("mrcheck report"), std::string::npos);
+}
+
+// mrcheck's other lines are no failures: its passes, its tables, its warnings, the CLI's usage errors.
+TEST(explain_semantics, mrchecks_other_lines_are_no_failure) {
+  EXPECT_EQ(explain({"mrcheck: data_plane: pass: RC loopback on 1 port(s), every byte verified: rxe0:1 GID 1 "
+                     "::ffff:10.77.0.1 (RoCE v2)",
+                     "mrcheck: memlock: WARN: max locked memory 64 KiB (soft): on_fail=warn, the task runs",
+                     "mrcheck: memlock: chain on node1 (job 12 step 0 task 0), required 73.5 MiB:",
+                     "mrcheck: WARN: unknown check group 'foo'; running the site's checks",
+                     "mrcheck: probe rdma: unknown option '--x: FAIL: y'"})
+                .causes,
+            causes{});
+}
+
 }  // namespace
 }  // namespace mrcheck

@@ -4,7 +4,7 @@
 // and the first row that matches a failure gives its diagnosis. The rows live by family, one file each:
 // causes_memory.cpp (ENOMEM, EPERM, the HCA's own limits, open files), causes_gpu.cpp (EFAULT, DMA-BUF, the kernel's
 // ENOTSUPP), causes_stack.cpp (EINVAL, EOPNOTSUPP, no device, no errno, the rest), causes_nccl.cpp (NCCL's failures
-// without an errno and its fatal warnings). What the rows share (evidence lines, predicates, fix texts) is in
+// without an errno and its fatal warnings), causes_own.cpp (mrcheck's own FAIL lines). What the rows share (evidence lines, predicates, fix texts) is in
 // cause_context.cpp. Internal to src/explain/causes/.
 #pragma once
 
@@ -158,6 +158,7 @@ struct cause_row {
 };
 
 // The families, in the order diagnose() tries them.
+std::span<const cause_row> own_rows();  // mrcheck's own FAIL lines (causes_own.cpp)
 std::span<const cause_row> nccl_rows();
 std::span<const cause_row> memory_rows();
 std::span<const cause_row> gpu_rows();

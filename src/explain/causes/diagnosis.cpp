@@ -6,6 +6,10 @@
 
 #include "cause_rows.h"
 
+#include <mrcheck/owner.h>
+
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 namespace mrcheck {
@@ -16,7 +20,7 @@ using namespace cause_rows;
 
 // The families in the order they are tried. The HCA's own limits lead the memory family and come before every
 // errno row; the stack family ends with the row that takes every other errno.
-constexpr std::array k_families = {nccl_rows, memory_rows, gpu_rows, stack_rows};
+constexpr std::array k_families = {own_rows, nccl_rows, memory_rows, gpu_rows, stack_rows};
 
 diagnosis apply(const cause_row& row, const case_ctx& c) {
   diagnosis d;
@@ -30,8 +34,19 @@ diagnosis apply(const cause_row& row, const case_ctx& c) {
   return d;
 }
 
+// The owner of mrcheck's own verdict: the one its line names ("set by srun's propagation (job)"), else its check's
+// (owner.h). The job's own stays unnamed, as in every row (docs/schema/explain.schema.json).
+fix_owner own_owner(const failure& f) {
+  fix_owner o = default_owner(f.call);
+  for (fix_owner named : {fix_owner::job, fix_owner::node, fix_owner::site}) {
+    if (f.detail.find(fmt::format("({})", to_string(named))) != std::string::npos) o = named;
+  }
+  return o == fix_owner::job ? fix_owner::none : o;
+}
+
 // The fallback must fit the transport: NCCL_IB_DISABLE=1 does nothing under aws-ofi-nccl or in UCX.
 diagnosis finish(diagnosis d, const failure& f) {
+  if (f.what == failure::kind::own_verdict) d.owner = own_owner(f);
   if (d.fallback.empty()) return d;
   if (is_ofi_family(f)) {
     d.fallback = std::string(k_net_plugin_fallback);
@@ -66,6 +81,7 @@ std::string_view to_string(cause c) {
     case cause::stack_limit: return "stack_limit";
     case cause::open_files: return "open_files";
     case cause::gpu_peer_limit: return "gpu_peer_limit";
+    case cause::data_plane: return "data_plane";
   }
   return "unknown";
 }

@@ -292,4 +292,28 @@ bool m_socket(const form_row&, const prefix& p, match& out) {
   return true;
 }
 
+bool m_own_verdict(const form_row&, const prefix& p, match& out) {
+  // The check id is what the registry names (lower case, digits, '_'); anything else after "mrcheck: " is another
+  // of mrcheck's lines (a table row, a note, "mrcheck: WARN: ...") and no verdict.
+  constexpr std::string_view k_head = "mrcheck: ", k_fail = ": FAIL: ", k_fix = " (fix: ";
+  std::string_view s = p.message;
+  if (!s.starts_with(k_head)) return false;
+  s.remove_prefix(k_head.size());
+  const std::size_t end = s.find(k_fail);
+  if (end == 0 || end == std::string_view::npos || end > 32) return false;
+  const std::string_view id = s.substr(0, end);
+  if (id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string_view::npos) return false;
+  std::string_view summary = s.substr(end + k_fail.size());
+  failure& f = out.what;
+  f.what = failure::kind::own_verdict;
+  f.call = std::string(id);
+  // The fix is the line's last " (fix: ...)": the summary may hold parentheses of its own.
+  if (const std::size_t fx = summary.rfind(k_fix); fx != std::string_view::npos && summary.ends_with(')')) {
+    f.fix_given = std::string(summary.substr(fx + k_fix.size(), summary.size() - fx - k_fix.size() - 1));
+    summary = summary.substr(0, fx);
+  }
+  f.detail = std::string(summary);
+  return true;
+}
+
 }  // namespace mrcheck::forms

@@ -39,6 +39,8 @@ bool m_dmabuf(const form_row& r, const prefix& p, match& out);
 bool m_fatal_warn(const form_row& r, const prefix& p, match& out);
 bool m_framework_oom(const form_row& r, const prefix& p, match& out);
 bool m_socket(const form_row& r, const prefix& p, match& out);
+// mrcheck's own FAIL line: "mrcheck: <check>: FAIL: <summary>[ (fix: <hint>)]" (src/report/check.cpp failure_lines).
+bool m_own_verdict(const form_row& r, const prefix& p, match& out);
 
 // The call named at the start of s (lower-case identifier characters: "fi_enableCannot allocate memory" ends at the
 // call); the first call of a known family in msg with a failure after it, with the text after it.

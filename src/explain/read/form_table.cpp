@@ -20,6 +20,13 @@ struct row {
 };
 
 constexpr row k_rows[] = {
+    // mrcheck's own verdict first: its line may quote another library's words, and then it is the finding.
+    {{": FAIL: ", "mrcheck (the plugin, its probes, `mrcheck report`)", "", "- (the check's summary)", "-",
+      "mrcheck: data_plane: FAIL: mlx5_0 port 1: port: mlx5_0 port 1 is DOWN, not ACTIVE: no link (cable, switch "
+      "port, or the netdev is down) (fix: bring the link up: the network device under a RoCE port (`ip link set DEV "
+      "up`), the cable or switch port of an InfiniBand one; `ibv_devinfo` shows the port's state)",
+      "tests/e2e/plugin_probe_test.sh"},
+     m_own_verdict},
     {{"Got completion", "NCCL NET/IB (and vendor net plugins)", "", "- (status is an ibv_wc_status)",
       "NCCL host:pid:tid",
       "ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 "
