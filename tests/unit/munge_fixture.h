@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,24 +52,50 @@ class private_munged {
     }
     ::chmod(key.c_str(), 0400);
     socket_ = dir_ + "/munge.socket";
-    std::string cmd = "munged --force --socket=" + socket_ + " --key-file=" + key + " --pid-file=" + dir_ +
-                      "/munged.pid --log-file=" + dir_ + "/munged.log --seed-file=" + dir_ + "/munged.seed" + " >" +
-                      dir_ + "/munged.out 2>&1";
-    if (std::system(cmd.c_str()) != 0) {
-      why_ = "munged did not start (installed? see " + dir_ + "/munged.out)";
+    // In the foreground, as this process's child, dying with it: a test process that is killed (a ctest
+    // timeout, an interrupted run) never reaches the destructor, and a daemonised munged outlived it.
+    const std::string args[] = {"--foreground",
+                                "--force",
+                                "--socket=" + socket_,
+                                "--key-file=" + key,
+                                "--pid-file=" + dir_ + "/munged.pid",
+                                "--log-file=" + dir_ + "/munged.log",
+                                "--seed-file=" + dir_ + "/munged.seed"};
+    const std::string out = dir_ + "/munged.out";
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(1);
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      ::execlp("munged", "munged", args[0].c_str(), args[1].c_str(), args[2].c_str(), args[3].c_str(), args[4].c_str(),
+               args[5].c_str(), args[6].c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    if (pid_ < 0) {
+      why_ = "fork for munged failed";
       return;
     }
-    for (int i = 0; i < 100 && !std::filesystem::exists(socket_); ++i)
+    for (int i = 0; i < 100 && !std::filesystem::exists(socket_); ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: not installed, or refused its key
+        pid_ = 0;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     ok_ = std::filesystem::exists(socket_);
-    if (!ok_) why_ = "munged's socket did not appear";
+    if (!ok_) why_ = "munged's socket did not appear (installed? see " + out + ")";
   }
   ~private_munged() {
-    std::ifstream pid(dir_ + "/munged.pid");
-    pid_t p = 0;
-    if (pid >> p && p > 1) ::kill(p, SIGTERM);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
     if (!dir_.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
     }
@@ -89,6 +116,7 @@ class private_munged {
   std::string dir_;
   std::string socket_;
   std::string why_;
+  pid_t pid_ = 0;
   bool ok_ = false;
 };
 

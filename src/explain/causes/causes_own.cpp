@@ -14,7 +14,9 @@ using k = failure::kind;
 
 bool says(const case_ctx& c, std::string_view w) { return c.f.detail.find(w) != std::string::npos; }
 
-std::string own_summary(const case_ctx& c) { return fmt::format("mrcheck's {} check failed: {}", c.f.call, c.f.detail); }
+std::string own_summary(const case_ctx& c) {
+  return fmt::format("mrcheck's {} check failed: {}", c.f.call, c.f.detail);
+}
 
 std::string own_fix(const case_ctx& c) {
   if (!c.f.fix_given.empty()) return c.f.fix_given;
@@ -47,7 +49,8 @@ const cause_row k_rows[] = {
     own(k_probes, cause::memlock,
         [](const case_ctx& c) { return says(c, "memlock") || says(c, "MEMLOCK") || says(c, "locked memory"); }),
     own(k_probes, cause::dmabuf_unsupported, [](const case_ctx& c) { return says(c, "DMA-BUF"); }),
-    own(k_probes, cause::gpu_peer_memory, [](const case_ctx& c) { return says(c, "peer memory") || says(c, "peermem"); }),
+    own(k_probes, cause::gpu_peer_memory,
+        [](const case_ctx& c) { return says(c, "peer memory") || says(c, "peermem"); }),
     // Every other check (firmware, drivers, the NCCL pair...): its own words, no cause of the taxonomy.
     cause_row{.kind = k::own_verdict, .what = cause::unknown, .summary = own_summary, .fix = own_fix},
 };
