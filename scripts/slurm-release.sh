@@ -25,6 +25,8 @@
 #   MRCHECK_FOREIGN_PLUGIN  a spank_mrcheck.so built for ANOTHER release: copied into the root for the test
 #                           that Slurm refuses it (tests/e2e/release_mismatch_test.sh)
 #   MRCHECK_BUILD_DIR       build tree for 22.05, on this machine (default: build, as scripts/test.sh)
+#   MRCHECK_SLURM_DIR       the private Slurm's directory for 22.05 (default /tmp/mrcheck-slurm-22.05); the roots
+#                           use their own
 #   MRCHECK_IMAGE_CACHE     the container test images (default /var/cache/mrcheck/images), bound into the root
 #   MRCHECK_E2E_ONLY=1      build in the root only what the end-to-end tests run (`test -R NAME`, quicker)
 #   MRCHECK_LOCK_WAIT       seconds to wait for another run that holds the release's root (default 3600)
@@ -75,7 +77,9 @@ fi
 # the new /tmp hides ("_create_ns: chown failed for .../jc/NODE/JOB/.JOB: No such file or directory": 24.11's
 # job_container_tmpfs.c, 26.05's namespace_tmpfs.c; docs/slurm-releases.md), and a task in that namespace
 # would not find the plugin's helpers nor the munge socket (tests/e2e/contain_spank_test.sh).
-slurm_dir=/tmp/mrcheck-slurm-$release
+# On this machine (22.05, no root and no lock) MRCHECK_SLURM_DIR is honoured, so that two private clusters with
+# their own MRCHECK_SLURM_PORT_BASE can run side by side; a root has one cluster at a time (its lock).
+slurm_dir=${MRCHECK_SLURM_DIR:-/tmp/mrcheck-slurm-$release}
 ((host)) || slurm_dir=/var/tmp/mrcheck-slurm-$release
 image_cache=${MRCHECK_IMAGE_CACHE:-/var/cache/mrcheck/images}
 
