@@ -20,7 +20,7 @@ on 2 "ip -4 -o addr show dev $nic | awk '{ print \$4 }'"
 addr=$out
 [[ $addr == 10.77.0.2/24 ]] || { e2e_fail "node2: $nic has address [$addr], not 10.77.0.2/24"; e2e_done; exit 1; }
 restore="nft delete table inet mrcheck_drop 2>/dev/null; ip link set $nic mtu 1500; ip link set $nic up;
-  ip -4 addr show dev $nic | grep -q 'inet ' || ip addr add $addr dev $nic;
+  ip -4 addr show dev $nic | grep -q inet || ip addr add $addr dev $nic;
   [ -f /tmp/m2/pid ] && kill \$(cat /tmp/m2/pid); rm -rf /tmp/m2; true"
 trap 'on 2 "$restore"' EXIT
 tmp=$(mktemp -d)
