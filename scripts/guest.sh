@@ -277,20 +277,35 @@ boot_node() { # boot_node N NODES ACCEL KERNEL (main or new)
     die "node$n: qemu-system-x86_64 did not start"
 }
 
-wait_ready() { # wait_ready N T0: one line per guest, READY or the reason it is not
+# node_ready N T0: 0 once N's console says READY (said once), 1 while it boots; a guest that says FAIL or whose
+# QEMU is gone ends the script, naming it.
+node_ready() {
   local n=$1 log=$work/node$1/console.log line
-  while ((SECONDS - $2 < boot_timeout)); do
-    line=$(tr -d '\r' <"$log" 2>/dev/null | grep -m1 -E '^MRCHECK-GUEST-(READY|FAIL)' || true)
-    if [[ $line == MRCHECK-GUEST-READY* ]]; then
-      say "node$n ready after $((SECONDS - $2)) s: ${line#MRCHECK-GUEST-READY }"
-      return 0
-    fi
-    [[ -z $line ]] || die "node$n: ${line#MRCHECK-GUEST-FAIL }"
-    kill -0 "$(cat "$work/node$n/qemu.pid" 2>/dev/null)" 2>/dev/null ||
-      die "node$n: QEMU exited before the guest was ready (console: $log)"
+  line=$(tr -d '\r' <"$log" 2>/dev/null | grep -m1 -E '^MRCHECK-GUEST-(READY|FAIL)' || true)
+  if [[ $line == MRCHECK-GUEST-READY* ]]; then
+    say "node$n ready after $((SECONDS - $2)) s: ${line#MRCHECK-GUEST-READY }"
+    return 0
+  fi
+  [[ -z $line ]] || die "node$n: ${line#MRCHECK-GUEST-FAIL }"
+  kill -0 "$(cat "$work/node$n/qemu.pid" 2>/dev/null)" 2>/dev/null ||
+    die "node$n: QEMU exited before the guest was ready (console: $log)"
+  return 1
+}
+
+# wait_ready T0 N...: until every guest N is ready, one line each; the first that fails, whichever it is, is named
+# at once (not after the guests before it have booted), else the first still booting at the time limit.
+wait_ready() {
+  local t0=$1 n pending=("${@:2}") left
+  while true; do
+    left=()
+    for n in "${pending[@]}"; do node_ready "$n" "$t0" || left+=("$n"); done
+    ((${#left[@]} > 0)) || return 0
+    pending=("${left[@]}")
+    n=${pending[0]}
+    ((SECONDS - t0 < boot_timeout)) ||
+      die "node$n did not boot in ${boot_timeout} s (last console line: $(tr -d '\r' <"$work/node$n/console.log" | tail -n1))"
     sleep 1
   done
-  die "node$n did not boot in ${boot_timeout} s (last console line: $(tr -d '\r' <"$log" | tail -n1))"
 }
 
 up() {
@@ -309,7 +324,7 @@ up() {
   # A guest that fails stops them all (its console log stays): TCG guests left running would eat the machine.
   trap 'down_quiet' EXIT
   for ((n = 1; n <= nodes; n++)); do boot_node "$n" "$nodes" "$a" "$(kernel_choice)"; done
-  for ((n = 1; n <= nodes; n++)); do wait_ready "$n" "$t0"; done
+  wait_ready "$t0" $(seq 1 "$nodes")
   if slurm_on; then wait_slurm "$nodes" "$t0"; fi
   trap - EXIT
   say "up: $nodes guest(s) ($a) in $((SECONDS - t0)) s; run commands with: $0 run NODE CMD"
@@ -360,7 +375,7 @@ reboot_node() {
   rm -f "$work/node$n/qemu.pid" "$work/node$n"/ctl*.sock
   a=$(accel)
   boot_node "$n" "$nodes" "$a" "$kernel"
-  wait_ready "$n" "$t0"
+  wait_ready "$t0" "$n"
 }
 
 run_cmd() {

@@ -180,8 +180,8 @@ if [[ ${MRCHECK_SKIP_PACKAGE:-0} != 1 && -n $releases ]] && command -v rpmbuild 
   rpm_job=$BG_PID
 fi
 # The guest leg (tests/guest/, label guest): the .deb (the main build's compiler cache: only what the install
-# layout changes compiles), then two guests with real kernels and Soft-RoCE and the tests on them, niced beside the
-# release legs like the ASan build and the RPM: under TCG the guests are CPU work that the release legs' waiting
+# layout changes compiles), then three guests with real kernels and Soft-RoCE and the tests on them, niced beside
+# the release legs like the ASan build and the RPM: under TCG the guests are CPU work that the release legs' waiting
 # end-to-end tests leave free. guest.sh build waits on the image the job above makes (the cache's lock).
 guest_job='' guest_out=$build/guest.out
 if [[ -n $guest_image_job ]]; then

@@ -121,6 +121,7 @@ std::string pair_text(const rdma_pair_result& r) {
 // The pairs between nodes after a loopback that passed: the first failed pair fails, an MTU that differs from
 // the peer's warns (the pair, like NCCL, runs at the smaller one).
 void judge_pairs(const rdma_probe_outcome& o, check_result& c) {
+  if (o.pairs.empty()) return;  // out of a step of two nodes or more: the loopback alone
   for (const auto& r : o.pairs) c.detail += pair_text(r) + "\n";
   std::vector<std::string> refused;
   for (const auto& r : o.pairs) refused.insert(refused.end(), r.refused.begin(), r.refused.end());

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
+#include <net/if.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -46,30 +47,54 @@ bool gid_empty(const ibv_gid& g) {
   return std::all_of(std::begin(g.raw), std::end(g.raw), [](unsigned char c) { return c == 0; });
 }
 
+bool gid_link_local(const ibv_gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
+
+// A port whose GIDs are all link-local (fe80::/10): the netdev has no address of its own, only the MAC-derived
+// default GID the kernel keeps. Soft-RoCE on Debian 12's 6.1 passes a loopback over it while the netdev's
+// IPv6 link-local address stays, and fails ibv_modify_qp to RTR with ENETUNREACH once that is gone too; the
+// other nodes' GIDs are their IP addresses either way, so the port fails here, naming the netdev (the GID's,
+// through ibv_query_gid_ex) rather than a pair that cannot meet (tests/guest/data_plane_break_test.sh).
+failure link_local_only(const rdma_port_result& r, int index, int ifindex) {
+  char name[IF_NAMESIZE] = "";
+  const std::string netdev = ifindex > 0 && if_indextoname(static_cast<unsigned>(ifindex), name) != nullptr
+                                 ? fmt::format("its network device {}", name)
+                                 : std::string("its network device");
+  return failure{
+      "gid", "no_gid", 0, "",
+      fmt::format("{} port {} has no RoCE GID with an IP address: {} has no IPv4 (nor global IPv6) "
+                  "address, only the link-local GID {} {}{}: RoCE between nodes needs the netdev's IP address",
+                  r.device, r.port, netdev, index, r.gid, r.gid_type.empty() ? "" : " (" + r.gid_type + ")")};
+}
+
 // The GID the pair uses on a RoCE port: RoCE v2 before v1, an IPv4-mapped address before any other (NCCL's
-// default: NCCL_IB_ROCE_VERSION_NUM 2, NCCL_IB_ADDR_FAMILY AF_INET); empty slots skipped.
+// default: NCCL_IB_ROCE_VERSION_NUM 2, NCCL_IB_ADDR_FAMILY AF_INET), a link-local one last; empty slots skipped.
 std::optional<failure> choose_gid(session& s, const ibv_port_attr& pa, rdma_port_result& r, ibv_gid& out) {
   int best = -1;
   int best_score = -1;
+  int best_ifindex = 0;
   const int n = std::min(pa.gid_tbl_len, 256);
   for (int i = 0; i < n; ++i) {
     ibv_gid g{};
     std::string type;
+    int ifindex = 0;
     if (s.v->query_gid_ex != nullptr) {
       ibv_gid_entry e{};
       int rc = s.v->query_gid_ex(s.ctx, s.port, static_cast<std::uint32_t>(i), &e, 0, sizeof e);
       if (rc != 0) continue;  // ENODATA: an empty slot
       g = e.gid;
       type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB";
+      ifindex = static_cast<int>(e.ndev_ifindex);
     } else if (s.v->query_gid(s.ctx, s.port, i, &g) != 0) {
       continue;
     }
     if (gid_empty(g)) continue;
     const std::string text = gid_text(g);
-    const int score = (type == "RoCE v2" ? 4 : 0) + (text.rfind("::ffff:", 0) == 0 ? 2 : 0) + (type.empty() ? 0 : 1);
+    const int score = (gid_link_local(g) ? 0 : 8) + (type == "RoCE v2" ? 4 : 0) +
+                      (text.rfind("::ffff:", 0) == 0 ? 2 : 0) + (type.empty() ? 0 : 1);
     if (score > best_score) {
       best = i;
       best_score = score;
+      best_ifindex = ifindex;
       out = g;
       r.gid = text;
       r.gid_type = type;
@@ -82,6 +107,7 @@ std::optional<failure> choose_gid(session& s, const ibv_port_attr& pa, rdma_port
                                r.device, r.port, pa.gid_tbl_len)};
   }
   r.gid_index = best;
+  if (gid_link_local(out)) return link_local_only(r, best, best_ifindex);
   return std::nullopt;
 }
 

@@ -925,6 +925,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
 		entry->gid_index = gid_index;
 		entry->port_num = port_num;
 		entry->gid_type = type;
+		entry->ndev_ifindex = 1; /* the netdev under the port: lo, the one every network namespace has */
 		return 0;
 	}
 	if (gid_index != 0)

@@ -1,7 +1,8 @@
 /* fake_ibverbs_data.h - the fake libibverbs' ports, GIDs and loopback data path (fake_ibverbs_data.c), called
  * from fake_ibverbs.c. Environment (read at every call):
  *   MRCHECK_FAKE_IBV_PORT  comma list: down (port state DOWN), eth (RoCE: link layer Ethernet, no LID, a GID
- *                          table like rxe's), nogid (with eth: every GID slot empty), mtu=256..4096 (active MTU)
+ *                          table like rxe's), nogid (with eth: every GID slot empty), noaddr (with eth: the
+ *                          link-local GIDs only, as with the netdev's addresses removed), mtu=256..4096 (active MTU)
  *   MRCHECK_FAKE_IBV_DATA  "loopback": posted work moves bytes between QPs of this process and completes;
  *                          unset: posting fails with EOPNOTSUPP (the fake moves no data)
  *   MRCHECK_FAKE_IBV_WC    STATUS[@N]: the Nth send-side completion (every one without @N) carries the

@@ -62,13 +62,14 @@ void fake_dp_port_attr(struct ibv_port_attr *a)
 	}
 }
 
-/* rxe's table on a netdev with one IPv4 address: link-local v1, v2, then the IPv4-mapped v1, v2. */
+/* rxe's table on a netdev with one IPv4 address: link-local v1, v2, then the IPv4-mapped v1, v2; "noaddr" in
+ * MRCHECK_FAKE_IBV_PORT: the netdev's address removed, only the link-local pair left. */
 int fake_dp_gid(int dev_index, uint32_t index, union ibv_gid *gid, enum ibv_gid_type *type)
 {
 	memset(gid, 0, sizeof(*gid));
 	if (index >= 128)
 		return EINVAL;
-	if (has_word(port_env(), "nogid") || index > 3)
+	if (has_word(port_env(), "nogid") || index > 3 || (has_word(port_env(), "noaddr") && index > 1))
 		return ENODATA;
 	*type = (index % 2) ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
 	if (index < 2) {

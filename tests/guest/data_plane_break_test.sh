@@ -7,13 +7,20 @@
 #     names what node1 said;
 #   - node2's NIC at MTU 9000 against node1's 1500: the pair passes at the smaller MTU (as NCCL), and warns;
 #   - node2's link down: node2's port is DOWN, node1 names node2 as never come;
-#   - node2 on a munged of another key: the meeting is refused on both nodes, naming MUNGE, nothing connects.
+#   - node2 on a munged of another key: the meeting is refused on both nodes, naming MUNGE, nothing connects;
+#   - node2's IPv4 address removed (an admin's botched netplan): the kernel keeps only the link-local fe80:: GID
+#     (a loopback over it passes), node2 fails at its GID naming the netdev without an address, the pair cannot
+#     meet (node2 has no route to node1), node1 names node2 as never come.
 source "$(dirname "$0")/lib.sh"
-# The NIC under node2's rxe0 (the initramfs names it ens3).
+# The NIC under node2's rxe0 (the initramfs names it ens3), and its address.
 on 2 "rdma link show rxe0/1 | sed -n 's/.* netdev \([^ ]*\).*/\1/p'"
 nic=$out
 [[ -n $nic ]] || { e2e_fail "node2: no netdev under rxe0: $err"; e2e_done; exit 1; }
+on 2 "ip -4 -o addr show dev $nic | awk '{ print \$4 }'"
+addr=$out
+[[ $addr == 10.77.0.2/24 ]] || { e2e_fail "node2: $nic has address [$addr], not 10.77.0.2/24"; e2e_done; exit 1; }
 restore="nft delete table inet mrcheck_drop 2>/dev/null; ip link set $nic mtu 1500; ip link set $nic up;
+  ip -4 addr show dev $nic | grep -q inet || ip addr add $addr dev $nic;
   [ -f /tmp/m2/pid ] && kill \$(cat /tmp/m2/pid); rm -rf /tmp/m2; true"
 trap 'on 2 "$restore"' EXIT
 tmp=$(mktemp -d)
@@ -111,5 +118,31 @@ done
 expect_contains "munge: node2 names munged's refusal" "${F2[message]}" "refused credential"
 expect_contains "munge: node1 names node2's refusal" "${F1[message]}" "refused peer 10.77.0.2 port"
 e2e_log "munge case: $((SECONDS - t0)) s"
+
+t0=$SECONDS
+# rxe's GID table follows the netdev's addresses (the kernel's netdev events): wait until the IPv4 GID is gone.
+pair "ip -4 addr flush dev $nic && for i in \$(seq 50); do grep -q 0000:ffff: /sys/class/infiniband/rxe0/ports/1/gids/[0-9] || break;
+  sleep 0.1; done && ! grep -q 0000:ffff: /sys/class/infiniband/rxe0/ports/1/gids/[0-9]"
+expect_eq "address removed: node2's IPv4 gone from $nic and from rxe0's GIDs" "$setup_rc" 0
+expect_eq "address removed: node2 fails" "${F2[verdict]}" fail
+expect_eq "address removed: node2's port fails" "${F2[port_ok]}" False
+expect_contains "address removed: node2 names its netdev without an address, and the GID left" "${F2[summary]}" \
+  "rxe0 port 1: gid: rxe0 port 1 has no RoCE GID with an IP address: its network device $nic has no IPv4 (nor global IPv6) address, only the link-local GID 0 fe80::5054:ff:fe77:2 (RoCE v2)"
+expect_contains "address removed: the fix gives the netdev an address" "${F2[hint]}" \
+  "give the port's network device an IP address"
+expect_eq "address removed: node2 cannot reach node1 to meet" "${F2[cause]} ${F2[step]}" "no_route connect"
+expect_eq "address removed: node1 fails" "${F1[verdict]}" fail
+expect_eq "address removed: node1's own port passes" "${F1[port_ok]}" True
+expect_contains "address removed: node1 names node2 as never come" "${F1[summary]}" \
+  "RDMA between nodes: pair 0 with node2 on rxe0:1: connect: node2's probe never came"
+on 2 "$restore"
+# slurmctld may have missed node2 meanwhile (a ping every 40 s): the tests after this one need it idle.
+for _ in $(seq 1 60); do
+  on 1 "sinfo -h -N -n node2 -o %T"
+  [[ $out != idle ]] || break
+  sleep 1
+done
+expect_eq "address removed: node2 idle in Slurm once its address is back" "$out" idle
+e2e_log "address-removed case: $((SECONDS - t0)) s"
 rm -rf "$tmp"
 e2e_done

@@ -2,13 +2,14 @@
 # `srun -N2 --mr-check=rdma` on the guests' Slurm: the plugin runs the data-plane probe (`mrcheck probe rdma`) as
 # the job user on each node of the step: each node's RC loopback over its own rxe0 and RoCE v2 GID, then the pair
 # between the two kernels (node1 sends and writes to node2, node2 echoes and checks every byte), their QPs'
-# addresses exchanged as MUNGE credentials of the job's user; the record of both nodes reaches node1.
+# addresses exchanged as MUNGE credentials of the job's user; the record of both nodes reaches node1. The step
+# names node[1-2] (-w): the third guest is the ring's (slurm_rdma_ring_test.sh).
 source "$(dirname "$0")/lib.sh"
 trap 'plugin_policy' EXIT
 
 plugin_policy admin_comment=yes
 t0=$SECONDS
-as_mrtest 1 "srun -J rdma -N2 --mr-check=rdma,verbose true"
+as_mrtest 1 "srun -J rdma -N2 -w 'node[1-2]' --mr-check=rdma,verbose true"
 e2e_log "srun -N2 --mr-check=rdma,verbose: $((SECONDS - t0)) s"
 expect_eq "rdma: exit 0" "$rc" 0
 for n in 1 2; do

@@ -9,6 +9,7 @@
 #   - munge: one key for the cluster, a credential of node1 valid on node2;
 #   - node2's slurmd under 8 MiB (a unit without LimitMEMLOCK=infinity): node2 alone fails naming slurmd, and the
 #     record names node2 and counts node1: node2's verdict came to node1 over the guest network.
+# Every step names node[1-2] (-w): the cluster has a third guest (the ring of slurm_rdma_ring_test.sh).
 source "$(dirname "$0")/lib.sh"
 trap 'plugin_policy; slurmd_memlock 2 unlimited' EXIT
 task='bash -c '\''echo $(hostname) $(ulimit -l)'\'''
@@ -21,7 +22,7 @@ on 2 "stat -c '%a %U:%G' /etc/munge/munge.key"
 expect_eq "munge: the key 0400 munge:munge" "$out" "400 munge:munge"
 
 plugin_policy admin_comment=yes
-as_mrtest 1 "srun -J raised -N2 --mr-check $task"
+as_mrtest 1 "srun -J raised -N2 -w 'node[1-2]' --mr-check $task"
 expect_eq "raised: exit 0" "$rc" 0
 expect_eq "raised: the task ran on both guests, memlock unlimited" "$(sort <<<"$out")" $'node1 unlimited\nnode2 unlimited'
 expect_not_contains "raised: no verdict on the user's stderr" "$err" "mrcheck:"
@@ -30,7 +31,7 @@ expect_eq "raised: the record of both nodes" "$AC" "mrcheck: step 0: pass on 2 n
 on 1 "grep -c 'mrcheck: admin: job $AC_JOB step 0: AdminComment: mrcheck: step 0: pass on 2 nodes' /var/log/slurm/slurmd.log"
 expect_eq "raised: node1's slurmd logged the record it wrote" "$out" 1
 
-as_mrtest 1 "ulimit -l 8192; srun -J low -N2 --mr-check $task"
+as_mrtest 1 "ulimit -l 8192; srun -J low -N2 -w 'node[1-2]' --mr-check $task"
 e2e_log "8 MiB: $err"
 expect_eq "8 MiB: srun fails" "$([[ $rc != 0 ]] && echo failed)" failed
 expect_eq "8 MiB: no task ran" "$out" ""
@@ -44,14 +45,14 @@ expect_contains "8 MiB: the record names memlock, the hop and both nodes" "$AC" 
   "mrcheck: step 0: FAIL memlock=8MiB (submit-host propagation) on node1,node2; FAIL mr_host (rxe0: ibv_reg_mr_iova2"
 
 plugin_policy admin_comment=yes enforce=yes
-as_mrtest 1 "ulimit -l 8192; srun -J enforced -N2 --mr-check=memlock $task"
+as_mrtest 1 "ulimit -l 8192; srun -J enforced -N2 -w 'node[1-2]' --mr-check=memlock $task"
 expect_eq "8 MiB, enforce=yes: exit 0" "$rc" 0
 expect_eq "8 MiB, enforce=yes: both tasks start with the policy's limit" "$(sort <<<"$out")" \
   $'node1 unlimited\nnode2 unlimited'
 
 plugin_policy admin_comment=yes
 slurmd_memlock 2 8388608
-as_mrtest 1 "srun -J slurmd8m -N2 --mr-check=memlock $task"
+as_mrtest 1 "srun -J slurmd8m -N2 -w 'node[1-2]' --mr-check=memlock $task"
 expect_eq "node2's slurmd at 8 MiB: srun fails" "$([[ $rc != 0 ]] && echo failed)" failed
 expect_eq "node2's slurmd at 8 MiB: node1's task ran" "$out" "node1 unlimited"
 expect_contains "node2's slurmd at 8 MiB: named, on node2" "$err" \

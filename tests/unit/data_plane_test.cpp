@@ -98,6 +98,35 @@ TEST_F(data_plane, an_empty_gid_table_names_the_missing_address) {
   EXPECT_NE(c.hint.find("IP address"), std::string::npos) << c.hint;
 }
 
+// The netdev's addresses removed (an admin's botched netplan): the kernel keeps the MAC-derived fe80:: GIDs, and
+// a loopback over them passes on Soft-RoCE, yet no other node reaches the port. The port fails at its GID,
+// naming the netdev, instead of passing the loopback on a link-local GID.
+TEST_F(data_plane, only_link_local_gids_name_the_netdev_without_an_address) {
+  setenv("MRCHECK_FAKE_IBV_PORT", "eth,noaddr", 1);
+  auto o = run();
+  const auto& p = port(o);
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.step, "gid");
+  EXPECT_EQ(p.cause, "no_gid");
+  EXPECT_EQ(p.gid_index, 1);  // the RoCE v2 one of the link-local pair
+  check_result c = data_plane_check(o);
+  EXPECT_EQ(c.result, verdict::fail);
+  EXPECT_NE(c.summary.find(
+                "mlx5_0 port 1: gid: mlx5_0 port 1 has no RoCE GID with an IP address: its network device "
+                "lo has no IPv4 (nor global IPv6) address, only the link-local GID 1 fe80::200:0:0:1 (RoCE v2)"),
+            std::string::npos)
+      << c.summary;
+  EXPECT_NE(c.hint.find("give the port's network device an IP address"), std::string::npos) << c.hint;
+}
+
+// Out of a job step the probe has no pair: the passing summary is the loopback's alone.
+TEST_F(data_plane, a_pass_out_of_a_step_names_no_pair) {
+  setenv("MRCHECK_FAKE_IBV_PORT", "eth", 1);
+  check_result c = data_plane_check(run());
+  EXPECT_EQ(c.result, verdict::pass);
+  EXPECT_EQ(c.summary.find("between nodes"), std::string::npos) << c.summary;
+}
+
 TEST_F(data_plane, a_port_down_fails_naming_its_state) {
   setenv("MRCHECK_FAKE_IBV_PORT", "down", 1);
   auto o = run();
