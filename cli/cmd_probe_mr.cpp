@@ -295,13 +295,17 @@ void declare_probe_mr(command_line& c) {
       "Registers memory with each HCA NCCL would use, exactly as NCCL does (ibv_reg_mr_iova2 with\n"
       "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING, page-aligned, iova = addr), as this\n"
       "user under this process's RLIMIT_MEMLOCK, probes DMA-BUF support like NCCL (fd -1), and with --gpu\n"
-      "registers GPU memory (peer-memory path and a DMA-BUF fd). Checks: mr_host, dmabuf, mr_gpu.\n");
+      "registers GPU memory (peer-memory path and a DMA-BUF fd) and, where the GPUs report a multi-node NVLink\n"
+      "fabric, makes and exports a fabric-handle buffer as NCCL does. Checks: mr_host, dmabuf, mr_gpu, "
+      "mnnvl_handle.\n");
   c.option("--size", o.size, "BYTES", "register this much (8M, 1G, ...) instead of the estimate of NCCL's buffers");
   c.option("--device", o.device, "NAME",
            "only this HCA (default: NCCL_IB_HCA, else the HCAs nearest the GPUs, else all)");
   c.option("--verbs-library", o.verbs_library, "PATH",
            "libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)");
-  c.flag("--gpu", o.gpu, "also register GPU memory (CUDA driver API, libcuda.so.1)");
+  c.flag("--gpu", o.gpu,
+         "also register GPU memory (CUDA driver API, libcuda.so.1) and test a fabric handle where there is an NVLink "
+         "fabric");
   c.flag("--json", o.json, "report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}");
   c.option("--config", o.config_file, "FILE",
            "mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)");
