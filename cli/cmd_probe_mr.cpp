@@ -122,8 +122,10 @@ bool has_rdma_device(const result<std::unique_ptr<verbs_api>>& verbs) {
 // most of `probe mr --gpu` on a node without an HCA (bench/probe/README.md).
 struct gpu_side {
   std::unique_ptr<gpu_memory> gpu;
-  gpu_probe_result setup;
+  gpu_probe_result setup;  // mr_gpu's
   fabric_facts nvml;
+  std::string cuda_problem;  // why CUDA could not be set up, in CUDA's words (mnnvl_handle's)
+  bool cuda_skip = true;     // ... and whether that means not applicable
 };
 
 gpu_side open_gpu_side(bool rdma_device) {
@@ -145,10 +147,10 @@ gpu_side open_gpu_side(bool rdma_device) {
   auto g = open_cuda_gpu(skip);
   if (g) {
     s.gpu = std::move(*g);
-  } else if (skip) {
-    s.setup.skip_reason = g.error().message();
   } else {
-    s.setup.error = g.error().message();
+    s.cuda_problem = g.error().message();
+    s.cuda_skip = skip;
+    (skip ? s.setup.skip_reason : s.setup.error) = s.cuda_problem;
   }
   if (!rdma_device) s.setup.skip_reason = "no RDMA device: GPU memory was not registered (nothing to register it with)";
   return s;
@@ -173,10 +175,7 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
   gpu_memory* for_mr = gs.setup.skip_reason.empty() && gs.setup.error.empty() ? gs.gpu.get() : nullptr;
   mr_probe_outcome o = run_mr_probe(req, verbs ? verbs->get() : nullptr, load_error, for_mr, gs.setup, sink);
   o.explicit_library = explicit_library;
-  if (opt.gpu) {
-    const std::string& problem = gs.setup.error.empty() ? gs.setup.skip_reason : gs.setup.error;
-    o.fabric = probe_fabric_handle(gs.nvml, gs.gpu.get(), problem, gs.setup.error.empty(), sink);
-  }
+  if (opt.gpu) o.fabric = probe_fabric_handle(gs.nvml, gs.gpu.get(), gs.cuda_problem, gs.cuda_skip, sink);
   gs.gpu.reset();
 
   // Evidence: cheap for a pass; the chain walk and the stack facts only when something failed.

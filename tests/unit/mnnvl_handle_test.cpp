@@ -182,13 +182,14 @@ class ProbeCli : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(log_); }
   nlohmann::json probe(const std::string& nvml_gpus, const std::string& mode, int* exit_code = nullptr,
-                       const std::string& verbs = k_verbs) {
+                       const std::string& verbs = k_verbs, const std::vector<std::string>& extra = {}) {
     std::filesystem::remove(log_);
     child_spec s;
     s.argv = {k_mrcheck, "probe", "mr", "--gpu", "--json", "--size", "1M", "--verbs-library", verbs};
     s.env = {"PATH=/usr/bin:/bin", std::string("LD_LIBRARY_PATH=") + MRCHECK_FAKE_DRIVER_DIR,
              "MRCHECK_FAKE_NVML_GPUS=" + nvml_gpus, "MRCHECK_FAKE_CUDA_FABRIC=" + mode,
              "MRCHECK_FAKE_CUDA_LOG=" + log_};
+    s.env.insert(s.env.end(), extra.begin(), extra.end());
     s.timeout = std::chrono::milliseconds(20000);
     auto out = run_child(s);
     EXPECT_TRUE(out) << (out ? "" : out.error().message());
@@ -247,6 +248,14 @@ TEST_F(ProbeCli, EachVerdictThroughTheRealLoadPath) {
             "no NVLink fabric on this node: fabric handles not tested (NVML asked 1 GPU: none in a fabric)");
   EXPECT_EQ(j["probe"]["fabric"]["node_fabric"], false);
   EXPECT_EQ(calls(), "");
+
+  // A fabric node whose task sees no GPU: CUDA's own words (mr_gpu's reason is the same one here).
+  j = probe(gb200, "ok", nullptr, k_verbs, {"MRCHECK_FAKE_CUDA_NO_DEVICE=1"});
+  c = check(j, "mnnvl_handle");
+  EXPECT_EQ(c.value("verdict", ""), "skip") << j.dump();
+  EXPECT_NE(c.value("summary", "").find("but CUDA could not be set up: no GPU visible (cuInit: CUDA_ERROR_NO_DEVICE)"),
+            std::string::npos)
+      << c.dump();
 
   // No RDMA device and no IMEX on the machine: neither NVML nor CUDA is asked (what this machine has).
   ASSERT_FALSE(imex_installed(sysroot{}));
