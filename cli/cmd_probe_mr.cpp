@@ -15,6 +15,7 @@
 #include <mrcheck/check.h>
 #include <mrcheck/child.h>
 #include <mrcheck/config.h>
+#include <mrcheck/fabric.h>
 #include <mrcheck/log.h>
 #include <mrcheck/mr_probe.h>
 #include <mrcheck/sysroot.h>
@@ -115,6 +116,46 @@ bool has_rdma_device(const result<std::unique_ptr<verbs_api>>& verbs) {
   return names && !names->empty();
 }
 
+// The GPU side of --gpu: CUDA for mr_gpu where there is an RDMA device to register with, and for mnnvl_handle where
+// NVML reports a multi-node NVLink fabric (asked in a child of its own: an NVML that crashes is one line). NVML is
+// asked where IMEX is installed or CUDA is set up anyway: its 22-29 ms (docs/facts/mnnvl.md §4) would otherwise be
+// most of `probe mr --gpu` on a node without an HCA (bench/probe/README.md).
+struct gpu_side {
+  std::unique_ptr<gpu_memory> gpu;
+  gpu_probe_result setup;  // mr_gpu's
+  fabric_facts nvml;
+  std::string cuda_problem;  // why CUDA could not be set up, in CUDA's words (mnnvl_handle's)
+  bool cuda_skip = true;     // ... and whether that means not applicable
+};
+
+gpu_side open_gpu_side(bool rdma_device) {
+  gpu_side s;
+  if (rdma_device || imex_installed(sysroot{})) {
+    s.nvml = read_gpu_fabric_isolated(std::string(k_nvml_library));
+  } else {
+    s.nvml.gpus = status::error("not asked: no IMEX on this node and no RDMA device");
+  }
+  const bool fabric = s.nvml.gpus && std::any_of(s.nvml.gpus->begin(), s.nvml.gpus->end(), [](const gpu_fabric& g) {
+                        return g.query_error == 0 && g.state != fabric_state::not_supported;
+                      });
+  if (!rdma_device && !fabric) {
+    // Nothing to register GPU memory with and no fabric: CUDA's set-up (about 280 ms on an H100) would test nothing.
+    s.setup.skip_reason = "no RDMA device: GPU memory was not set up (nothing to register it with)";
+    return s;
+  }
+  bool skip = true;
+  auto g = open_cuda_gpu(skip);
+  if (g) {
+    s.gpu = std::move(*g);
+  } else {
+    s.cuda_problem = g.error().message();
+    s.cuda_skip = skip;
+    (skip ? s.setup.skip_reason : s.setup.error) = s.cuda_problem;
+  }
+  if (!rdma_device) s.setup.skip_reason = "no RDMA device: GPU memory was not registered (nothing to register it with)";
+  return s;
+}
+
 // The probe in this process.
 int run_here(const options& opt, const std::string& library, bool explicit_library) {
   stderr_log sink(opt.verbose || opt.child ? log_level::verbose : log_level::info);
@@ -128,26 +169,14 @@ int run_here(const options& opt, const std::string& library, bool explicit_libra
   auto verbs = load_verbs(library);
   status load_error = verbs ? status::ok() : verbs.error();
 
-  std::unique_ptr<gpu_memory> gpu;
-  gpu_probe_result gpu_setup;
-  if (opt.gpu && !has_rdma_device(verbs)) {
-    // Nothing to register GPU memory with: CUDA's set-up (about 280 ms on an H100) would test nothing.
-    gpu_setup.skip_reason = "no RDMA device: GPU memory was not set up (nothing to register it with)";
-  } else if (opt.gpu) {
-    bool skip = true;
-    auto g = open_cuda_gpu(skip);
-    if (g) {
-      gpu = std::move(*g);
-    } else if (skip) {
-      gpu_setup.skip_reason = g.error().message();
-    } else {
-      gpu_setup.error = g.error().message();
-    }
-  }
-
-  mr_probe_outcome o = run_mr_probe(req, verbs ? verbs->get() : nullptr, load_error, gpu.get(), gpu_setup, sink);
+  gpu_side gs;
+  if (opt.gpu) gs = open_gpu_side(has_rdma_device(verbs));
+  // mr_gpu registers only with a GPU it may use: none when its set-up says why not.
+  gpu_memory* for_mr = gs.setup.skip_reason.empty() && gs.setup.error.empty() ? gs.gpu.get() : nullptr;
+  mr_probe_outcome o = run_mr_probe(req, verbs ? verbs->get() : nullptr, load_error, for_mr, gs.setup, sink);
   o.explicit_library = explicit_library;
-  gpu.reset();
+  if (opt.gpu) o.fabric = probe_fabric_handle(gs.nvml, gs.gpu.get(), gs.cuda_problem, gs.cuda_skip, sink);
+  gs.gpu.reset();
 
   // Evidence: cheap for a pass; the chain walk and the stack facts only when something failed.
   node_evidence ev = probe_evidence(sysroot{}, o, false);
@@ -265,13 +294,17 @@ void declare_probe_mr(command_line& c) {
       "Registers memory with each HCA NCCL would use, exactly as NCCL does (ibv_reg_mr_iova2 with\n"
       "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|RELAXED_ORDERING, page-aligned, iova = addr), as this\n"
       "user under this process's RLIMIT_MEMLOCK, probes DMA-BUF support like NCCL (fd -1), and with --gpu\n"
-      "registers GPU memory (peer-memory path and a DMA-BUF fd). Checks: mr_host, dmabuf, mr_gpu.\n");
+      "registers GPU memory (peer-memory path and a DMA-BUF fd) and, where the GPUs report a multi-node NVLink\n"
+      "fabric, makes and exports a fabric-handle buffer as NCCL does. Checks: mr_host, dmabuf, mr_gpu, "
+      "mnnvl_handle.\n");
   c.option("--size", o.size, "BYTES", "register this much (8M, 1G, ...) instead of the estimate of NCCL's buffers");
   c.option("--device", o.device, "NAME",
            "only this HCA (default: NCCL_IB_HCA, else the HCAs nearest the GPUs, else all)");
   c.option("--verbs-library", o.verbs_library, "PATH",
            "libibverbs to load (default: verbs_library= of the config, libibverbs.so.1)");
-  c.flag("--gpu", o.gpu, "also register GPU memory (CUDA driver API, libcuda.so.1)");
+  c.flag("--gpu", o.gpu,
+         "also register GPU memory (CUDA driver API, libcuda.so.1) and test a fabric handle where there is an NVLink "
+         "fabric");
   c.flag("--json", o.json, "report JSON on stdout: {\"verdict\",\"checks\":[...],\"probe\":{...}}");
   c.option("--config", o.config_file, "FILE",
            "mrcheck.conf to read (default " MRCHECK_DEFAULT_CONFIG " when it exists)");

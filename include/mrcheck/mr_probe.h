@@ -224,6 +224,40 @@ struct gpu_probe_result {
   std::string vmm_dmabuf_handle_error;
 };
 
+// One fabric-handle buffer as NCCL's multi-node NVLink set-up makes it ([NCCL@v2.27.3-1] src/mnnvl.cc,
+// docs/facts/mnnvl.md §5): cuMemCreate with requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC, then
+// cuMemExportToShareableHandle to a CUmemFabricHandle and cuMemImportFromShareableHandle back; released after.
+struct fabric_handle_attempt {
+  bool attempted = false;
+  bool ok = false;
+  std::string call;        // the call that failed ("cuMemCreate", "cuMemExportToShareableHandle", ...), "" on success
+  int cu_error = 0;        // its CUresult
+  std::string error_name;  // "CUDA_ERROR_NOT_PERMITTED"
+  std::uint64_t bytes = 0;
+};
+// The two CUresults the mnnvl_handle check tells apart (cuda.h, CUDA 12.3+; docs/facts/mnnvl.md §5).
+inline constexpr int k_cuda_error_not_permitted = 800;
+inline constexpr int k_cuda_error_not_supported = 801;
+
+// What the mnnvl_handle check reads: whether this node's GPUs report a multi-node NVLink fabric (NVML, as the
+// mnnvl check reads it), the GPU's fabric-handle support, the attempt, and the IMEX channels the probe itself
+// sees (its own mount namespace: the job's, when the job runs the probe).
+struct fabric_probe_result {
+  bool asked = false;              // --gpu: the check applies
+  bool node_fabric = false;        // a GPU reports a completed fabric with a cluster UUID (NCCL's condition)
+  std::string no_fabric;           // why not: "no GPU reports ..." or why NVML could not say
+  std::string fabric_line;         // "GPU 0: clique 0x7ffe of cluster 4f3c9e2a-..."
+  std::string cuda_problem;        // CUDA could not be set up: the attempt was not made
+  bool cuda_problem_skip = false;  // ... and that means "not applicable" (no GPU visible), not a broken CUDA
+  int cuda_device = 0;
+  std::string pci_bdf;
+  bool handle_attr = false;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
+  fabric_handle_attempt attempt;
+  bool channels_dir = false;       // /dev/nvidia-caps-imex-channels in the probe's namespace
+  std::vector<unsigned> channels;  // the channelN it sees
+  std::vector<unsigned> usable;    // ... and may open read-write
+};
+
 struct hca_probe_result {
   std::string device;
   std::vector<int> ports;
@@ -267,6 +301,7 @@ struct mr_probe_outcome {
   std::vector<std::string> gpu_bdfs;
   bool gpu_requested = false;
   gpu_probe_result gpu_setup;  // when the GPU side could not even start (no CUDA / no GPU)
+  fabric_probe_result fabric;  // the mnnvl_handle check's facts (probe_fabric_handle), with --gpu
   // The process that registered: its limit and privileges (a probe as root proves nothing about memlock).
   std::uint64_t memlock_soft = 0;
   std::uint64_t memlock_hard = 0;
@@ -297,12 +332,25 @@ class gpu_memory {
     return status::error("CUDA VMM (cuMemCreate) not available");
   }
   virtual void free_vmm(std::uint64_t /*ptr*/) {}
+  // Multi-node NVLink: CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, and one fabric-handle buffer of at least
+  // `bytes` made, exported, imported and released as NCCL's MNNVL check does (fabric_handle_attempt).
+  virtual bool fabric_handle_supported() const { return false; }
+  virtual fabric_handle_attempt try_fabric_handle(std::size_t /*bytes*/) { return {}; }
 };
 
 // dlopen("libcuda.so.1") (the driver API: no CUDA runtime needed), cuInit, device 0 of what the task sees,
 // its primary context. On failure `skip` says whether it means "not applicable here" (built without CUDA
 // headers, no driver, no GPU visible) rather than a broken CUDA.
-result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip);
+// `library` is what dlopen is given: the driver's libcuda.so.1, or a test's fake (tests/fakes/fake_cuda.c).
+result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip, const std::string& library = "libcuda.so.1");
+
+// The mnnvl_handle facts: `nvml` is NVML's fabric answer (read_gpu_fabric_isolated, fabric.h); where a GPU reports
+// a multi-node fabric, one fabric-handle buffer on `gpu` (null: `cuda_problem` says why, `cuda_problem_skip`
+// whether that means not applicable) and the IMEX channels of this process's own mount namespace
+// (read_task_imex of itself). Without a fabric, nothing is allocated and `no_fabric` says so.
+struct fabric_facts;
+fabric_probe_result probe_fabric_handle(const fabric_facts& nvml, gpu_memory* gpu, const std::string& cuda_problem,
+                                        bool cuda_problem_skip, log_sink& log);
 
 // Runs the probe. `verbs` may be null when the library did not load (then `load_error` says why). `log` gets
 // one verbose line before every call that might hang ("mrcheck: mr_host: calling ibv_reg_mr_iova2 on mlx5_0

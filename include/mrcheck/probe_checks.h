@@ -30,6 +30,10 @@ struct probe_check {
 probe_check mr_host_check(const mr_probe_outcome& o, const node_evidence& evidence);
 probe_check dmabuf_check(const mr_probe_outcome& o, const node_evidence& evidence);
 probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& evidence);
+// mnnvl_handle (src/checks/mnnvl_handle.cpp): the fabric-handle buffer of o.fabric. pass; fail on
+// CUDA_ERROR_NOT_PERMITTED (owner site, or node when the probe sees a usable IMEX channel) or another error (node);
+// skip without a fabric or on CUDA_ERROR_NOT_SUPPORTED; warn when the GPU reports no fabric-handle support.
+probe_check mnnvl_handle_check(const mr_probe_outcome& o);
 
 // Evidence about this process and node for the diagnosis, read through `root` (the host's for the probe, a
 // fixture tree in tests): its RLIMIT_MEMLOCK, euid and CapEff (read_own_process, facts.h), max_map_count,
@@ -37,7 +41,8 @@ probe_check mr_gpu_check(const mr_probe_outcome& o, const node_evidence& evidenc
 // ancestor chain and the RDMA stack.
 node_evidence probe_evidence(const sysroot& root, const mr_probe_outcome& o, bool deep);
 
-// All three checks (mr_gpu only when the GPU side was requested), in order mr_host, dmabuf, mr_gpu.
+// The checks (mr_gpu and mnnvl_handle only when the GPU side was requested), in order mr_host, dmabuf, mr_gpu,
+// mnnvl_handle.
 std::vector<probe_check> mr_probe_checks(const mr_probe_outcome& o, const node_evidence& evidence);
 report to_report(const std::vector<probe_check>& checks);
 

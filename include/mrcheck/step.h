@@ -186,9 +186,12 @@ using post_exec_done = std::function<void(const std::vector<check_result>& verdi
 status spawn_post_exec_watcher(const post_exec_watch& w, const post_exec_done& done = {}, int record_fd = -1);
 // The watcher's body, exposed for tests: observes `task` (blocking, bounded). `exec_fd` (closed here), when
 // >= 0, is the read end of a pipe whose only write end the task holds close-on-exec: its end-of-file is the
-// exec itself.
+// exec itself. `at_exec`, when set, runs once the exec is seen and the task still runs, before the window: what
+// must be read of the task itself (its mount namespace) while it is there, a task shorter than the window
+// included (tests/e2e/plugin_l_imex_channel_test.sh).
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
-                                        std::chrono::milliseconds window, int exec_fd = -1);
+                                        std::chrono::milliseconds window, int exec_fd = -1,
+                                        const std::function<void()>& at_exec = {});
 
 // ---- task_init below the SPANK calls (src/step/task_step.cpp) ---------------------------------------------
 // spank/plugin.cpp reads the items, calls run_task_step, prints its lines, calls send_task_record, prints what

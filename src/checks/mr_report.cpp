@@ -112,6 +112,7 @@ std::vector<probe_check> mr_probe_checks(const mr_probe_outcome& o, const node_e
   out.push_back(mr_host_check(o, evidence));
   out.push_back(dmabuf_check(o, evidence));
   if (o.gpu_requested) out.push_back(mr_gpu_check(o, evidence));
+  if (o.gpu_requested && o.fabric.asked) out.push_back(mnnvl_handle_check(o));
   return out;
 }
 
@@ -177,6 +178,32 @@ nlohmann::json hca_json(const hca_probe_result& h) {
   return hj;
 }
 
+// The mnnvl_handle facts: the fabric NVML reported, the channels the probe saw, the attempt.
+nlohmann::json fabric_json(const fabric_probe_result& f) {
+  nlohmann::json j = {{"node_fabric", f.node_fabric}};
+  if (!f.node_fabric) {
+    j["no_fabric"] = f.no_fabric;
+    return j;
+  }
+  j["fabric"] = f.fabric_line;
+  j["imex_channels"] = {{"dir", f.channels_dir}, {"seen", f.channels}, {"usable", f.usable}};
+  if (!f.cuda_problem.empty()) {
+    j["cuda_problem"] = f.cuda_problem;
+    return j;
+  }
+  j["cuda_device"] = f.cuda_device;
+  j["pci_bdf"] = f.pci_bdf;
+  j["handle_type_fabric_supported"] = f.handle_attr;
+  const fabric_handle_attempt& a = f.attempt;
+  j["attempt"] = {{"attempted", a.attempted}, {"ok", a.ok}, {"bytes", a.bytes}};
+  if (a.attempted && !a.ok) {
+    j["attempt"]["call"] = a.call;
+    j["attempt"]["cu_error"] = a.cu_error;
+    j["attempt"]["error_name"] = a.error_name;
+  }
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_check>& checks) {
@@ -222,6 +249,7 @@ nlohmann::json probe_to_json(const mr_probe_outcome& o, const std::vector<probe_
   nlohmann::json hcas = nlohmann::json::array();
   for (const auto& h : o.hcas) hcas.push_back(hca_json(h));
   j["hcas"] = std::move(hcas);
+  if (o.fabric.asked) j["fabric"] = fabric_json(o.fabric);
   nlohmann::json diags = nlohmann::json::object();
   for (const auto& c : checks) {
     if (!c.diag) continue;

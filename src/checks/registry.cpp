@@ -147,6 +147,9 @@ const auto k_checks = std::to_array<check_def>({
     {"mr_host", check_group::mr, "register host memory the way NCCL does", nullptr, check_origin::probe},
     {"dmabuf", check_group::mr, "DMA-BUF registration support, probed like NCCL", nullptr, check_origin::probe},
     {"mr_gpu", check_group::mr, "register GPU memory (peer memory and DMA-BUF)", nullptr, check_origin::probe},
+    {"mnnvl_handle", check_group::mr,
+     "on GPUs that report a multi-node NVLink fabric: a fabric-handle buffer made, exported and imported as NCCL does",
+     nullptr, check_origin::probe},
     {"nccl_pair", check_group::nccl, "two NCCL ranks initialise and all-reduce", nullptr, check_origin::probe},
     {"data_plane", check_group::rdma,
      "an RC queue pair through INIT/RTR/RTS on each active port: send/recv and RDMA write, bytes verified "

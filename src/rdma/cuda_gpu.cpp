@@ -19,6 +19,22 @@ namespace mrcheck {
 
 namespace {
 
+// Fabric handles came with CUDA 12.3; an older cuda.h lacks their names, so their values (docs/facts/mnnvl.md §5).
+#if CUDA_VERSION >= 12030
+constexpr CUmemAllocationHandleType k_handle_type_fabric = CU_MEM_HANDLE_TYPE_FABRIC;
+constexpr CUdevice_attribute k_attr_fabric = CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED;
+using fabric_handle = CUmemFabricHandle;
+#else
+constexpr auto k_handle_type_fabric = static_cast<CUmemAllocationHandleType>(0x8);
+constexpr auto k_attr_fabric = static_cast<CUdevice_attribute>(128);
+struct fabric_handle {
+  unsigned char data[64];
+};
+#endif
+static_assert(sizeof(fabric_handle) == 64, "CUmemFabricHandle is 64 bytes (CU_IPC_HANDLE_SIZE)");
+static_assert(CUDA_ERROR_NOT_PERMITTED == k_cuda_error_not_permitted &&
+              CUDA_ERROR_NOT_SUPPORTED == k_cuda_error_not_supported);
+
 struct cuda_api {
   void* handle = nullptr;
   CUresult (*init)(unsigned int) = nullptr;
@@ -45,6 +61,9 @@ struct cuda_api {
   CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
   CUresult (*mem_unmap)(CUdeviceptr, size_t) = nullptr;
   CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  // Fabric handles (optional: only the mnnvl_handle check uses them).
+  CUresult (*mem_export)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long) = nullptr;
+  CUresult (*mem_import)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
 
   bool has_vmm() const {
     return mem_create != nullptr && mem_release != nullptr && mem_get_granularity != nullptr &&
@@ -82,6 +101,9 @@ class cuda_gpu final : public gpu_memory {
     if (api_.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev_) ==
         CUDA_SUCCESS)
       vmm_gdr_ = v != 0;
+    v = 0;
+    // NCCL ignores an error here too: an older driver does not know the attribute ([NCCL@v2.27.3-1] src/mnnvl.cc).
+    if (api_.device_get_attribute(&v, k_attr_fabric, dev_) == CUDA_SUCCESS) fabric_ = v != 0;
   }
   ~cuda_gpu() override {
     api_.primary_ctx_release(dev_);
@@ -165,6 +187,9 @@ class cuda_gpu final : public gpu_memory {
     return vmm_ptr_;
   }
 
+  bool fabric_handle_supported() const override { return fabric_; }
+  fabric_handle_attempt try_fabric_handle(std::size_t bytes) override;
+
   void free_vmm(std::uint64_t ptr) override {
     if (ptr == 0 || ptr != vmm_ptr_) return;
     api_.mem_unmap(static_cast<CUdeviceptr>(ptr), vmm_size_);
@@ -183,11 +208,58 @@ class cuda_gpu final : public gpu_memory {
   bool gdr_ = false;
   bool vmm_ = false;
   bool vmm_gdr_ = false;
+  bool fabric_ = false;
   // The one VMM buffer the probe holds at a time.
   std::uint64_t vmm_ptr_ = 0;
   std::size_t vmm_size_ = 0;
   CUmemGenericAllocationHandle vmm_handle_ = 0;
 };
+
+// NCCL's ncclCuMemAlloc with CU_MEM_HANDLE_TYPE_FABRIC ([NCCL@v2.27.3-1] src/include/alloc.h), then the export and
+// import of src/mnnvl.cc. Not mapped: what IMEX decides is the handle; mapping is the VMM path mr_gpu tests.
+fabric_handle_attempt cuda_gpu::try_fabric_handle(std::size_t bytes) {
+  fabric_handle_attempt a;
+  a.attempted = true;
+  auto failed = [&](const char* call, CUresult r) {
+    a.call = call;
+    a.cu_error = static_cast<int>(r);
+    a.error_name = api_.err(r);
+    return a;
+  };
+  if (api_.mem_create == nullptr || api_.mem_release == nullptr || api_.mem_get_granularity == nullptr ||
+      api_.mem_export == nullptr || api_.mem_import == nullptr) {
+    return failed("cuMemExportToShareableHandle", CUDA_ERROR_NOT_SUPPORTED);
+  }
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = static_cast<int>(dev_);
+  prop.requestedHandleTypes = k_handle_type_fabric;
+  prop.allocFlags.gpuDirectRDMACapable = vmm_gdr_ ? 1 : 0;
+  size_t gran = 0;
+  CUresult r = api_.mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS || gran == 0) return failed("cuMemGetAllocationGranularity", r);
+  a.bytes = (bytes + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle handle = 0;
+  r = api_.mem_create(&handle, a.bytes, &prop, 0);
+  if (r != CUDA_SUCCESS) return failed("cuMemCreate", r);
+  fabric_handle shared = {};
+  r = api_.mem_export(&shared, handle, k_handle_type_fabric, 0);
+  if (r == CUDA_SUCCESS) {
+    CUmemGenericAllocationHandle imported = 0;
+    r = api_.mem_import(&imported, &shared, k_handle_type_fabric);
+    if (r == CUDA_SUCCESS) {
+      api_.mem_release(imported);
+    } else {
+      failed("cuMemImportFromShareableHandle", r);
+    }
+  } else {
+    failed("cuMemExportToShareableHandle", r);
+  }
+  api_.mem_release(handle);
+  a.ok = r == CUDA_SUCCESS;
+  return a;
+}
 
 template <class F>
 bool sym(void* h, F& f, const char* name) {
@@ -197,13 +269,13 @@ bool sym(void* h, F& f, const char* name) {
 
 }  // namespace
 
-result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
+result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip, const std::string& library) {
   skip = true;
   dlerror();
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
     const char* e = dlerror();
-    return status::error(fmt::format("no NVIDIA driver library: {}", e != nullptr ? e : "libcuda.so.1 not found"));
+    return status::error(fmt::format("no NVIDIA driver library: {}", e != nullptr ? e : library + " not found"));
   }
   cuda_api a;
   a.handle = h;
@@ -229,6 +301,8 @@ result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
   sym(h, a.mem_map, "cuMemMap");
   sym(h, a.mem_unmap, "cuMemUnmap");
   sym(h, a.mem_set_access, "cuMemSetAccess");
+  sym(h, a.mem_export, "cuMemExportToShareableHandle");
+  sym(h, a.mem_import, "cuMemImportFromShareableHandle");
 
   CUresult r = a.init(0);
   if (r == CUDA_ERROR_NO_DEVICE) return status::error("no GPU visible (cuInit: CUDA_ERROR_NO_DEVICE)");
@@ -263,7 +337,7 @@ result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
 
 #else  // !MRCHECK_HAVE_CUDA_HEADERS
 
-result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip) {
+result<std::unique_ptr<gpu_memory>> open_cuda_gpu(bool& skip, const std::string& /*library*/) {
   skip = true;
   return status::error("built without CUDA headers (cuda.h); rebuild with the CUDA toolkit headers for mr_gpu");
 }

@@ -9,7 +9,7 @@ namespace mrcheck {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, fix_owner>, 26> k_owners{{
+constexpr std::array<std::pair<std::string_view, fix_owner>, 27> k_owners{{
     // The job's limits: what the job's shell, script or srun options set (the check names the hop, and
     // the owner with it, where it can).
     {"memlock", fix_owner::job},
@@ -38,6 +38,9 @@ constexpr std::array<std::pair<std::string_view, fix_owner>, 26> k_owners{{
     {"propagate_limits", fix_owner::site},
     // The job's IMEX channel: switch/nvidia_imex or the container runtime's device list (docs/facts/mnnvl.md §4).
     {"imex_channel", fix_owner::site},
+    // The same channel as the probe's fabric-handle buffer needs it (src/checks/mnnvl_handle.cpp: node when the
+    // probe sees a usable channel that the driver refuses).
+    {"mnnvl_handle", fix_owner::site},
     // The job's image against the host (docs/containers.md).
     {"container", fix_owner::job},
     {"container_mr", fix_owner::job},

@@ -138,7 +138,8 @@ bool wait_exit(const exit_watch& task_exit, int& exec_fd, std::chrono::microseco
 }  // namespace
 
 post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predicted, const std::string& task_prolog,
-                                        std::chrono::milliseconds window, int exec_fd) {
+                                        std::chrono::milliseconds window, int exec_fd,
+                                        const std::function<void()>& at_exec) {
   using clock = std::chrono::steady_clock;
   post_exec_observation o;
   o.predicted = predicted;
@@ -190,6 +191,7 @@ post_exec_observation observe_post_exec(pid_t task, const memlock_limit& predict
   if (s.zombie && s.memlock && !is_slurm_daemon(s.comm, "slurmstepd")) o.at_exec = s.memlock;
   if (s.alive) {
     o.at_exec = s.memlock;
+    if (at_exec) at_exec();
     // A wrapper that lowers the limit does it within moments of starting: sample at 10, 20, 40 ms ... to the
     // end of the window.
     auto end = clock::now() + window;
@@ -235,13 +237,17 @@ status spawn_post_exec_watcher(const post_exec_watch& w, const post_exec_done& d
   if (task == ::getpid() && ::pipe2(notice, O_CLOEXEC) == 0) spec.extra_fds.push_back({notice_at, notice[0]});
   const bool has_notice = notice[0] >= 0;
   spec.run_in_child = [=]() -> int {
-    auto o = observe_post_exec(task, w.predicted, w.task_prolog, w.window, has_notice ? notice_at : -1);
+    // The task's mount namespace as it runs (a container entered before exec included), read at its exec: a
+    // task that fails within the window (NCCL's MNNVL set-up, seconds) is gone once the window ends.
+    std::optional<task_imex_view> imex;
+    auto o = observe_post_exec(task, w.predicted, w.task_prolog, w.window, has_notice ? notice_at : -1, [&] {
+      if (w.node_imex) imex = read_task_imex(task);
+    });
     o.batch_step = w.batch_step;
     report rep;
     if (auto r = judge_post_exec(o, w.required)) rep.checks.push_back(*r);
-    // After the limits: the task's mount namespace as it runs (a container entered before exec included).
-    if (w.node_imex) {
-      if (auto r = check_imex_channel(*w.node_imex, read_task_imex(task))) rep.checks.push_back(*r);
+    if (w.node_imex && imex) {
+      if (auto r = check_imex_channel(*w.node_imex, *imex)) rep.checks.push_back(*r);
     }
     for (const auto& l : failure_lines(rep)) write_all(2, escape_line(l, 1500) + "\n");
     // The verdicts after exec reach the admins' record too (it used to be sent before exec

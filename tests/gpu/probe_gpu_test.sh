@@ -37,6 +37,16 @@ say "mrcheck probe mr --gpu --json --size 4M (as $(id -un), exit $rc):"
 printf '%s\n' "$out"
 cat /tmp/probe_gpu_err.$$ >&2 || true
 rm -f /tmp/probe_gpu_err.$$
+# mnnvl_handle (docs/facts/mnnvl.md §5): the project's H100/H200 have no NVLink fabric (NVML: state N/A), so the check
+# allocates nothing and says so; a GPU in a multi-node fabric (GB200/GB300) must make and export its buffer.
+handle=$(get "$out" '[c["verdict"]+" | "+c["summary"] for c in j["checks"] if c["id"]=="mnnvl_handle"][0]')
+if [[ $(get "$out" 'j["probe"]["fabric"]["node_fabric"]') == False ]]; then
+  [[ $handle == "skip | no NVLink fabric on this node: fabric handles not tested ("* ]] && ok "mnnvl_handle without a fabric: $handle" \
+    || bad "mnnvl_handle without a fabric: $handle"
+  [[ $(get "$out" '"attempt" in j["probe"]["fabric"]') == False ]] && ok "no fabric-handle buffer allocated" || bad "fabric: $(get "$out" 'j["probe"]["fabric"]')"
+else
+  [[ $handle == "pass | "* ]] && ok "mnnvl_handle on a fabric: $handle" || bad "mnnvl_handle on a fabric: $handle"
+fi
 gpu_verdict=$(get "$out" '[c["verdict"] for c in j["checks"] if c["id"]=="mr_gpu"][0]')
 if [[ $gpu_verdict == skip ]]; then
   say "SKIP: mr_gpu skipped: $(get "$out" '[c["summary"] for c in j["checks"] if c["id"]=="mr_gpu"][0]')"

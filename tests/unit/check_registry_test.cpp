@@ -148,7 +148,7 @@ TEST(CheckRegistry, EveryVerdictIdInTheSourcesIsARow) {
 
 TEST(CheckRegistry, ProbeAndContainerIdsComeFromTheRegistry) {
   auto set = [](std::span<const std::string_view> v) { return std::set<std::string>(v.begin(), v.end()); };
-  EXPECT_EQ(set(probe_check_ids("mr")), (std::set<std::string>{"mr_host", "dmabuf", "mr_gpu"}));
+  EXPECT_EQ(set(probe_check_ids("mr")), (std::set<std::string>{"mr_host", "dmabuf", "mr_gpu", "mnnvl_handle"}));
   EXPECT_EQ(set(probe_check_ids("nccl")), (std::set<std::string>{"nccl_pair"}));
   EXPECT_EQ(set(probe_check_ids("rdma")), (std::set<std::string>{"data_plane"}));
   EXPECT_TRUE(probe_check_ids("memlock").empty());

@@ -140,12 +140,12 @@ bool enter_private_dev(const std::vector<unsigned>& channels) {
 }
 
 // Forks the task: it enters its namespace, says so on a pipe (1 = in, 0 = could not), waits for `go` and execs
-// /bin/sleep.
+// /bin/sleep for `seconds`.
 struct namespaced_task {
   pid_t pid = -1;
   int go_w = -1;
   bool in_namespace = false;
-  explicit namespaced_task(const std::vector<unsigned>& channels) {
+  explicit namespaced_task(const std::vector<unsigned>& channels, const char* seconds = "2") {
     int ready[2], go[2];
     if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return;
     pid = ::fork();
@@ -154,7 +154,7 @@ struct namespaced_task {
       (void)!::write(ready[1], &ok, 1);
       char c = 0;
       if (::read(go[0], &c, 1) != 1) ::_exit(126);
-      ::execl("/bin/sleep", "sleep", "2", static_cast<char*>(nullptr));
+      ::execl("/bin/sleep", "sleep", seconds, static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(ready[1]);
@@ -192,26 +192,25 @@ TEST(ImexChannel, ReadsTheChannelsInTheTasksOwnMountNamespace) {
   EXPECT_FALSE(read_task_imex(999999999).read);  // no such task: no view, no verdict
 }
 
-TEST(ImexChannel, TheWatcherJudgesTheTaskAfterItsExecAndSendsTheVerdict) {
-  namespaced_task task({});
-  if (!task.in_namespace) GTEST_SKIP() << "no mount namespace for this test here (unshare refused)";
+// The watcher on `task` with `window`: what it wrote on the task's stderr and the verdicts it recorded.
+std::pair<std::string, std::string> watch(namespaced_task& task, std::chrono::milliseconds window) {
   int out[2], rec[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  ASSERT_EQ(::pipe2(rec, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(rec, O_CLOEXEC), 0);
   post_exec_watch w;
   w.task = task.pid;
   struct rlimit r {};
   ::getrlimit(RLIMIT_MEMLOCK, &r);
   w.predicted = memlock_limit{r.rlim_cur, r.rlim_max};
   w.fd = out[1];
-  w.window = std::chrono::milliseconds(50);
+  w.window = window;
   w.node_imex = serving();
   post_exec_done done = [](const std::vector<check_result>& vs, int fd) {
     std::string ids;
     for (const auto& v : vs) ids += v.id + "=" + std::string(to_string(v.result)) + "\n";
     (void)!::write(fd, ids.data(), ids.size());
   };
-  ASSERT_TRUE(spawn_post_exec_watcher(w, done, rec[1]));
+  EXPECT_TRUE(spawn_post_exec_watcher(w, done, rec[1]));
   ::close(out[1]);
   ::close(rec[1]);
   task.exec();
@@ -223,8 +222,27 @@ TEST(ImexChannel, TheWatcherJudgesTheTaskAfterItsExecAndSendsTheVerdict) {
     ::close(fd);
     return s;
   };
-  const std::string said = read_all(out[0]);
-  const std::string record = read_all(rec[0]);
+  std::string said = read_all(out[0]);
+  return {said, read_all(rec[0])};
+}
+
+TEST(ImexChannel, TheWatcherJudgesTheTaskAfterItsExecAndSendsTheVerdict) {
+  namespaced_task task({});
+  if (!task.in_namespace) GTEST_SKIP() << "no mount namespace for this test here (unshare refused)";
+  auto [said, record] = watch(task, std::chrono::milliseconds(50));
+  EXPECT_NE(said.find("mrcheck: imex_channel: FAIL: no IMEX channel in the task's mount namespace"), std::string::npos)
+      << said;
+  EXPECT_EQ(record, "imex_channel=fail\n");
+}
+
+// A task that ends within the window (a job whose NCCL fails at once): its namespace was read at its exec, so it
+// still gets its verdict. Read after the window, as before, it had none (seen under the real slurmstepd).
+TEST(ImexChannel, ATaskShorterThanTheWindowStillGetsItsVerdict) {
+  namespaced_task task({}, "0.2");
+  if (!task.in_namespace) GTEST_SKIP() << "no mount namespace for this test here (unshare refused)";
+  auto t0 = std::chrono::steady_clock::now();
+  auto [said, record] = watch(task, std::chrono::milliseconds(3000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));  // ended with the task
   EXPECT_NE(said.find("mrcheck: imex_channel: FAIL: no IMEX channel in the task's mount namespace"), std::string::npos)
       << said;
   EXPECT_EQ(record, "imex_channel=fail\n");
