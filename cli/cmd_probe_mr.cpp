@@ -135,9 +135,8 @@ gpu_side open_gpu_side(bool rdma_device) {
   } else {
     s.nvml.gpus = status::error("not asked: no IMEX on this node and no RDMA device");
   }
-  const bool fabric = s.nvml.gpus && std::any_of(s.nvml.gpus->begin(), s.nvml.gpus->end(), [](const gpu_fabric& g) {
-                        return g.query_error == 0 && g.state != fabric_state::not_supported;
-                      });
+  const bool fabric = s.nvml.gpus && std::any_of(s.nvml.gpus->begin(), s.nvml.gpus->end(),
+                                                 [](const gpu_fabric& g) { return g.in_fabric(); });
   if (!rdma_device && !fabric) {
     // Nothing to register GPU memory with and no fabric: CUDA's set-up (about 280 ms on an H100) would test nothing.
     s.setup.skip_reason = "no RDMA device: GPU memory was not set up (nothing to register it with)";

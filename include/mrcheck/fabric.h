@@ -44,6 +44,8 @@ struct gpu_fabric {
   int query_error = 0;  // the call's own nvmlReturn_t (0: answered); NOT_SUPPORTED (3) = no fabric
   bool uuid_zero() const;
   std::string uuid_string() const;  // "8c6b2a1e-...", 36 characters
+  // NVML answered and the GPU is in a fabric (whatever its state): the GPUs the mnnvl checks judge.
+  bool in_fabric() const { return query_error == 0 && state != fabric_state::not_supported; }
   // The degraded-bandwidth field of the health mask (bits 0-1): 1 = degraded.
   bool degraded_bandwidth() const { return (health_mask & 0x3u) == 1u; }
 };

@@ -14,15 +14,13 @@ namespace mrcheck {
 
 namespace {
 
-bool in_fabric(const gpu_fabric& g) { return g.query_error == 0 && g.state != fabric_state::not_supported; }
-
 // "GPU 2: fabric state in progress" for each GPU whose fabric is not usable. A zero cluster UUID is a fault only
 // where other GPUs of the node have one (NCCL then disables MNNVL for all); alone it is a single-node fabric (an
 // HGX board's NVSwitches), where MNNVL does not apply.
 std::vector<std::string> fabric_faults(const std::vector<gpu_fabric>& gpus, bool multi_node) {
   std::vector<std::string> out;
   for (const auto& g : gpus) {
-    if (!in_fabric(g)) continue;
+    if (!g.in_fabric()) continue;
     if (g.state != fabric_state::completed) {
       out.push_back(fmt::format("GPU {}: fabric state {}", g.index, to_string(g.state)));
     } else if (g.status != 0) {
@@ -71,7 +69,7 @@ check_result check_mnnvl(const mnnvl_facts& f) {
   std::size_t n_fabric = 0;
   std::set<unsigned> cliques;
   for (const auto& g : gpus) {
-    if (!in_fabric(g)) continue;
+    if (!g.in_fabric()) continue;
     ++n_fabric;
     cliques.insert(g.clique_id);
   }
@@ -82,7 +80,7 @@ check_result check_mnnvl(const mnnvl_facts& f) {
     return r;
   }
   const bool multi_node = std::any_of(gpus.begin(), gpus.end(),
-                                      [](const gpu_fabric& g) { return in_fabric(g) && !g.uuid_zero(); });
+                                      [](const gpu_fabric& g) { return g.in_fabric() && !g.uuid_zero(); });
   r.owner = fix_owner::node;
   if (auto faults = fabric_faults(gpus, multi_node); !faults.empty()) {
     r.result = verdict::fail;
@@ -107,7 +105,7 @@ check_result check_mnnvl(const mnnvl_facts& f) {
     return r;
   }
   std::size_t degraded = 0;
-  for (const auto& g : gpus) degraded += in_fabric(g) && g.degraded_bandwidth() ? 1 : 0;
+  for (const auto& g : gpus) degraded += g.in_fabric() && g.degraded_bandwidth() ? 1 : 0;
   if (degraded > 0) {
     r.result = verdict::warn;
     r.summary = fmt::format("{} of {} GPUs report degraded NVLink fabric bandwidth", degraded, n_fabric);
@@ -116,7 +114,7 @@ check_result check_mnnvl(const mnnvl_facts& f) {
   }
   const gpu_fabric* first = nullptr;
   for (const auto& g : gpus) {
-    if (!first && in_fabric(g)) first = &g;
+    if (!first && g.in_fabric()) first = &g;
   }
   r.result = verdict::pass;
   r.summary = fmt::format("{} GPUs in NVLink fabric clique {} of cluster {}, nvidia-imex running (pid {})", n_fabric,

@@ -30,7 +30,7 @@ const gpu_fabric* multi_node_gpu(const std::vector<gpu_fabric>& gpus) {
 // Why a node is not one NCCL would use MNNVL on, in words.
 std::string why_no_fabric(const std::vector<gpu_fabric>& gpus) {
   std::size_t in_fabric = 0;
-  for (const auto& g : gpus) in_fabric += g.query_error == 0 && g.state != fabric_state::not_supported ? 1 : 0;
+  for (const auto& g : gpus) in_fabric += g.in_fabric() ? 1 : 0;
   if (in_fabric == 0)
     return fmt::format("NVML asked {} GPU{}: none in a fabric", gpus.size(), gpus.size() == 1 ? "" : "s");
   return fmt::format("{} of {} GPUs report an NVLink fabric, none completed with a cluster UUID (see mnnvl)", in_fabric,
