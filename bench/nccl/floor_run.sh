@@ -15,16 +15,20 @@ S=$OUT/floor.txt
 log() { echo "$*" | tee -a "$S"; }
 now() { date +%s%N; }
 ms_since() { echo $((($(now) - $1) / 1000000)); }
-log "== machine: $(nvidia-smi -L 2>&1 | head -1)"
+log "== machine: $(nvidia-smi -L 2>&1 | head -1); $(nvidia-smi -q 2>/dev/null | grep -m1 -i 'Persistence Mode' | tr -s ' ')"
 cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
 log "mrcheck build rc=$?"
 cc="g++ -O2 -std=c++17 -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64"
 $cc bench/nccl/minimal_pair.cpp -lcudart -lnccl -o "$W/minimal" && $cc bench/nccl/floor.cpp -lcudart -lnccl -o "$W/floor"
 log "baselines build rc=$?"
 M=/tmp/b/cli/mrcheck
-declare -A prog=([minimal]="$W/minimal" [nodestroy]="$W/minimal nodestroy" [floor]="$W/floor"
+# floor2: two floors at once, each its own process, CUDA context and single-rank communicator on the one GPU: what
+# any two processes pay on it, with nothing between them (no bootstrap, no connection, no transfer).
+printf '#!/bin/bash\n"%s" & "%s"; r=$?; wait $! || r=1; exit $r\n' "$W/floor" "$W/floor" >"$W/floor2"
+chmod +x "$W/floor2"
+declare -A prog=([minimal]="$W/minimal" [nodestroy]="$W/minimal nodestroy" [floor]="$W/floor" [floor2]="$W/floor2"
   [pair]="$M probe nccl --mode local-pair --json")
-names=(minimal nodestroy floor pair)
+names=(minimal nodestroy floor floor2 pair)
 for n in "${names[@]}"; do ${prog[$n]} >/dev/null 2>&1; done # warm-up
 log "== $RUNS interleaved runs (wall ms)"
 for i in $(seq 1 "$RUNS"); do
@@ -43,21 +47,36 @@ for l in rows:
         ms.setdefault(name, []).append(int(v))
 med = {k: statistics.median(v) for k, v in ms.items()}
 print("medians ms:", {k: int(v) for k, v in med.items()})
-print("pair/nodestroy %.2fx  pair/minimal %.2fx  pair/floor %.2fx" %
-      (med["pair"] / med["nodestroy"], med["pair"] / med["minimal"], med["pair"] / med["floor"]))
+print("pair/nodestroy %.2fx  pair/minimal %.2fx  pair/floor %.2fx  pair/floor2 %.2fx  nodestroy/floor2 %.2fx" %
+      (med["pair"] / med["nodestroy"], med["pair"] / med["minimal"], med["pair"] / med["floor"],
+       med["pair"] / med["floor2"], med["nodestroy"] / med["floor2"]))
 PY
-log "== phases of one pair run (JSON) and NCCL's Init timings"
-$M probe nccl --mode local-pair --json --verbose >"$W/verbose.json" 2>&1
-python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps(j.get("probe",j).get("ranks",j.get("phases","")),indent=None)[:3000])' "$W/verbose.json" >>"$S" 2>&1
-grep -o '"phases"[^]]*]' "$W/verbose.json" | head -4 >>"$S"
-grep -o 'Init timings[^"]*' "$W/verbose.json" | head -4 >>"$S"
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$W/floor" 2>&1 | grep -E 'Init timings|init.cc' | head -3 >>"$S"
-log "== the pair under other NCCL settings (median of 5 after one warm-up, wall ms)"
-for e in "" NCCL_RUNTIME_CONNECT=1 NCCL_RUNTIME_CONNECT=0 NCCL_CUMEM_ENABLE=0 NCCL_NVLS_ENABLE=0 \
-  "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" NCCL_PROTO=Simple NCCL_ALGO=Ring CUDA_MODULE_LOADING=LAZY \
-  NCCL_MAX_NCHANNELS=1 "NCCL_MIN_NCHANNELS=1 NCCL_MAX_NCHANNELS=1 NCCL_PROTO=Simple NCCL_ALGO=Ring"; do
-  env $e $M probe nccl --mode local-pair --json >/dev/null 2>&1
-  v=()
-  for i in 1 2 3 4 5; do t=$(now); env $e $M probe nccl --mode local-pair --json >"$W/e.json" 2>&1; v+=($(ms_since "$t")); done
-  log "[${e:-default}] $(printf '%s\n' "${v[@]}" | sort -n | sed -n 3p) ms (${v[*]}) verdict=$(grep -m1 -o '"verdict": *"[a-z]*"' "$W/e.json")"
+log "== where the pair's time goes: 3 runs, the orchestrator's timeline of each rank (ms since the pair began),"
+log "   the ranks' phases, NCCL's Init timings per rank, and the gaps over 15 ms in each rank's NCCL log"
+for i in 1 2 3; do
+  t=$(now)
+  NCCL_DEBUG_TIMESTAMP_LEVELS=INFO NCCL_DEBUG_TIMESTAMP_FORMAT='[%s.%3f] ' \
+    $M probe nccl --mode local-pair --json --verbose >"$W/where.$i.json" 2>&1
+  log "-- run $i: wall $(ms_since "$t") ms"
+  python3 - "$W/where.$i.json" <<'PY' | tee -a "$S"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+print("  verdict:", j["checks"][0]["result"], "| pair wall (orchestrator):", j["timings"]["wall_ms"], "ms")
+for t in j["timings"]["nccl_init"]:
+    print("  NCCL Init timings rank %d: total %.2f s %s" % (t["rank"], t["total_s"], t["parts_s"]))
+for r in j["ranks"]:
+    print("  rank %d timeline:" % r["rank"], " ".join("%s %.0f" % (e["event"], e["ms"]) for e in r["timeline"]))
+    print("  rank %d phases:" % r["rank"], " ".join("%s %.0f" % (p["phase"], p["ms"]) for p in r["report"]["phases"]))
+    prev = None
+    for line in r.get("stdout", "").splitlines():
+        m = re.match(r"\[(\d+\.\d+)\] (.*)", line)
+        if not m:
+            continue
+        ts = float(m.group(1))
+        if prev and ts - prev[0] > 0.015:
+            print("    +%4.0f ms after: %s" % ((ts - prev[0]) * 1000, prev[1][:150]))
+        prev = (ts, m.group(2))
+PY
 done
+log "== the floor's own NCCL Init timings"
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$W/floor" 2>&1 | grep -E 'Init timings' | head -3 | tee -a "$S"

@@ -147,6 +147,10 @@ struct nccl_rank_run {
   std::string err;  // captured stderr, bounded
   bool truncated = false;
   std::chrono::milliseconds elapsed{0};
+  // What the orchestrator saw of the rank, in ms since the pair began: "spawned", each "stage X" line as it came,
+  // "result", "released" (the "go" sent), "reaped"; so the JSON shows process start, each phase and the exit of
+  // the one process against the other (bench/nccl/README.md). Bounded: a rank's lines are the job's code.
+  std::vector<std::pair<std::string, double>> timeline_ms;
   std::string describe() const;  // "exit 0", "killed by SIGSEGV", "killed by mrcheck (timeout)"
 };
 

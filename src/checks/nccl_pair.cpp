@@ -104,7 +104,10 @@ std::string detail_of(const nccl_pair_outcome& o) {
     if (r.report) {
       for (const auto& [name, ms] : r.report->phases_ms) phases += fmt::format(" {} {:.0f} ms", name, ms);
     }
-    lines.push_back(fmt::format("rank {}: {}{}{}", r.rank, r.describe(), phases.empty() ? "" : ";", phases));
+    std::string timeline;
+    for (const auto& [event, ms] : r.timeline_ms) timeline += fmt::format(" {} {:.0f}", event, ms);
+    lines.push_back(fmt::format("rank {}: {}{}{}{}", r.rank, r.describe(), phases.empty() ? "" : ";", phases,
+                                timeline.empty() ? "" : "; at ms since start:" + timeline));
   }
   for (const auto& w : f.warnings) lines.push_back("NCCL WARN " + w);
   if (!o.user_nccl_env.empty()) lines.push_back("job NCCL settings: " + join(o.user_nccl_env, " "));

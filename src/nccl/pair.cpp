@@ -51,7 +51,17 @@ struct rank_proc {
   bool reaped = false;   // its end is in `run`
   bool sent_id = false;  // rank 0: its id line was seen
   clock::time_point start;
+  clock::time_point epoch;  // when the pair began: the timeline's zero
 };
+
+constexpr std::size_t k_timeline_max = 32;  // the rank's own stages are 8; the rest is a rank that writes on
+
+// One event of the rank's timeline (nccl_rank_run::timeline_ms), in ms since the pair began.
+void mark(rank_proc& p, std::string_view what) {
+  if (p.run.timeline_ms.size() >= k_timeline_max) return;
+  p.run.timeline_ms.emplace_back(std::string(what),
+                                 std::chrono::duration<double, std::milli>(clock::now() - p.epoch).count());
+}
 
 // write() to a pipe whose reader died raises SIGPIPE; the orchestrator runs inside callers whose signal
 // dispositions it must not change, so SIGPIPE is blocked around the write and a pending one consumed.
@@ -125,6 +135,7 @@ std::optional<spawn_error> spawn_rank(rank_proc& p, const child_spawner& spawner
   p.id_w = id[1];
   p.release_w = rel[1];
   p.run.started = true;
+  mark(p, "spawned");
   return std::nullopt;
 }
 
@@ -168,6 +179,7 @@ void reap(rank_proc& p, clock::time_point until) {
   auto end = p.proc->wait_until(until);
   if (!end) return;
   p.reaped = true;
+  mark(p, "reaped");
   if (end->lost) return;  // not our child any more (ECHILD): nothing left to wait for
   p.run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - p.start);
   if (end->exited) {
@@ -298,6 +310,7 @@ class pair_run {
       int r = local_ranks_[i];
       rank_proc& p = ranks_[i];
       p.run.rank = r;
+      p.epoch = start_;
       std::vector<std::string> renv = env;
       if (o_.mode == nccl_mode::local_pair) {
         // Two "hosts" on one GPU (docs/facts/nccl-test-harness.md §1, §4): the duplicate-GPU check and P2P/SHM need
@@ -353,10 +366,12 @@ class pair_run {
   void handle_ctl_line(rank_proc& p, std::string_view line) {
     if (line.starts_with("stage ")) {
       p.run.last_stage = escape_line(line.substr(6), 32);
+      mark(p, p.run.last_stage);
     } else if (line.starts_with("id ") && p.run.rank == 0 && !p.sent_id) {
       p.sent_id = true;
       relay_id(std::string(line));
     } else if (line.starts_with("result ")) {
+      mark(p, "result");
       try {
         p.run.report = nlohmann::json::parse(line.substr(7)).get<nccl_rank_report>();
       } catch (const std::exception& e) {
@@ -455,7 +470,10 @@ class pair_run {
     if (!all_ok && !any_done) return;
     released_ = true;
     for (auto& p : ranks_) {
-      if (all_ok && p.release_w >= 0) write_no_sigpipe(p.release_w, "go\n");
+      if (all_ok && p.release_w >= 0) {
+        write_no_sigpipe(p.release_w, "go\n");
+        mark(p, "released");
+      }
       close_fd(p.release_w);
     }
   }

@@ -122,6 +122,9 @@ void add_nccl_pair_json(nlohmann::json& j, const nccl_pair_outcome& o, bool with
                          {"last_stage", r.last_stage},
                          {"elapsed_ms", r.elapsed.count()},
                          {"output_truncated", r.truncated}};
+    nlohmann::json timeline = nlohmann::json::array();
+    for (const auto& [event, ms] : r.timeline_ms) timeline.push_back({{"event", event}, {"ms", ms}});
+    jr["timeline"] = std::move(timeline);
     if (r.report) jr["report"] = *r.report;
     if (with_logs) {
       jr["stdout"] = r.out;

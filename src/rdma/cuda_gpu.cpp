@@ -146,12 +146,7 @@ class cuda_gpu final : public gpu_memory {
   // mapped read-write for this device.
   result<std::uint64_t> alloc_vmm(std::size_t bytes) override {
     if (!vmm_) return status::error("CUDA VMM not supported by this device or driver");
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = static_cast<int>(dev_);
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    prop.allocFlags.gpuDirectRDMACapable = vmm_gdr_ ? 1 : 0;
+    CUmemAllocationProp prop = pinned_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     size_t gran = 0;
     CUresult r = api_.mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS || gran == 0)
@@ -199,6 +194,18 @@ class cuda_gpu final : public gpu_memory {
   }
 
  private:
+  // Pinned memory on this device, shareable as `handles`, GPUDirect RDMA capable where the device allows it on VMM
+  // memory: what NCCL's ncclCuMemAlloc asks for, with the POSIX fd handle (VMM) or the fabric handle (MNNVL).
+  CUmemAllocationProp pinned_prop(CUmemAllocationHandleType handles) const {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = static_cast<int>(dev_);
+    prop.requestedHandleTypes = handles;
+    prop.allocFlags.gpuDirectRDMACapable = vmm_gdr_ ? 1 : 0;
+    return prop;
+  }
+
   cuda_api api_;
   CUdevice dev_;
   int ordinal_;
@@ -230,12 +237,7 @@ fabric_handle_attempt cuda_gpu::try_fabric_handle(std::size_t bytes) {
       api_.mem_export == nullptr || api_.mem_import == nullptr) {
     return failed("cuMemExportToShareableHandle", CUDA_ERROR_NOT_SUPPORTED);
   }
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = static_cast<int>(dev_);
-  prop.requestedHandleTypes = k_handle_type_fabric;
-  prop.allocFlags.gpuDirectRDMACapable = vmm_gdr_ ? 1 : 0;
+  CUmemAllocationProp prop = pinned_prop(k_handle_type_fabric);
   size_t gran = 0;
   CUresult r = api_.mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   if (r != CUDA_SUCCESS || gran == 0) return failed("cuMemGetAllocationGranularity", r);

@@ -168,6 +168,31 @@ TEST_F(nccl_pair_fake, verified_ranks_get_the_id_and_their_release_and_pass) {
     EXPECT_EQ(seen.read_all(seen.release_fd), "go\n") << r;
   }
   EXPECT_EQ(seen_[1].read_all(seen_[1].id_fd), k_id + "\n");
+  // Where the time went, as the orchestrator saw it: in order, from the spawn to the reap.
+  for (const auto& run : out.ranks) {
+    std::vector<std::string> events;
+    double last = 0;
+    for (const auto& [event, ms] : run.timeline_ms) {
+      events.push_back(event);
+      EXPECT_GE(ms, last) << event;
+      last = ms;
+    }
+    EXPECT_EQ(events, (std::vector<std::string>{"spawned", "init", "result", "released", "reaped"})) << run.rank;
+  }
+}
+
+// The rank's lines are the job's code (its LD_PRELOAD, its NCCL): a rank that writes stage lines on does not
+// grow the orchestrator's memory or the JSON.
+TEST_F(nccl_pair_fake, a_rank_that_writes_stage_lines_on_cannot_grow_its_timeline) {
+  std::vector<std::string> lines(3000, "stage again");
+  lines.insert(lines.begin(), k_id);
+  lines.push_back(result_line(0, true));
+  script_[0] = {lines, ends::exit_after_release, 0};
+  script_[1] = {{"stage init", result_line(1, true)}, ends::exit_after_release, 0};
+  auto out = run_nccl_pair(o_);
+  ASSERT_EQ(out.ranks.size(), 2u);
+  EXPECT_EQ(out.ranks[0].timeline_ms.size(), 32u);
+  EXPECT_TRUE(out.ranks[0].report && out.ranks[0].report->ok);
 }
 
 TEST_F(nccl_pair_fake, a_crash_before_the_id_releases_the_peer_and_the_peer_is_killed_after_the_grace) {
