@@ -27,8 +27,11 @@ M=/tmp/b/cli/mrcheck
 printf '#!/bin/bash\n"%s" & "%s"; r=$?; wait $! || r=1; exit $r\n' "$W/floor" "$W/floor" >"$W/floor2"
 chmod +x "$W/floor2"
 declare -A prog=([minimal]="$W/minimal" [nodestroy]="$W/minimal nodestroy" [floor]="$W/floor" [floor2]="$W/floor2"
-  [pair]="$M probe nccl --mode local-pair --json")
-names=(minimal nodestroy floor floor2 pair)
+  [pair]="$M probe nccl --mode local-pair --json"
+  [pair64k]="$M probe nccl --mode local-pair --json --count 65536"
+  [pairconn1]="env CUDA_DEVICE_MAX_CONNECTIONS=1 $M probe nccl --mode local-pair --json")
+# pair64k: a 256 KiB all-reduce instead of 4 MiB; pairconn1: one hardware work queue per CUDA context.
+names=(minimal nodestroy floor floor2 pair pair64k pairconn1)
 for n in "${names[@]}"; do ${prog[$n]} >/dev/null 2>&1; done # warm-up
 log "== $RUNS interleaved runs (wall ms)"
 for i in $(seq 1 "$RUNS"); do
@@ -61,7 +64,7 @@ for i in 1 2 3; do
   python3 - "$W/where.$i.json" <<'PY' | tee -a "$S"
 import json, re, sys
 j = json.load(open(sys.argv[1]))
-print("  verdict:", j["checks"][0]["result"], "| pair wall (orchestrator):", j["timings"]["wall_ms"], "ms")
+print("  verdict:", j["checks"][0]["verdict"], "| pair wall (orchestrator):", j["timings"]["wall_ms"], "ms")
 for t in j["timings"]["nccl_init"]:
     print("  NCCL Init timings rank %d: total %.2f s %s" % (t["rank"], t["total_s"], t["parts_s"]))
 for r in j["ranks"]:
