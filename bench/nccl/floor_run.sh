@@ -16,12 +16,15 @@ log() { echo "$*" | tee -a "$S"; }
 now() { date +%s%N; }
 ms_since() { echo $((($(now) - $1) / 1000000)); }
 log "== machine: $(nvidia-smi -L 2>&1 | head -1); $(nvidia-smi -q 2>/dev/null | grep -m1 -i 'Persistence Mode' | tr -s ' ')"
-cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
-log "mrcheck build rc=$?"
+# MRCHECK_BIN: a mrcheck this call already built (tests/gpu/device_run.sh's), so one lease builds it once.
+M=${MRCHECK_BIN:-/tmp/b/cli/mrcheck}
+if [[ -z ${MRCHECK_BIN:-} ]]; then
+  cmake -S . -B /tmp/b -G Ninja -DMRCHECK_BUILD_TESTS=OFF "${device_cmake_args[@]}" >"$W/cmake.log" 2>&1 && ninja -C /tmp/b mrcheck >"$W/ninja.log" 2>&1
+  log "mrcheck build rc=$?"
+fi
 cc="g++ -O2 -std=c++17 -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64"
 $cc bench/nccl/minimal_pair.cpp -lcudart -lnccl -o "$W/minimal" && $cc bench/nccl/floor.cpp -lcudart -lnccl -o "$W/floor"
 log "baselines build rc=$?"
-M=/tmp/b/cli/mrcheck
 # floor2: two floors at once, each its own process, CUDA context and single-rank communicator on the one GPU: what
 # any two processes pay on it, with nothing between them (no bootstrap, no connection, no transfer).
 printf '#!/bin/bash\n"%s" & "%s"; r=$?; wait $! || r=1; exit $r\n' "$W/floor" "$W/floor" >"$W/floor2"
