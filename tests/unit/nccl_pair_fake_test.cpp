@@ -43,6 +43,7 @@ struct rank_seen {
   int kills_after_end = 0;  // what the rank left in its group
   int id_fd = -1;           // our copy of the read end of its id pipe (rank 1)
   int release_fd = -1;      // our copy of the read end of its release pipe
+  std::vector<std::string> env;  // the environment it was started with
   std::string read_all(int& fd) {
     std::string s;
     char buf[512];
@@ -126,6 +127,7 @@ class nccl_pair_fake : public ::testing::Test {
       if (at == spec.argv.end() || at + 1 == spec.argv.end()) return status::error("no --rank");
       int r = std::stoi(*(at + 1));
       rank_seen& seen = seen_[static_cast<std::size_t>(r)];
+      seen.env = spec.env;
       // The pair closes its copies of the rank's ends right after the spawn; ours stay for the test.
       if (int fd = parent_fd_at(spec, k_id_fd); fd >= 0) seen.id_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
       if (int fd = parent_fd_at(spec, k_release_fd); fd >= 0) seen.release_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -178,6 +180,30 @@ TEST_F(nccl_pair_fake, verified_ranks_get_the_id_and_their_release_and_pass) {
       last = ms;
     }
     EXPECT_EQ(events, (std::vector<std::string>{"spawned", "init", "result", "released", "reaped"})) << run.rank;
+  }
+}
+
+// One hardware work queue per CUDA context unless the job chose its own number (bench/nccl/README.md).
+TEST_F(nccl_pair_fake, ranks_get_one_cuda_connection_unless_the_job_sets_its_own) {
+  for (const char* job : {"", "CUDA_DEVICE_MAX_CONNECTIONS=8"}) {
+    o_.env = {"PATH=/usr/bin:/bin"};
+    if (*job) o_.env.push_back(job);
+    script_[0] = {{k_id, result_line(0, true)}, ends::exit_after_release, 0};
+    script_[1] = {{result_line(1, true)}, ends::exit_after_release, 0};
+    auto out = run_nccl_pair(o_);
+    std::string want = *job ? job : "CUDA_DEVICE_MAX_CONNECTIONS=1";
+    for (auto& seen : seen_) {
+      EXPECT_EQ(std::count_if(seen.env.begin(), seen.env.end(),
+                              [](const std::string& e) { return e.starts_with("CUDA_DEVICE_MAX_CONNECTIONS="); }),
+                1)
+          << job;
+      EXPECT_NE(std::find(seen.env.begin(), seen.env.end(), want), seen.env.end()) << job;
+      seen.read_all(seen.release_fd);
+      seen.read_all(seen.id_fd);
+    }
+    bool reported = std::find(out.env_set.begin(), out.env_set.end(), "CUDA_DEVICE_MAX_CONNECTIONS=1") !=
+                    out.env_set.end();
+    EXPECT_EQ(reported, *job == '\0') << job;
   }
 }
 

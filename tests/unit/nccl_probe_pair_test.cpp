@@ -105,6 +105,7 @@ TEST_F(nccl_pair, replays_a_real_pass_and_reports_transport_and_timings) {
   EXPECT_NE(std::find(out.user_nccl_env.begin(), out.user_nccl_env.end(), "NCCL_IB_HCA=mlx5_0"),
             out.user_nccl_env.end());
   EXPECT_NE(std::find(out.env_set.begin(), out.env_set.end(), "NCCL_DEBUG=INFO"), out.env_set.end());
+  EXPECT_NE(std::find(out.env_set.begin(), out.env_set.end(), "CUDA_DEVICE_MAX_CONNECTIONS=1"), out.env_set.end());
   // The job asked for mlx5_0 (NCCL_IB_HCA) but NCCL found no device and silently took TCP: a warning, explained.
   check_result c = judge_nccl_pair(out);
   EXPECT_EQ(c.id, "nccl_pair");
