@@ -40,9 +40,9 @@ struct rank_script {
 // What the pair did to a rank, as the fake saw it.
 struct rank_seen {
   int kills_before_end = 0;
-  int kills_after_end = 0;  // what the rank left in its group
-  int id_fd = -1;           // our copy of the read end of its id pipe (rank 1)
-  int release_fd = -1;      // our copy of the read end of its release pipe
+  int kills_after_end = 0;       // what the rank left in its group
+  int id_fd = -1;                // our copy of the read end of its id pipe (rank 1)
+  int release_fd = -1;           // our copy of the read end of its release pipe
   std::vector<std::string> env;  // the environment it was started with
   std::string read_all(int& fd) {
     std::string s;
