@@ -24,7 +24,7 @@ if [[ -z ${MRCHECK_BIN:-} ]]; then
 fi
 cc="g++ -O2 -std=c++17 -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64"
 $cc bench/nccl/minimal_pair.cpp -lcudart -lnccl -o "$W/minimal" && $cc bench/nccl/floor.cpp -lcudart -lnccl -o "$W/floor"
-log "baselines build rc=$?"
+log "baselines build rc=$?; their NCCL: $(ldd "$W/floor" | grep -o '/[^ ]*libnccl[^ ]*' | xargs -r readlink -f)"
 # floor2: two floors at once, each its own process, CUDA context and single-rank communicator on the one GPU: what
 # any two processes pay on it, with nothing between them (no bootstrap, no connection, no transfer).
 printf '#!/bin/bash\n"%s" & "%s"; r=$?; wait $! || r=1; exit $r\n' "$W/floor" "$W/floor" >"$W/floor2"
@@ -69,7 +69,8 @@ for i in 1 2 3; do
   python3 - "$W/where.$i.json" <<'PY' | tee -a "$S"
 import json, re, sys
 j = json.load(open(sys.argv[1]))
-print("  verdict:", j["checks"][0]["verdict"], "| pair wall (orchestrator):", j["timings"]["wall_ms"], "ms")
+print("  verdict:", j["checks"][0]["verdict"], "| pair wall (orchestrator):", j["timings"]["wall_ms"], "ms |",
+      j.get("nccl_version"), j.get("nccl_library"))
 for t in j["timings"]["nccl_init"]:
     print("  NCCL Init timings rank %d: total %.2f s %s" % (t["rank"], t["total_s"], t["parts_s"]))
 for r in j["ranks"]:
