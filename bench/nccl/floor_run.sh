@@ -1,10 +1,10 @@
 #!/bin/bash
 # One batch on the GPU machine (device `run`, repo root): `mrcheck probe nccl --mode local-pair` against, in one
 # invocation and interleaved, the raw two-process program with and without ncclCommDestroy (minimal_pair.cpp) and
-# the floor (floor.cpp: one CUDA context, one single-rank communicator). Then where the pair's time goes: the
-# ranks' phases from the probe's JSON and NCCL's own "Init timings" line, and the pair under NCCL settings that
-# might cut work a smoke test does not need. Everything lands in $OUT/floor.txt.
-# Usage: bash bench/nccl/floor_run.sh [RUNS]
+# the floor (floor.cpp: one CUDA context, one single-rank communicator), two floors at once, and the pair with
+# CUDA's default work queues. Then where the pair's time goes: each rank's timeline and phases from the probe's
+# JSON, NCCL's own "Init timings" line per rank and the gaps in its timestamped log. Everything lands in
+# $OUT/floor.txt. Usage: [MRCHECK_BIN=path/to/mrcheck] bash bench/nccl/floor_run.sh [RUNS]
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-9}
