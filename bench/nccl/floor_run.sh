@@ -4,7 +4,9 @@
 # the floor (floor.cpp: one CUDA context, one single-rank communicator), two floors at once, and the pair with
 # CUDA's default work queues. Then where the pair's time goes: each rank's timeline and phases from the probe's
 # JSON, NCCL's own "Init timings" line per rank and the gaps in its timestamped log. Everything lands in
-# $OUT/floor.txt. Usage: [MRCHECK_BIN=path/to/mrcheck] bash bench/nccl/floor_run.sh [RUNS]
+# $OUT/floor.txt. Usage: [MRCHECK_BIN=path/to/mrcheck] [MRCHECK_ALT_BIN=another/mrcheck] bash bench/nccl/floor_run.sh
+# [RUNS]. MRCHECK_ALT_BIN: a build of a change being weighed (say, the tree with a patch applied on the GPU machine),
+# run as `alt` in the same rounds, so the change is judged against the pair of the same lease.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../device-cmake.sh"
 RUNS=${1:-9}
@@ -36,6 +38,10 @@ declare -A prog=([minimal]="$W/minimal" [nodestroy]="$W/minimal nodestroy" [floo
 # The pair gives its ranks one hardware work queue per CUDA context (src/nccl/pair.cpp) unless the job sets its
 # own: pair8 is the pair with CUDA's default of 8, as before that cut; nodestroy1 the raw program given the same.
 names=(minimal nodestroy nodestroy1 floor floor2 pair pair8)
+if [[ -n ${MRCHECK_ALT_BIN:-} ]]; then
+  prog[alt]="$MRCHECK_ALT_BIN probe nccl --mode local-pair --json"
+  names+=(alt)
+fi
 for n in "${names[@]}"; do ${prog[$n]} >/dev/null 2>&1; done # warm-up
 log "== $RUNS interleaved runs (wall ms)"
 for i in $(seq 1 "$RUNS"); do
@@ -58,14 +64,20 @@ print("pair/nodestroy %.2fx  pair/minimal %.2fx  pair/floor %.2fx  pair/floor2 %
       (med["pair"] / med["nodestroy"], med["pair"] / med["minimal"], med["pair"] / med["floor"],
        med["pair"] / med["floor2"], med["nodestroy"] / med["floor2"]))
 print("pair/pair8 %.2fx  pair/nodestroy1 %.2fx" % (med["pair"] / med["pair8"], med["pair"] / med["nodestroy1"]))
+if "alt" in med:
+    print("alt/pair %.2fx  alt/nodestroy %.2fx  alt/floor %.2fx  alt/floor2 %.2fx" %
+          (med["alt"] / med["pair"], med["alt"] / med["nodestroy"], med["alt"] / med["floor"], med["alt"] / med["floor2"]))
 PY
-log "== where the pair's time goes: 3 runs, the orchestrator's timeline of each rank (ms since the pair began),"
-log "   the ranks' phases, NCCL's Init timings per rank, and the gaps over 15 ms in each rank's NCCL log"
-for i in 1 2 3; do
+log "== where the pair's time goes: 3 runs (and 2 of alt), the orchestrator's timeline of each rank (ms since the"
+log "   pair began), the ranks' phases, NCCL's Init timings per rank, and the gaps over 15 ms in each rank's NCCL log"
+where=("pair $M" "pair $M" "pair $M")
+[[ -n ${MRCHECK_ALT_BIN:-} ]] && where+=("alt $MRCHECK_ALT_BIN" "alt $MRCHECK_ALT_BIN")
+for i in "${!where[@]}"; do
+  read -r name bin <<<"${where[$i]}"
   t=$(now)
   NCCL_DEBUG_TIMESTAMP_LEVELS=INFO NCCL_DEBUG_TIMESTAMP_FORMAT='[%s.%3f] ' \
-    $M probe nccl --mode local-pair --json --verbose >"$W/where.$i.json" 2>&1
-  log "-- run $i: wall $(ms_since "$t") ms"
+    "$bin" probe nccl --mode local-pair --json --verbose >"$W/where.$i.json" 2>&1
+  log "-- run $i ($name): wall $(ms_since "$t") ms"
   python3 - "$W/where.$i.json" <<'PY' | tee -a "$S"
 import json, re, sys
 j = json.load(open(sys.argv[1]))
