@@ -70,6 +70,8 @@ struct nccl_command {
   nccl_pair_options o;
   bool json = false;
   bool library_given = false;  // --nccl-library
+  // As root, the ranks load the library through a checked descriptor (/proc/PID/fd/N): its path, for the report.
+  std::string descriptor_of;
   std::optional<nccl_mode> mode;
   int node_id = 0;  // SLURM_NODEID
 };
@@ -193,6 +195,7 @@ std::optional<check_result> choose_library(nccl_command& cmd, const job_nccl& jo
                                       fd.error().message()),
                           "", "run `mrcheck probe nccl` as the job's user"};
     }
+    cmd.descriptor_of = lib;
     lib = loadable_path(*fd);
   }
   cmd.o.nccl_library = lib;
@@ -243,6 +246,12 @@ report run_pair(nccl_command& cmd, const job_nccl& job, std::optional<nccl_pair_
   // user's libcuda or a preloaded library.
   if (::geteuid() == 0) std::erase_if(o.env, [](const std::string& e) { return e.starts_with("LD_"); });
   outcome = run_nccl_pair(o);
+  // The ranks name the library by what they loaded (dladdr): as root that is the descriptor, which means nothing
+  // once this process is gone; the report names the file.
+  for (auto& r : outcome->ranks) {
+    if (r.report && !cmd.descriptor_of.empty() && r.report->nccl_library == o.nccl_library)
+      r.report->nccl_library = cmd.descriptor_of;
+  }
   // Each peer the rendezvous refused, one line (the plugin passes the probe's stderr on to slurmd's log).
   for (const auto& line : outcome->refused) fmt::print(stderr, "mrcheck: {}\n", line);
   outcome->parent = read_own_process(sysroot{});

@@ -272,6 +272,10 @@ TEST_F(job_nccl_tree, probe_gives_a_verdict_for_a_broken_or_crashing_job_nccl) {
   j = nlohmann::json::parse(o->out);
   ASSERT_TRUE(j.contains("ranks")) << o->out;
   EXPECT_EQ(j.at("ranks").at(0).at("report").at("nccl_version"), 29901) << o->out;
+  // The report names the file, as root too, where the ranks load it through a descriptor (/proc/PID/fd/N, which
+  // names nothing once the probe has exited).
+  EXPECT_EQ(j.at("nccl_library"), good) << o->out;
+  EXPECT_EQ(j.at("ranks").at(0).at("report").at("nccl_library"), good) << o->out;
 
   // As root, a library another user owns is not loaded at all.
   if (::geteuid() == 0) {
