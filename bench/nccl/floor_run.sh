@@ -77,7 +77,7 @@ for i in "${!where[@]}"; do
   t=$(now)
   NCCL_DEBUG_TIMESTAMP_LEVELS=INFO NCCL_DEBUG_TIMESTAMP_FORMAT='[%s.%3f] ' \
     "$bin" probe nccl --mode local-pair --json --verbose >"$W/where.$i.json" 2>&1
-  log "-- run $i ($name): wall $(ms_since "$t") ms"
+  log "-- run $((i + 1)) ($name): wall $(ms_since "$t") ms"
   python3 - "$W/where.$i.json" <<'PY' | tee -a "$S"
 import json, re, sys
 j = json.load(open(sys.argv[1]))
