@@ -276,8 +276,8 @@ std::optional<path_note> no_device_note(const nccl_log_scanner& scanner, const s
 std::string findings_to_text(const std::vector<finding>& findings, std::string_view source,
                              const nccl_log_scanner& scanner) {
   std::string out;
-  out += fmt::format("mrcheck: explain: {}: {} NCCL failure{} in {} lines", source, findings.size(),
-                     findings.size() == 1 ? "" : "s", scanner.lines());
+  out += fmt::format("mrcheck: explain: {}: {} NCCL failure{} in {} line{}", source, findings.size(),
+                     findings.size() == 1 ? "" : "s", scanner.lines(), scanner.lines() == 1 ? "" : "s");
   if (scanner.truncated_lines()) out += fmt::format(" ({} over-long lines cut at 64 KiB)", scanner.truncated_lines());
   if (scanner.dropped_events())
     out += fmt::format(" ({} failures beyond the group limit not shown)", scanner.dropped_events());

@@ -97,6 +97,13 @@ TEST(explain_findings, a_fatal_error_is_explained_by_the_warning_before_it) {
   EXPECT_NE(f[0].diag.fix.find("peer's log"), std::string::npos);
 }
 
+TEST(explain_findings, the_header_counts_one_line_as_one_line) {
+  nccl_log_scanner s = scan_lines(
+      {"a:1:1 [0] NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"});
+  std::string text = findings_to_text(explain_groups(s, node_evidence{}, evidence_origin{}), "job.log", s);
+  EXPECT_TRUE(text.starts_with("mrcheck: explain: job.log: 1 NCCL failure in 1 line\n")) << text;
+}
+
 TEST(explain_findings, text_orders_cause_why_evidence_fix_fallback) {
   nccl_log_scanner s = scan_lines({
       "0: a:1:1 [0] NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
