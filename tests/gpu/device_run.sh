@@ -3,8 +3,9 @@
 # The GPU tests in one call on the GPU machine (device `run`, repository root): builds mrcheck with the CUDA
 # headers and the fake libibverbs, runs every tests/gpu/*_test.sh, then times `mrcheck probe mr --gpu` on this
 # node without an HCA against `mrcheck probe mr` (no --gpu) in the same invocation (issue 40's point 3: the GPU
-# probe decides from the node that nothing can be registered before it sets CUDA up, cli/cmd_probe_mr.cpp).
-# Writes $OUT/gpu-tests.txt. Usage: bash tests/gpu/device_run.sh [RUNS]
+# probe decides from the node that nothing can be registered before it sets CUDA up, cli/cmd_probe_mr.cpp), and last
+# the unit tests built there with the CUDA headers (src/rdma/cuda_gpu.cpp compiles only with them) and run beside
+# the real driver. Writes $OUT/gpu-tests.txt. Usage: bash tests/gpu/device_run.sh [RUNS]
 set -u
 RUNS=${1:-7}
 OUT=${OUT:-/tmp/gpu-tests-out}
@@ -34,3 +35,14 @@ for i in $(seq 1 "$RUNS"); do
   log "run $i: --gpu ${a} ms, without ${b} ms"
 done
 grep -o '"summary": *"[^"]*"' "$OUT/gpu_1.json" | head -3 | tee -a "$S"
+log "== the unit tests, built here with the CUDA headers (ctest -L unit)"
+PATH=/usr/local/cuda/bin:$PATH cmake -S . -B /tmp/bu -G Ninja "${device_cmake_args[@]}" >"$OUT/cmake-unit.log" 2>&1 &&
+  ninja -C /tmp/bu >"$OUT/ninja-unit.log" 2>&1
+rc=$?
+if ((rc == 0)); then
+  ctest --test-dir /tmp/bu -L unit -j"$(nproc)" >"$OUT/ctest-unit.log" 2>&1
+  log "unit: rc=$?; $(grep -o '[0-9]*% tests passed.*' "$OUT/ctest-unit.log"); $(grep -c '(Skipped)' "$OUT/ctest-unit.log") skipped"
+  grep -E '\(Failed\)|\(Timeout\)|\(SEGFAULT\)' "$OUT/ctest-unit.log" | head -20 | tee -a "$S"
+else
+  log "unit: not built, rc=$rc (cmake-unit.log, ninja-unit.log)"
+fi
