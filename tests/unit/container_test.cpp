@@ -349,6 +349,10 @@ TEST(container_log, kernel_abi_socket_fallback_and_runtime) {
   EXPECT_EQ(s.notes[1].what, "kernel_abi");
   EXPECT_NE(s.notes[1].text.find("enroot no longer injects"), std::string::npos);
   EXPECT_EQ(s.notes[2].what, "socket_fallback");
+  // A log of one node says NET/Socket too where its ranks met as different hosts (NCCL_HOSTID): the note names
+  // both, not only traffic between nodes.
+  EXPECT_NE(s.notes[2].text.find("between nodes, or between ranks it took for different hosts"), std::string::npos)
+      << s.notes[2].text;
   container_log_scan ib;
   ib.feed("NCCL INFO NET/Socket : Using [0]eth0", 1);
   ib.feed("NCCL INFO NET/IB : Using [0]mlx5_0:1/IB", 2);

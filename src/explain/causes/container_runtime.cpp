@@ -308,8 +308,9 @@ void container_log_scan::feed(std::string_view line, std::size_t number) {
 void container_log_scan::finish() {
   if (saw_net_socket && !saw_net_ib) {
     notes.push_back({"socket_fallback", 0,
-                     "NCCL used NET/Socket and never NET/IB: inter-node traffic went over TCP, without an error (no "
-                     "libibverbs, no provider for the device, or no RDMA device in the container)"});
+                     "NCCL used NET/Socket and never NET/IB: what it sent over the network (between nodes, or between "
+                     "ranks it took for different hosts) went over TCP, without an error (no libibverbs, no provider "
+                     "for the device, or no RDMA device in the container)"});
   }
 }
 
