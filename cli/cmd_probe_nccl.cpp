@@ -213,6 +213,18 @@ void add_library_detail(check_result& ch, const job_nccl& job, bool library_give
   }
 }
 
+// The ranks name the library by the name they loaded it under (their dlopen errors, dladdr): as root that is the
+// descriptor (/proc/PID/fd/N), which means nothing once this process is gone. The report names the file.
+void name_the_file(nccl_pair_outcome& outcome, const std::string& loaded_as, const std::string& file) {
+  for (auto& r : outcome.ranks) {
+    if (!r.report) continue;
+    if (r.report->nccl_library == loaded_as) r.report->nccl_library = file;
+    std::string& e = r.report->error;
+    for (std::size_t at = e.find(loaded_as); at != std::string::npos; at = e.find(loaded_as, at + file.size()))
+      e.replace(at, loaded_as.size(), file);
+  }
+}
+
 // The pair as the options and the allocation ask for it: a skip, the library's verdict, or the pair's own.
 report run_pair(nccl_command& cmd, const job_nccl& job, std::optional<nccl_pair_outcome>& outcome) {
   report rep;
@@ -246,12 +258,7 @@ report run_pair(nccl_command& cmd, const job_nccl& job, std::optional<nccl_pair_
   // user's libcuda or a preloaded library.
   if (::geteuid() == 0) std::erase_if(o.env, [](const std::string& e) { return e.starts_with("LD_"); });
   outcome = run_nccl_pair(o);
-  // The ranks name the library by what they loaded (dladdr): as root that is the descriptor, which means nothing
-  // once this process is gone; the report names the file.
-  for (auto& r : outcome->ranks) {
-    if (r.report && !cmd.descriptor_of.empty() && r.report->nccl_library == o.nccl_library)
-      r.report->nccl_library = cmd.descriptor_of;
-  }
+  if (!cmd.descriptor_of.empty()) name_the_file(*outcome, o.nccl_library, cmd.descriptor_of);
   // Each peer the rendezvous refused, one line (the plugin passes the probe's stderr on to slurmd's log).
   for (const auto& line : outcome->refused) fmt::print(stderr, "mrcheck: {}\n", line);
   outcome->parent = read_own_process(sysroot{});

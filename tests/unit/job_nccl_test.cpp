@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 const std::string k_mrcheck = std::string(MRCHECK_BINARY_DIR) + "/cli/mrcheck";
 const std::string k_fake = MRCHECK_FAKE_LIBNCCL;
 const std::string k_fake_crash = MRCHECK_FAKE_LIBNCCL_CRASH;
+const std::string k_fake_unresolved = MRCHECK_FAKE_LIBNCCL_UNRESOLVED;
 const std::string k_fake_net = MRCHECK_FAKE_LIBNCCL_NET;
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool k_sanitized = true;
@@ -276,6 +277,23 @@ TEST_F(job_nccl_tree, probe_gives_a_verdict_for_a_broken_or_crashing_job_nccl) {
   // names nothing once the probe has exited).
   EXPECT_EQ(j.at("nccl_library"), good) << o->out;
   EXPECT_EQ(j.at("ranks").at(0).at("report").at("nccl_library"), good) << o->out;
+
+  // One the loader refuses (a symbol nothing defines): the rank's dlopen error, and so the verdict, name the file;
+  // as root they said "dlopen /proc/PID/fd/N: /proc/PID/fd/N: undefined symbol: ...".
+  std::string refused = put("refused/libnccl.so.2", k_fake_unresolved);
+  child_spec r = s;
+  r.argv = {k_mrcheck, "probe",     "nccl", "--mode",         "local-pair",
+            "--json",  "--timeout", "20s",  "--nccl-library", refused};
+  o = run_child(r);
+  ASSERT_TRUE(o.is_ok());
+  j = nlohmann::json::parse(o->out);
+  summary = j.at("checks").at(0).at("summary");
+  EXPECT_NE(summary.find("dlopen " + refused + ": "), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("/proc/"), std::string::npos) << summary;
+  ASSERT_TRUE(j.contains("ranks")) << o->out;
+  std::string error = j.at("ranks").at(0).at("report").at("error");
+  EXPECT_NE(error.find("undefined symbol: mrcheck_fake_nccl_nowhere"), std::string::npos) << error;
+  EXPECT_EQ(error.find("/proc/"), std::string::npos) << error;
 
   // As root, a library another user owns is not loaded at all.
   if (::geteuid() == 0) {
