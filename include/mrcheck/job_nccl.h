@@ -27,7 +27,7 @@ struct elf_library_info {
 
 // Reads `path` (symlinks followed, at most 40 of them) as an x86_64/aarch64 ELF64 shared object. Errors name the
 // problem: missing, a symlink loop, not a regular file (a FIFO or a device would block or never end), 0 bytes,
-// not ELF, truncated or inconsistent headers. Never blocks: opened O_NONBLOCK, bounded reads.
+// not ELF, built for another machine than this build's, truncated or inconsistent headers. Never blocks: opened O_NONBLOCK, bounded reads.
 result<elf_library_info> scan_nccl_library(const std::string& path);
 
 // "2.28.9" -> 22809; "" or malformed -> 0.

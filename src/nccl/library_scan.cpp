@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,6 +30,28 @@ constexpr std::uint64_t k_max_file = 4ULL << 30;      // NCCL 2.28 with every ar
 constexpr std::uint64_t k_max_table = 64ULL << 20;    // .dynsym / .dynstr
 constexpr std::uint64_t k_max_rodata = 512ULL << 20;  // scanned in chunks
 constexpr std::string_view k_version_tag = "NCCL version ";
+
+// e_machine of this build's own target (docs/job-nccl.md); 0 where not listed, and then no file is refused for its
+// machine.
+#if defined(__x86_64__)
+constexpr std::uint16_t k_host_machine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint16_t k_host_machine = EM_AARCH64;
+#elif defined(__powerpc64__)
+constexpr std::uint16_t k_host_machine = EM_PPC64;
+#else
+constexpr std::uint16_t k_host_machine = 0;
+#endif
+
+std::string machine_name(std::uint16_t m) {
+  switch (m) {
+    case EM_X86_64: return "x86_64";
+    case EM_AARCH64: return "aarch64";
+    case EM_PPC64: return "ppc64";
+    case EM_RISCV: return "riscv64";
+    default: return fmt::format("ELF machine {}", m);
+  }
+}
 
 class fd_guard {
  public:
@@ -120,6 +143,22 @@ std::string scan_rodata(int fd, const section& s, std::uint64_t file_size) {
   return {};
 }
 
+// The ELF header's identity (its first 20 bytes): the magic, 64-bit little-endian, this node's machine. The loader
+// refuses a library of another machine with "cannot open shared object file: No such file or directory", of a file
+// that is there: say what it is (a venv or image made on another kind of node). "" when the file reads on.
+std::string elf_identity_problem(const unsigned char* eh) {
+  if (std::memcmp(eh,
+                  "\x7f"
+                  "ELF",
+                  4) != 0)
+    return "not an ELF file";
+  if (eh[4] != 2 || eh[5] != 1) return "not a 64-bit little-endian ELF file";
+  if (auto m = le<std::uint16_t>(eh + 0x12); k_host_machine != 0 && m != k_host_machine)
+    return fmt::format("built for {}, this node is {}: a library of another architecture", machine_name(m),
+                       machine_name(k_host_machine));
+  return {};
+}
+
 }  // namespace
 
 int nccl_version_code(std::string_view dotted) {
@@ -155,13 +194,9 @@ result<elf_library_info> scan_nccl_library(const std::string& path) {
   if (info.size > k_max_file)
     return status::error(fmt::format("{}: {} bytes, too large for a library", path, info.size));
   unsigned char eh[64];
-  if (info.size < sizeof eh || !read_at(fd.get(), 0, eh, sizeof eh) ||
-      std::memcmp(eh,
-                  "\x7f"
-                  "ELF",
-                  4) != 0)
+  if (info.size < sizeof eh || !read_at(fd.get(), 0, eh, sizeof eh))
     return status::error(fmt::format("{}: not an ELF file", path));
-  if (eh[4] != 2 || eh[5] != 1) return status::error(fmt::format("{}: not a 64-bit little-endian ELF file", path));
+  if (std::string why = elf_identity_problem(eh); !why.empty()) return status::error(fmt::format("{}: {}", path, why));
   auto shoff = le<std::uint64_t>(eh + 0x28);
   auto shentsize = le<std::uint16_t>(eh + 0x3a);
   auto shnum = le<std::uint16_t>(eh + 0x3c);

@@ -120,6 +120,18 @@ TEST_F(job_nccl_tree, broken_files_are_named_and_nothing_blocks) {
   EXPECT_NE(fifo.error().message().find("not a regular file"), std::string::npos);
   auto missing = scan_nccl_library(path("nope.so"));
   EXPECT_FALSE(missing.is_ok());
+  // A library of another machine (a venv made on an aarch64 node, here a RISC-V one: e_machine 243 at offset 18),
+  // which glibc's dlopen calls "No such file or directory".
+  std::string other = put("riscv/libnccl.so.2", k_fake);
+  {
+    std::fstream f(other, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(18);
+    f.write("\xf3\x00", 2);
+  }
+  auto arch = scan_nccl_library(other);
+  ASSERT_FALSE(arch.is_ok());
+  EXPECT_NE(arch.error().message().find("built for riscv64, this node is "), std::string::npos)
+      << arch.error().message();
 }
 
 TEST_F(job_nccl_tree, a_python_job_in_a_venv_loads_the_wheel_beside_torch) {
