@@ -267,8 +267,9 @@ class pair_run {
       set("NCCL_SHM_DISABLE", "1");
     }
     // One hardware work queue per CUDA context instead of CUDA's 8: each rank runs one all-reduce on one stream,
-    // and the context is made and torn down 0.15 s faster (bench/nccl/README.md, docs/facts/nccl-test-harness.md
-    // §6). A job that sets its own keeps it: what the job would run with is what the probe tests.
+    // and the pair takes 0.15 s less on an H200, 0.3 s on two H100s (bench/nccl/README.md,
+    // docs/facts/nccl-test-harness.md §6). A job that sets its own keeps it: what the job would run with is what
+    // the probe tests.
     if (!env_has(env, "CUDA_DEVICE_MAX_CONNECTIONS")) set("CUDA_DEVICE_MAX_CONNECTIONS", "1");
 
     // NCCL reads these itself (env docs); report them, because a setting there changes what the probe does.
